@@ -1,0 +1,153 @@
+"""
+The HTTP front: one Klein route that takes every request through the same steps
+(see docs/architecture.md): health → negotiation → authentication → request info →
+authorization → handler, with every failure rendered as a Status in one place.
+
+Routing inside ``/api`` and ``/apis`` is done by ``requestinfo`` and a dict lookup rather
+than by one route per path shape: it is what upstream does, it keeps the per-request
+path short, and it gives authorization and the handlers the same reading of the URL.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from klein import Klein
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from platformd import errors
+from platformd.api import deletes, reads, requestinfo, responses, writes
+from platformd.api.call import Call
+from platformd.auth.interfaces import ALLOW, Attributes, AuthenticationError
+
+log = Logger()
+
+HEALTH_PATHS = frozenset({b"/healthz", b"/livez", b"/readyz"})
+
+_HANDLERS = {
+    "get": lambda call, api: reads.get(call, api.store_for(call.kind)),
+    "list": lambda call, api: reads.list_(call, api.store_for(call.kind), api.cache.revision),
+    "create": lambda call, api: writes.create(call, api.store_for(call.kind)),
+    "update": lambda call, api: writes.update(call, api.store_for(call.kind)),
+    "patch": lambda call, api: writes.patch(call, api.store_for(call.kind)),
+    "delete": lambda call, api: deletes.delete(call, api.store_for(call.kind)),
+    "deletecollection": lambda call, api: deletes.delete_collection(call, api.store_for(call.kind)),
+}
+_STATUS_VERBS = frozenset({"get", "update", "patch"})
+
+
+class APIServer:
+    """The resource API over HTTP (see module docstring)."""
+
+    app = Klein()
+
+    def __init__(self, catalog, stores, cache, negotiator, authenticator, authorizer,
+                 documents, readiness):
+        self.catalog = catalog
+        self.stores = stores
+        self.cache = cache
+        self.negotiator = negotiator
+        self.authenticator = authenticator
+        self.authorizer = authorizer
+        self.documents = documents
+        #: ``readiness()`` -> True once the server serves (cache loaded).
+        self.readiness = readiness
+
+    def store_for(self, kind):
+        return self.stores[id(kind)]
+
+    def resource(self):
+        return self.app.resource()
+
+    @app.route("/", branch=True, strict_slashes=False)
+    def handle(self, request):
+        path = request.path
+        if path in HEALTH_PATHS:
+            return self._health(request)
+        codec = self.negotiator.default
+        try:
+            codec = self.negotiator.for_response(request.getHeader(b"accept"))
+            result = self._dispatch(request, codec)
+        except errors.StatusError as e:
+            return responses.write_error(request, e, codec)
+        except Exception:
+            log.failure("request failed: {method} {path}", method=request.method, path=path)
+            return responses.write_error(request, errors.internal("unexpected error"), codec)
+        if isinstance(result, Deferred):
+            return result.addErrback(self._failed, request, codec)
+        return result
+
+    def _failed(self, failure: Failure, request, codec):
+        if failure.check(errors.StatusError):
+            return responses.write_error(request, failure.value, codec)
+        log.failure("request failed: {method} {path}", failure,
+                    method=request.method, path=request.path)
+        return responses.write_error(request, errors.internal("unexpected error"), codec)
+
+    def _health(self, request):
+        if request.method not in (b"GET", b"HEAD"):
+            raise errors.method_not_allowed(request.method.decode(), "")
+        if not self.readiness():
+            return responses.write(request, 503, b"not ready", "text/plain; charset=utf-8")
+        return responses.write(request, 200, b"ok", "text/plain; charset=utf-8")
+
+    def _dispatch(self, request, codec):
+        if not self.readiness():
+            raise errors.StatusError(503, "ServiceUnavailable",
+                                     "the server is starting; try again shortly", retry_after=1)
+        try:
+            user = self.authenticator.authenticate(request)
+        except AuthenticationError:
+            user = None
+        if user is None:
+            raise errors.unauthorized()
+        path = unquote(request.path.decode("utf-8", "replace"))
+        watch = requestinfo.parse_watch_flag((request.args.get(b"watch") or (None,))[0])
+        info = requestinfo.parse(request.method, path, watch)
+        self._authorize(user, info)
+        call = Call(request, info, user, self.negotiator, codec)
+        if not info.is_resource:
+            return self._non_resource(call)
+        kind = self.catalog.lookup(info.group, info.version, info.resource)
+        if kind is None or (info.namespace and not kind.namespaced
+                            and info.name != info.namespace):
+            raise errors.not_found_path()
+        if info.subresource:
+            if info.subresource != "status" or not kind.has_status:
+                raise errors.not_found_path()
+            if info.verb not in _STATUS_VERBS:
+                raise errors.method_not_allowed(info.verb, kind.kind)
+        call.kind = kind
+        handler = _HANDLERS.get(info.verb)
+        if handler is None:
+            raise errors.StatusError(
+                405, "MethodNotAllowed",
+                f"the server does not allow this method on the requested resource")
+        if info.verb in ("create",) and info.name:
+            raise errors.StatusError(405, "MethodNotAllowed",
+                                     "the server does not allow this method on the requested "
+                                     "resource")
+        return handler(call, self)
+
+    def _authorize(self, user, info):
+        attributes = Attributes(
+            user=user, verb=info.verb, is_resource=info.is_resource, path=info.path,
+            group=info.group, version=info.version, resource=info.resource,
+            subresource=info.subresource, namespace=info.namespace, name=info.name)
+        decision = self.authorizer.authorize(attributes)
+        if decision.verdict != ALLOW:
+            raise errors.forbidden(user.name, info.verb, info.resource, info.group,
+                                   decision.reason)
+
+    def _non_resource(self, call):
+        request = call.request
+        if request.method not in (b"GET", b"HEAD"):
+            raise errors.StatusError(
+                405, "MethodNotAllowed",
+                "the server does not allow this method on the requested resource")
+        body = self.documents.lookup(call.info.path)
+        if body is None:
+            raise errors.not_found_path()
+        return responses.write(request, 200, body, "application/json")

@@ -1,0 +1,73 @@
+"""
+``Call``: one API request as the handlers see it: the Twisted request, what it asks
+(RequestInfo), who asks (UserInfo), the kind, and the response codec.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from platformd import errors
+
+_TRUE = ("true", "1", "True")
+
+
+class Call:
+    __slots__ = ("request", "info", "user", "kind", "negotiator", "response_codec", "pretty",
+                 "_args")
+
+    def __init__(self, request, info, user, negotiator, response_codec):
+        self.request = request
+        self.info = info
+        self.user = user
+        self.kind = None
+        self.negotiator = negotiator
+        self.response_codec = response_codec
+        self._args = request.args
+        self.pretty = self.arg("pretty") in _TRUE
+
+    def arg(self, name: str) -> Optional[str]:
+        """The first value of query parameter ``name`` (str), or None when absent."""
+        values = self._args.get(name.encode())
+        if not values:
+            return None
+        return values[0].decode("utf-8", "replace")
+
+    def has_arg(self, name: str) -> bool:
+        return name.encode() in self._args
+
+    def bool_arg(self, name: str) -> bool:
+        value = self.arg(name)
+        if value is None or value == "":
+            return False
+        if value in _TRUE:
+            return True
+        if value in ("false", "0", "False"):
+            return False
+        raise errors.bad_request(f'{name}: Invalid value: "{value}": must be a boolean')
+
+    def int_arg(self, name: str) -> Optional[int]:
+        value = self.arg(name)
+        if value is None or value == "":
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise errors.bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
+
+    def dry_run(self) -> bool:
+        """``dryRun=All`` or a bare ``dryRun`` (spec 4.8.5); any other value is a 400."""
+        values = self._args.get(b"dryRun")
+        if values is None:
+            return False
+        for value in values:
+            if value not in (b"All", b""):
+                shown = value.decode("utf-8", "replace")
+                raise errors.bad_request(
+                    f'dryRun: Unsupported value: "{shown}": supported values: "All"')
+        return True
+
+    def warn(self, text: str) -> None:
+        """Add an RFC 7234 ``Warning: 299 - "text"`` header (upstream's warning form)."""
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        self.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())

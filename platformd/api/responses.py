@@ -1,0 +1,45 @@
+"""
+Writing responses: objects, lists and Status errors, in the negotiated encoding.
+
+All error rendering happens here, once: a ``StatusError`` raised anywhere below the
+router becomes a ``Status`` body with the code, reason and headers upstream uses.
+"""
+
+from __future__ import annotations
+
+from platformd import errors
+
+_COMMON_HEADERS = (
+    (b"Cache-Control", b"no-cache, private"),
+)
+
+
+def write(request, code: int, body: bytes, content_type: str) -> bytes:
+    """Set code and headers; return the body for Klein to write."""
+    request.setResponseCode(code)
+    headers = request.responseHeaders
+    headers.setRawHeaders(b"Content-Type", [content_type.encode("ascii")])
+    for name, value in _COMMON_HEADERS:
+        headers.setRawHeaders(name, [value])
+    return body
+
+
+def write_value(call, code: int, value) -> bytes:
+    """Encode ``value`` with the call's response codec."""
+    codec = call.response_codec
+    return write(call.request, code, codec.encode(value, call.pretty), codec.media_type)
+
+
+def write_error(request, error: errors.StatusError, codec, pretty: bool = False) -> bytes:
+    if error.retry_after is not None:
+        request.responseHeaders.setRawHeaders(b"Retry-After", [str(error.retry_after).encode()])
+    return write(request, error.code, codec.encode(error.to_status(), pretty), codec.media_type)
+
+
+def success_status(kind, name: str, uid: str = "") -> dict:
+    """The ``Status`` a delete answers with when the object is gone (as upstream)."""
+    details = {"name": name, "group": kind.group, "kind": kind.plural}
+    if uid:
+        details["uid"] = uid
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}

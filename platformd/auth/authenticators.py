@@ -1,0 +1,109 @@
+"""
+The built-in authenticators: x509 client certificates and static bearer tokens.
+
+Both are cheap on the hot path: a client certificate was verified by OpenSSL during the
+handshake and its identity is read once per connection and kept on it; a token is one
+dict lookup.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import attrs
+from zope.interface import implementer
+
+from platformd.auth.interfaces import (
+    AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
+)
+from platformd.tlscontext import peer_identity
+
+_CONNECTION_ATTR = "_platformd_x509_user"
+_NO_CERT = object()
+
+
+@implementer(IAuthenticator)
+class X509Authenticator:
+    """CN is the user name, each O a group (as upstream)."""
+
+    def authenticate(self, request):
+        transport = request.channel.transport
+        user = getattr(transport, _CONNECTION_ATTR, None)
+        if user is None:
+            identity = peer_identity(transport)
+            if identity is None:
+                user = _NO_CERT
+            else:
+                name, groups = identity
+                user = UserInfo(name, "", tuple(groups) + (AUTHENTICATED_GROUP,))
+            try:
+                setattr(transport, _CONNECTION_ATTR, user)
+            except AttributeError:
+                pass
+        return None if user is _NO_CERT else user
+
+
+class TokenFileError(Exception):
+    """The token file cannot be read or parsed."""
+
+
+@implementer(IAuthenticator)
+@attrs.define
+class TokenAuthenticator:
+    """Static bearer tokens from ``--token-auth-file`` (``token,user,uid,"g1,g2"``)."""
+
+    tokens: dict
+
+    @classmethod
+    def from_file(cls, path: str) -> "TokenAuthenticator":
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise TokenFileError(f"cannot read token file {path}: {e.strerror}") from None
+        return cls(parse_token_csv(text, path))
+
+    def authenticate(self, request):
+        header = request.getHeader(b"authorization")
+        if not header:
+            return None
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        user = self.tokens.get(token.strip())
+        if user is None:
+            raise AuthenticationError("invalid bearer token")
+        return user
+
+
+def parse_token_csv(text: str, source: str = "token file") -> dict:
+    tokens = {}
+    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].startswith("#"):
+            continue
+        if len(row) < 3:
+            raise TokenFileError(f"{source}, line {lineno}: need at least 3 columns "
+                                 f"(token,user,uid), found {len(row)}")
+        token, name, uid = (c.strip() for c in row[:3])
+        if not token or not name:
+            raise TokenFileError(f"{source}, line {lineno}: token and user name must not be empty")
+        if token in tokens:
+            raise TokenFileError(f"{source}, line {lineno}: duplicate token")
+        groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
+        tokens[token] = UserInfo(name, uid, groups + (AUTHENTICATED_GROUP,))
+    return tokens
+
+
+@attrs.define
+class AuthenticatorChain:
+    """Tries each authenticator in order; the first user found wins."""
+
+    authenticators: list
+
+    def authenticate(self, request):
+        for authenticator in self.authenticators:
+            user = authenticator.authenticate(request)
+            if user is not None:
+                return user
+        return None

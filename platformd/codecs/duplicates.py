@@ -1,0 +1,30 @@
+"""
+Carrying duplicate keys from the parser to field validation.
+
+JSON and YAML parsers keep the last of several equal keys.  Upstream reports such keys
+as ``duplicate field "..."`` (a warning, or an error under ``fieldValidation=Strict``),
+so our parsers build this dict subclass whenever a mapping repeats a key; the schema
+walk, which knows the path, reports them.  Mappings without repeats stay plain dicts, so
+the common case costs nothing.
+"""
+
+
+class DuplicateKeysDict(dict):
+    """A dict that remembers which of its keys appeared more than once."""
+
+    __slots__ = ("duplicates",)
+
+
+def from_pairs(pairs):
+    """``object_pairs_hook`` for ``json.loads``: a dict, marking repeated keys."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen, repeated = set(), []
+        for key, _ in pairs:
+            if key in seen and key not in repeated:
+                repeated.append(key)
+            seen.add(key)
+        marked = DuplicateKeysDict(out)
+        marked.duplicates = repeated
+        return marked
+    return out

@@ -1,0 +1,50 @@
+"""
+``application/json``.
+
+Encoding uses orjson (several times faster than the stdlib encoder on our objects; see
+bench/).  Decoding uses the stdlib parser because only it can report duplicate keys
+(orjson silently keeps the last one), which field validation must name.
+"""
+
+import json
+
+import orjson
+from zope.interface import implementer
+
+from platformd.codecs.duplicates import from_pairs
+from platformd.codecs.interface import CodecError, ICodec
+
+_decoder = json.JSONDecoder(object_pairs_hook=from_pairs)
+
+
+def dumps(value) -> bytes:
+    """Compact JSON bytes; the one encoder the whole server uses."""
+    return orjson.dumps(value)
+
+
+@implementer(ICodec)
+class JSONCodec:
+    media_type = "application/json"
+
+    def decode(self, data: bytes):
+        try:
+            text = data.decode("utf-8")
+            value, end = _decoder.raw_decode(text, _skip_ws(text, 0))
+        except UnicodeDecodeError as e:
+            raise CodecError(f"invalid UTF-8 in JSON body: {e.reason}") from None
+        except json.JSONDecodeError as e:
+            raise CodecError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        if _skip_ws(text, end) != len(text):
+            raise CodecError("invalid JSON: extra data after the object")
+        return value
+
+    def encode(self, value, pretty: bool = False) -> bytes:
+        if pretty:
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+        return orjson.dumps(value)
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos

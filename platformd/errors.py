@@ -1,0 +1,172 @@
+"""
+API errors as values.
+
+Every failure the API reports is a ``StatusError``: an HTTP code, a machine-readable
+reason, a human message and optional details (name, group, kind, causes).  Handlers raise
+them where the fault is found; ``platformd.api.responses`` renders them once, as the
+``Status`` object clients expect.  The constructors mirror upstream's
+``k8s.io/apimachinery/pkg/api/errors`` so that codes, reasons and messages match what
+kubectl and client libraries were written against.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+
+@attrs.frozen
+class Cause:
+    """One field-level cause (``details.causes[]``)."""
+
+    reason: str
+    message: str
+    field: str
+
+    def to_dict(self) -> dict:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+@attrs.define(eq=False)
+class StatusError(Exception):
+    """An error with its Status form (``kind: Status``, ``status: Failure``)."""
+
+    code: int
+    reason: str
+    message: str
+    name: Optional[str] = None
+    group: Optional[str] = None
+    kind: Optional[str] = None
+    causes: tuple = ()
+    retry_after: Optional[int] = None
+
+    def __str__(self):
+        return self.message
+
+    def to_status(self) -> dict:
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+        }
+        details = {}
+        if self.name is not None:
+            details["name"] = self.name
+        if self.group is not None:
+            details["group"] = self.group
+        if self.kind is not None:
+            details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = [c.to_dict() for c in self.causes]
+        if self.retry_after is not None:
+            details["retryAfterSeconds"] = self.retry_after
+        if details:
+            status["details"] = details
+        status["code"] = self.code
+        return status
+
+
+def qualified(resource: str, group: str) -> str:
+    """``rolebindings.rbac.authorization.platform.io``, or ``pods`` for the core group."""
+    return f"{resource}.{group}" if group else resource
+
+
+def not_found(resource: str, group: str, name: str) -> StatusError:
+    return StatusError(
+        404, "NotFound", f'{qualified(resource, group)} "{name}" not found',
+        name=name, group=group, kind=resource,
+    )
+
+
+def already_exists(resource: str, group: str, name: str) -> StatusError:
+    return StatusError(
+        409, "AlreadyExists", f'{qualified(resource, group)} "{name}" already exists',
+        name=name, group=group, kind=resource,
+    )
+
+
+def conflict(resource: str, group: str, name: str, why: str) -> StatusError:
+    return StatusError(
+        409, "Conflict",
+        f'Operation cannot be fulfilled on {qualified(resource, group)} "{name}": {why}',
+        name=name, group=group, kind=resource,
+    )
+
+
+STALE_OBJECT = (
+    "the object has been modified; please apply your changes to the latest version "
+    "and try again"
+)
+
+
+def invalid(kind: str, group: str, name: str, causes) -> StatusError:
+    """422 Invalid listing every field error, worded as upstream words it."""
+    causes = tuple(causes)
+    rendered = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+    summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    qual = f"{kind}.{group}" if group else kind
+    return StatusError(
+        422, "Invalid", f'{qual} "{name}" is invalid: {summary}',
+        name=name, group=group, kind=kind, causes=causes,
+    )
+
+
+def bad_request(message: str, causes=()) -> StatusError:
+    return StatusError(400, "BadRequest", message, causes=tuple(causes))
+
+
+def method_not_allowed(verb: str, what: str) -> StatusError:
+    return StatusError(
+        405, "MethodNotAllowed", f"{verb} is not supported on resources of kind {what!r}"
+        if what else f"the server does not allow this method on the requested resource",
+    )
+
+
+def not_acceptable(types) -> StatusError:
+    return StatusError(
+        406, "NotAcceptable",
+        f"only the following media types are accepted: {', '.join(types)}",
+    )
+
+
+def unsupported_media_type(types) -> StatusError:
+    return StatusError(
+        415, "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(types),
+    )
+
+
+def unauthorized() -> StatusError:
+    return StatusError(401, "Unauthorized", "Unauthorized")
+
+
+def forbidden(user: str, verb: str, resource: str, group: str, why: str = "") -> StatusError:
+    message = (
+        f'{qualified(resource, group)} is forbidden: User "{user}" cannot {verb} '
+        f'resource "{resource}" in API group "{group}"'
+    )
+    if why:
+        message += f": {why}"
+    return StatusError(403, "Forbidden", message, group=group, kind=resource)
+
+
+def gone(message: str) -> StatusError:
+    return StatusError(410, "Expired", message)
+
+
+def timeout(message: str, retry_after: Optional[int] = None) -> StatusError:
+    return StatusError(504, "Timeout", message, retry_after=retry_after)
+
+
+def internal(message: str) -> StatusError:
+    return StatusError(500, "InternalError", f"Internal error occurred: {message}")
+
+
+def not_found_path() -> StatusError:
+    """404 for a path that names no resource (upstream's plain 404 page, as a Status)."""
+    return StatusError(404, "NotFound", "the server could not find the requested resource")

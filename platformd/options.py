@@ -1,0 +1,75 @@
+"""
+Command-line flags of ``twistd platformd``.  Names follow kube-apiserver's where one
+exists.  Every value is checked here, so a bad flag is one clear line at startup.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from twisted.python import usage
+
+from platformd.featuregates import FeatureGateError, FeatureGates
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise usage.UsageError(f"--secure-port: {value!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise usage.UsageError(f"--secure-port: {port} is not between 0 and 65535")
+    return port
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = "Serve the platform resource API over HTTPS (see README.md)."
+
+    optParameters = [
+        ["data-dir", None, "./platformd-data",
+         "Directory of the SQLite database, pki/ and admin.kubeconfig."],
+        ["bind-address", None, "127.0.0.1", "The IP address to serve HTTPS on."],
+        ["secure-port", None, 6443, "The port to serve HTTPS on (0: any free port).", _port],
+        ["token-auth-file", None, None,
+         'Static bearer tokens, CSV lines: token,user,uid,"group1,group2".'],
+        ["tls-cert-file", None, None, "Serving certificate (PEM; may hold intermediates)."],
+        ["tls-private-key-file", None, None, "Private key of --tls-cert-file (PEM)."],
+        ["client-ca-file", None, None,
+         "CA bundle that verifies client certificates (CN = user, O = groups)."],
+        ["feature-gates", None, "", "NAME=true|false,... (see docs/configuration.md)."],
+    ]
+
+    def postOptions(self):
+        try:
+            self["feature-gates"] = FeatureGates.parse(self["feature-gates"] or "")
+        except FeatureGateError as e:
+            raise usage.UsageError(f"--feature-gates: {e}") from None
+        cert, key = self["tls-cert-file"], self["tls-private-key-file"]
+        if bool(cert) != bool(key):
+            raise usage.UsageError(
+                "--tls-cert-file and --tls-private-key-file must be given together")
+        for flag in ("tls-cert-file", "tls-private-key-file", "client-ca-file",
+                     "token-auth-file"):
+            path = self[flag]
+            if path and not os.access(path, os.R_OK):
+                raise usage.UsageError(f"--{flag}: cannot read {path}")
+        if self["client-ca-file"] and not cert:
+            raise usage.UsageError("--client-ca-file needs --tls-cert-file and "
+                                   "--tls-private-key-file")
+
+
+class CommandLineOptions(Options):
+    """
+    The options as ``twistd`` sees them.  twistd answers a usage error by printing the
+    whole help text; an operator reading a journal wants one line saying what is wrong,
+    so this prints that line and exits with status 2.
+    """
+
+    def parseOptions(self, options=None):
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as e:
+            sys.stderr.write(f"platformd: {e} (see --help)\n")
+            raise SystemExit(2) from None

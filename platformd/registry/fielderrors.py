@@ -1,0 +1,49 @@
+"""
+Field-level validation errors, worded as upstream's ``field.ErrorList`` words them.
+
+Validators return lists of ``Cause``; the handler turns a non-empty list into one 422
+``Invalid`` Status (``platformd.errors.invalid``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from platformd.errors import Cause
+
+
+def _quote(value) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def required(field: str, detail: str = "") -> Cause:
+    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""), field)
+
+
+def invalid(field: str, value, detail: str) -> Cause:
+    return Cause("FieldValueInvalid", f"Invalid value: {_quote(value)}: {detail}", field)
+
+
+def not_supported(field: str, value, allowed) -> Cause:
+    choices = ", ".join(json.dumps(a) for a in allowed)
+    return Cause(
+        "FieldValueNotSupported",
+        f"Unsupported value: {_quote(value)}: supported values: {choices}",
+        field,
+    )
+
+
+def forbidden(field: str, detail: str) -> Cause:
+    return Cause("FieldValueForbidden", f"Forbidden: {detail}", field)
+
+
+def duplicate(field: str, value) -> Cause:
+    return Cause("FieldValueDuplicate", f"Duplicate value: {_quote(value)}", field)
+
+
+def too_long(field: str, limit: int) -> Cause:
+    return Cause("FieldValueTooLong", f"Too long: may not be more than {limit} bytes", field)

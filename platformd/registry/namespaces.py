@@ -1,0 +1,94 @@
+"""
+The namespace controller: deleting a namespace deletes its contents, then the namespace.
+
+A namespace being deleted is marked terminating (``deletionTimestamp``, phase
+``Terminating``) by the store.  This controller then deletes every namespaced object in
+it through the same generic stores a client would use (so finalizers are honoured), and
+once nothing is left it removes the namespace itself.  It reacts to cache events on the
+reactor: when a terminating namespace appears, and when an object in one goes away.
+"""
+
+from __future__ import annotations
+
+from twisted.internet.defer import inlineCallbacks
+from twisted.logger import Logger
+
+from platformd import errors
+from platformd.cache.watchcache import DELETED
+
+log = Logger()
+
+
+class NamespaceController:
+    def __init__(self, reactor, cache, catalog, stores, namespace_kind):
+        self.reactor = reactor
+        self.cache = cache
+        self.namespace_kind = namespace_kind
+        self.namespace_store = stores[id(namespace_kind)]
+        self.namespaced = [(k, stores[id(k)]) for k in catalog.kinds if k.namespaced]
+        self._scheduled: set = set()
+        self._running: set = set()
+
+    def start(self):
+        self.cache.for_kind(self.namespace_kind).listeners.append(self._namespace_changed)
+        for kind, _store in self.namespaced:
+            self.cache.for_kind(kind).listeners.append(self._content_changed)
+        for entry in list(self.cache.for_kind(self.namespace_kind).objects.values()):
+            if entry.obj["metadata"].get("deletionTimestamp"):
+                self._schedule(entry.name)
+
+    def _namespace_changed(self, type_, new, old, revision):
+        if new is not None and new.obj["metadata"].get("deletionTimestamp"):
+            self._schedule(new.name)
+
+    def _content_changed(self, type_, new, old, revision):
+        if type_ == DELETED and old is not None:
+            namespace = old.namespace
+            if namespace and self._terminating(namespace):
+                self._schedule(namespace)
+
+    def _terminating(self, name: str) -> bool:
+        entry = self.cache.for_kind(self.namespace_kind).get(
+            self.namespace_kind.storage_key(None, name))
+        return entry is not None and bool(entry.obj["metadata"].get("deletionTimestamp"))
+
+    def _schedule(self, name: str):
+        if name in self._scheduled:
+            return
+        self._scheduled.add(name)
+        self.reactor.callLater(0, self._run, name)
+
+    @inlineCallbacks
+    def _run(self, name: str):
+        self._scheduled.discard(name)
+        if name in self._running:
+            self._scheduled.add(name)
+            self.reactor.callLater(0.1, self._run, name)
+            return
+        self._running.add(name)
+        try:
+            yield self._clean(name)
+        except Exception:
+            log.failure("cleaning namespace {name} failed; retrying", name=name)
+            self.reactor.callLater(1, self._schedule, name)
+        finally:
+            self._running.discard(name)
+
+    @inlineCallbacks
+    def _clean(self, name: str):
+        if not self._terminating(name):
+            return
+        remaining = 0
+        for kind, store in self.namespaced:
+            for entry in store.list(name):
+                remaining += 1
+                if entry.obj["metadata"].get("deletionTimestamp"):
+                    continue  # waiting for its finalizers
+                try:
+                    yield store.delete(name, entry.name)
+                except errors.StatusError as e:
+                    if e.code != 404:
+                        raise
+        if remaining:
+            return  # deletions re-trigger us until the namespace is empty
+        yield self.namespace_store.finalize(name)

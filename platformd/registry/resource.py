@@ -1,0 +1,108 @@
+"""
+``ResourceType``: everything the generic handlers need to know about one kind.
+
+The handlers are written once for every kind (as upstream's generic registry store is);
+what differs per kind lives here: names and scope, the schema, defaulting, validation,
+and the status split.  Adding a kind means writing one of these, nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import attrs
+
+from platformd.registry.meta import LIST_META, OBJECT_META, validate_object_meta
+from platformd.registry.schema import STRING, ListOf, Prop, Struct
+
+
+def _no_causes(*_args) -> list:
+    return []
+
+
+def _nothing(_obj) -> None:
+    return None
+
+
+@attrs.frozen
+class ResourceType:
+    """One served kind (see module docstring)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    #: The top-level fields besides apiVersion, kind and metadata.
+    fields: dict
+    doc: str
+    short_names: tuple = ()
+    categories: tuple = ()
+    #: ``name_rule(name) -> [problem, ...]`` for metadata.name.
+    name_rule: Callable = attrs.field(default=None)
+    #: Whether the kind has ``spec``/``status`` split and a ``status`` subresource.
+    has_status: bool = False
+    #: ``default(obj)`` fills defaults in place (after decoding, before validation).
+    default: Callable = _nothing
+    #: ``validate(obj) -> causes`` beyond metadata.
+    validate: Callable = _no_causes
+    #: ``validate_update(new, old) -> causes`` beyond ``validate(new)``.
+    validate_update: Callable = _no_causes
+    #: ``prepare_for_create(obj)``: server-owned initial state (for example ``status``).
+    prepare_for_create: Callable = _nothing
+    #: Whether PUT of an absent object creates it (upstream: RBAC kinds yes, core no).
+    allow_create_on_update: bool = False
+    #: Definition-name prefix for OpenAPI, for example ``io.platform.api.core.v1``.
+    definition_prefix: str = ""
+    schema: Struct = attrs.field(init=False)
+    list_schema: Struct = attrs.field(init=False)
+
+    def __attrs_post_init__(self):
+        props = {
+            "apiVersion": Prop(STRING, "The versioned schema of this representation."),
+            "kind": Prop(STRING, "The REST resource this object represents."),
+            "metadata": Prop(OBJECT_META, "Standard object metadata."),
+        }
+        props.update(self.fields)
+        object.__setattr__(self, "schema", Struct(
+            f"{self.definition_prefix}.{self.kind}", props, doc=self.doc))
+        object.__setattr__(self, "list_schema", Struct(
+            f"{self.definition_prefix}.{self.kind}List", {
+                "apiVersion": Prop(STRING, "The versioned schema of this representation."),
+                "kind": Prop(STRING, "The REST resource this object represents."),
+                "metadata": Prop(LIST_META, "Standard list metadata."),
+                "items": Prop(ListOf(self.schema), f"List of {self.kind} objects.",
+                              required=True),
+            }, doc=f"A list of {self.kind} objects."))
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def qualified_resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def storage_prefix(self) -> str:
+        """Every object of this kind lives under this key prefix."""
+        return f"/registry/{self.qualified_resource}/"
+
+    def storage_key(self, namespace: Optional[str], name: str) -> str:
+        if self.namespaced:
+            return f"{self.storage_prefix}{namespace}/{name}"
+        return self.storage_prefix + name
+
+    def namespace_prefix(self, namespace: str) -> str:
+        return f"{self.storage_prefix}{namespace}/"
+
+    def validate_all(self, obj: dict) -> list:
+        """Every cause for ``obj`` as a new object: metadata first, then the kind's own."""
+        causes = validate_object_meta(obj.get("metadata") or {}, self.name_rule, self.namespaced)
+        causes.extend(self.validate(obj))
+        return causes

@@ -1,0 +1,216 @@
+"""
+A small schema language for the built-in kinds.
+
+One schema per kind is the single source for everything that depends on the shape of an
+object: decoding with type checks (a wrong type is a 400 naming the field), detection and
+pruning of unknown fields (field validation), required fields, OpenAPI documents, and
+later the strategic-merge keys, list types for server-side apply, and Protobuf field
+numbers.  Keeping these in one place means a field is described once and every consumer
+agrees on it.
+
+Decoding walks a value parsed from JSON/YAML/CBOR (dicts, lists, scalars) and returns a
+pruned copy that holds only known fields.  Paths are written the way upstream reports
+them: ``spec.containers[0].image``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+
+class DecodeError(Exception):
+    """A value of the wrong type at ``path`` (upstream answers such bodies with 400)."""
+
+    def __init__(self, path: str, expected: str, value):
+        self.path = path
+        self.expected = expected
+        self.got = _json_type(value)
+        super().__init__(
+            f"json: cannot unmarshal {self.got} into field {path or '(root)'} "
+            f"of type {expected}"
+        )
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def join(path: str, name: str) -> str:
+    """The path of field ``name`` below ``path``."""
+    return f"{path}.{name}" if path else name
+
+
+class DecodeContext:
+    """What one decode collects besides the result: the unknown fields it pruned."""
+
+    __slots__ = ("unknown", "duplicates")
+
+    def __init__(self):
+        self.unknown: list[str] = []
+        self.duplicates: list[str] = []
+
+    def note_duplicates(self, value, path: str) -> None:
+        """Record keys the parser saw more than once in ``value`` (a parsed mapping)."""
+        for key in getattr(value, "duplicates", ()):
+            self.duplicates.append(join(path, key))
+
+
+@attrs.frozen
+class Scalar:
+    """A JSON scalar: ``string``, ``integer``, ``number`` or ``boolean``."""
+
+    type: str
+    format: Optional[str] = None
+    enum: tuple = ()
+
+    def decode(self, value, path, ctx):
+        # null is the zero value for every field, as in Go's JSON decoding.
+        if value is None:
+            return None
+        if self.type == "string":
+            ok = isinstance(value, str)
+        elif self.type == "boolean":
+            ok = isinstance(value, bool)
+        elif self.type == "integer":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            if not ok and isinstance(value, float) and value.is_integer():
+                return int(value)
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok:
+            raise DecodeError(path, self.type, value)
+        return value
+
+    def walk(self):
+        return iter(())
+
+
+STRING = Scalar("string")
+INT32 = Scalar("integer", "int32")
+INT64 = Scalar("integer", "int64")
+BOOLEAN = Scalar("boolean")
+TIME = Scalar("string", "date-time")
+BYTES = Scalar("string", "byte")
+
+
+@attrs.frozen
+class MapOf:
+    """A map with string keys, every value of one type (labels, ConfigMap data)."""
+
+    values: object
+
+    def decode(self, value, path, ctx):
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise DecodeError(path, "object", value)
+        ctx.note_duplicates(value, path)
+        return {k: self.values.decode(v, join(path, k), ctx) for k, v in value.items()}
+
+    def walk(self):
+        yield self.values
+
+
+@attrs.frozen
+class ListOf:
+    """
+    A list.  ``list_type`` follows ``x-kubernetes-list-type``: ``atomic`` lists are
+    replaced whole on merge, ``map`` lists merge element-wise by ``map_keys``, ``set``
+    lists hold unique scalars.  ``patch_strategy``/``merge_key`` are the strategic-merge
+    hints.
+    """
+
+    items: object
+    list_type: str = "atomic"
+    map_keys: tuple = ()
+    patch_strategy: Optional[str] = None
+    merge_key: Optional[str] = None
+
+    def decode(self, value, path, ctx):
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise DecodeError(path, "array", value)
+        return [self.items.decode(v, f"{path}[{i}]", ctx) for i, v in enumerate(value)]
+
+    def walk(self):
+        yield self.items
+
+
+@attrs.frozen
+class Prop:
+    """One field of a Struct."""
+
+    node: object
+    doc: str = ""
+    required: bool = False
+
+
+@attrs.frozen
+class Struct:
+    """
+    An object with named fields.  ``name`` is the OpenAPI definition name (for example
+    ``io.platform.api.rbac.v1.RoleRef``); ``preserve_unknown`` keeps fields the schema does
+    not name instead of pruning them.
+    """
+
+    name: str
+    props: dict
+    doc: str = ""
+    preserve_unknown: bool = False
+
+    def decode(self, value, path, ctx):
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise DecodeError(path, "object", value)
+        ctx.note_duplicates(value, path)
+        out = {}
+        props = self.props
+        for key, item in value.items():
+            prop = props.get(key)
+            if prop is None:
+                if self.preserve_unknown:
+                    out[key] = item
+                else:
+                    ctx.unknown.append(join(path, key))
+                continue
+            decoded = prop.node.decode(item, join(path, key), ctx)
+            if decoded is not None:
+                out[key] = decoded
+        return out
+
+    def required_names(self):
+        return [name for name, prop in self.props.items() if prop.required]
+
+    def walk(self):
+        for prop in self.props.values():
+            yield prop.node
+
+
+def structs(root):
+    """Every Struct reachable from ``root``, each once, in a stable order."""
+    seen = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Struct):
+            if node.name in seen:
+                continue
+            seen[node.name] = node
+        stack.extend(reversed(list(node.walk())))
+    return list(seen.values())

@@ -1,0 +1,163 @@
+"""
+Composing the daemon from its options: storage, watch cache, stores, authentication,
+the HTTPS listener — and the order they start and stop in.
+
+Start order: listen first (so a port in use fails at once, before anything else), then
+open storage, fill the cache, start controllers, create the built-in namespaces, and only
+then report ready (``/readyz``); API requests before that get 503.  Stop order is the
+reverse, and storage stops last so pending writes finish.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+from twisted.application import service
+from twisted.internet import error as net_error
+from twisted.internet.defer import inlineCallbacks
+from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.web.server import Site
+
+from platformd import errors
+from platformd.api.app import APIServer
+from platformd.api.documents import Documents
+from platformd.auth.authenticators import (
+    AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
+)
+from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
+from platformd.cache.watchcache import WatchCache
+from platformd.codecs.negotiation import Negotiator
+from platformd.pki import PKIError, ensure_pki
+from platformd.registry import core
+from platformd.registry.catalog import builtin
+from platformd.registry.namespaces import NamespaceController
+from platformd.registry.store import GenericStore, NamespaceLifecycle
+from platformd.storage.sqlite import SQLiteStorage
+from platformd.tlscontext import server_tls_options
+
+log = Logger()
+
+#: Namespaces that always exist (upstream: default, kube-system, kube-public,
+#: kube-node-lease).
+BUILTIN_NAMESPACES = ("default", "platform-system", "platform-public", "platform-node-lease")
+
+
+class StartupError(Exception):
+    """A problem an operator must fix before the daemon can run: one line, no traceback."""
+
+
+def fail(message: str):
+    """Print one line and exit non-zero (twistd would otherwise print a traceback)."""
+    sys.stderr.write(f"platformd: {message}\n")
+    raise SystemExit(1)
+
+
+class PlatformService(service.MultiService):
+    def __init__(self, options, reactor):
+        super().__init__()
+        self.options = options
+        self.reactor = reactor
+        self.ready = False
+        self.port = None
+        data_dir = os.path.abspath(options["data-dir"])
+        try:
+            os.makedirs(data_dir, mode=0o700, exist_ok=True)
+        except OSError as e:
+            fail(f"cannot create --data-dir {data_dir}: {e.strerror}")
+        self.data_dir = data_dir
+        self.catalog = builtin()
+        self.storage = SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"))
+        self.cache = WatchCache(self.storage, self.catalog)
+        namespace_cache = self.cache.for_kind(core.NAMESPACE)
+        lifecycle = NamespaceLifecycle(namespace_cache, core.NAMESPACE)
+        self.stores = {id(k): GenericStore(k, self.storage, self.cache.for_kind(k), reactor,
+                                           lifecycle)
+                       for k in self.catalog.kinds}
+        self.namespaces = NamespaceController(reactor, self.cache, self.catalog, self.stores,
+                                              core.NAMESPACE)
+        self.tls, self.authenticator = self._security(options)
+        bind = options["bind-address"]
+        self.api = APIServer(
+            self.catalog, self.stores, self.cache, Negotiator(), self.authenticator,
+            AuthorizerChain([AlwaysAllow()]), Documents(self.catalog, f"{bind}:{options['secure-port']}"),
+            lambda: self.ready)
+        self.site = Site(self.api.resource())
+        self.site.displayTracebacks = False
+        self.site.log = lambda request: None  # no per-request access log on the hot path
+
+    def _security(self, options):
+        cert, key, client_ca = (options["tls-cert-file"], options["tls-private-key-file"],
+                                options["client-ca-file"])
+        try:
+            if not cert:
+                bind = options["bind-address"]
+                host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+                ips = [] if bind in ("0.0.0.0", "::", "127.0.0.1", "::1") else [bind]
+                port = options["secure-port"] or 6443
+                url_host = f"[{host}]" if ":" in host else host
+                paths = ensure_pki(self.data_dir, [socket.gethostname()], ips,
+                                   f"https://{url_host}:{port}")
+                cert, key, client_ca = paths.serving_cert, paths.serving_key, paths.client_ca
+            tls = server_tls_options(cert, key, client_ca)
+        except PKIError as e:
+            fail(str(e))
+        authenticators = [X509Authenticator()]
+        if options["token-auth-file"]:
+            try:
+                authenticators.append(TokenAuthenticator.from_file(options["token-auth-file"]))
+            except TokenFileError as e:
+                fail(str(e))
+        return tls, AuthenticatorChain(authenticators)
+
+    def privilegedStartService(self):
+        factory = TLSMemoryBIOFactory(self.tls, False, self.site)
+        try:
+            self.port = self.reactor.listenTCP(self.options["secure-port"], factory,
+                                               interface=self.options["bind-address"])
+        except net_error.CannotListenError as e:
+            fail(f"cannot listen on {self.options['bind-address']}:"
+                 f"{self.options['secure-port']}: {e.socketError}")
+        super().privilegedStartService()
+
+    def startService(self):
+        super().startService()
+        self._boot().addErrback(self._boot_failed)
+
+    @inlineCallbacks
+    def _boot(self):
+        yield self.storage.start()
+        yield self.cache.start()
+        self.namespaces.start()
+        store = self.stores[id(core.NAMESPACE)]
+        for name in BUILTIN_NAMESPACES:
+            try:
+                yield store.create({"metadata": {"name": name}}, None)
+            except errors.StatusError as e:
+                if e.reason != "AlreadyExists":
+                    raise
+        self.ready = True
+        log.info("platformd serving on https://{host}:{port}",
+                 host=self.options["bind-address"], port=self.port.getHost().port)
+
+    def _boot_failed(self, failure):
+        log.failure("platformd could not start", failure)
+        sys.stderr.write(f"platformd: could not start: {failure.getErrorMessage()}\n")
+        self.reactor.stop()
+
+    @inlineCallbacks
+    def stopService(self):
+        self.ready = False
+        if self.port is not None:
+            yield self.port.stopListening()
+        yield super().stopService()
+        self.cache.stop()
+        yield self.storage.stop()
+
+
+def make_service(options, reactor=None) -> PlatformService:
+    if reactor is None:
+        from twisted.internet import reactor
+    return PlatformService(options, reactor)

@@ -1,0 +1,1 @@
+"""Durable storage backends behind one narrow interface (see interface.py)."""

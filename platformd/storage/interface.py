@@ -1,0 +1,169 @@
+"""
+The storage contract every backend (memory, SQLite, etcd) fulfils.
+
+It is the etcd v3 model reduced to what an API server needs: one global, strictly
+increasing revision; compare-and-swap writes keyed on an object's last revision; range
+reads (current, or at an older revision still retained); an ordered watch from any
+retained revision; compaction of history.  Everything above this layer (the watch cache,
+the handlers) is written against this interface only, so the etcd backend can replace
+SQLite without the rest of the server noticing.
+
+Threading: every method is called on the reactor thread and returns a Deferred that fires
+on the reactor thread.  Backends do their blocking work in threads of their own.
+
+Ordering promise: for a successful write, every watch sink that matches its key has been
+called with the write's event *before* the write's Deferred fires.  A cache fed by a
+watch therefore already holds an acknowledged write when the client hears about it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import attrs
+from zope.interface import Attribute, Interface
+
+
+@attrs.frozen
+class KeyValue:
+    """One version of one key, as stored."""
+
+    key: str
+    value: bytes
+    create_revision: int
+    mod_revision: int
+
+
+PUT = "PUT"
+DELETE = "DELETE"
+
+
+@attrs.frozen
+class Event:
+    """
+    One change, in revision order.
+
+    For ``PUT``, ``kv`` is the new version and ``prev`` the one it replaced (``None`` on
+    create).  For ``DELETE``, ``kv.value`` is the last value the key held,
+    ``kv.mod_revision`` is the revision of the deletion, and ``prev`` is that last version.
+    """
+
+    type: str
+    kv: KeyValue
+    prev: Optional[KeyValue]
+
+    @property
+    def revision(self) -> int:
+        return self.kv.mod_revision
+
+
+@attrs.frozen
+class RangeResult:
+    """Keys under a prefix, in key order, as of ``revision``."""
+
+    kvs: list
+    revision: int
+
+
+class StorageError(Exception):
+    """Base of every failure a backend reports on purpose."""
+
+
+class KeyExistsError(StorageError):
+    """A create found the key already present."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+class KeyNotFoundError(StorageError):
+    """An update or delete found no such key."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+class RevisionMismatchError(StorageError):
+    """A compare-and-swap write saw a different revision; ``current`` is what is stored."""
+
+    def __init__(self, key: str, current: KeyValue):
+        super().__init__(key, current.mod_revision)
+        self.key = key
+        self.current = current
+
+
+class CompactedError(StorageError):
+    """The history a read or watch needs was compacted away."""
+
+    def __init__(self, requested: int, compacted: int):
+        super().__init__(requested, compacted)
+        self.requested = requested
+        self.compacted = compacted
+
+
+class FutureRevisionError(StorageError):
+    """A read at a revision newer than the store holds."""
+
+    def __init__(self, requested: int, current: int):
+        super().__init__(requested, current)
+        self.requested = requested
+        self.current = current
+
+
+class IWatch(Interface):
+    """A running watch."""
+
+    def cancel() -> None:
+        """Stop delivering events; idempotent."""
+
+
+class IStorage(Interface):
+    """A revisioned key-value store (see module docstring)."""
+
+    revision = Attribute("The newest committed revision the reactor has seen (int).")
+    compacted_revision = Attribute("Revisions at or below this are gone from history (int).")
+
+    def start():
+        """Open the store and recover it; Deferred fires once it serves."""
+
+    def stop():
+        """Finish pending writes and close; Deferred fires when closed."""
+
+    def get(key: str):
+        """Deferred[KeyValue | None]: the current version of ``key``."""
+
+    def range(prefix: str, revision: Optional[int] = None):
+        """
+        Deferred[RangeResult]: every key starting with ``prefix``, in key order, at
+        ``revision`` (``None``: the newest).  Fails with CompactedError or
+        FutureRevisionError when that revision is not held.
+        """
+
+    def create(key: str, value: bytes):
+        """Deferred[KeyValue]: write a new key; fails with KeyExistsError."""
+
+    def update(key: str, value: bytes, expected_revision: Optional[int] = None):
+        """
+        Deferred[KeyValue]: replace ``key`` if its mod_revision equals
+        ``expected_revision`` (``None``: unconditionally).  Fails with KeyNotFoundError or
+        RevisionMismatchError.
+        """
+
+    def delete(key: str, expected_revision: Optional[int] = None):
+        """
+        Deferred[KeyValue]: remove ``key`` (compare-and-swap as for update); fires with
+        the deleted version whose ``mod_revision`` is the deletion's revision.
+        """
+
+    def watch(prefix: str, from_revision: int, sink: Callable[[Event], None]):
+        """
+        Deliver, on the reactor thread and in revision order, every event for keys under
+        ``prefix`` with a revision greater than ``from_revision``, then every later one as
+        it is committed.  Returns an IWatch.  Raises CompactedError at once when
+        ``from_revision`` is older than the retained history.
+        """
+
+    def compact(revision: int):
+        """Deferred[None]: drop history at and below ``revision`` (current values stay)."""
