@@ -1,0 +1,66 @@
+"""JSON and YAML codecs and content negotiation."""
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from platformd.codecs.interface import CodecError
+from platformd.codecs.jsoncodec import JSONCodec
+from platformd.codecs.negotiation import Negotiator, parse_accept
+from platformd.codecs.yamlcodec import YAMLCodec
+from platformd.errors import StatusError
+
+
+class CodecTests(SynchronousTestCase):
+    def test_yaml_equals_json(self):
+        """A YAML body decodes to what the same JSON body decodes to (timestamps as strings)."""
+        y = YAMLCodec().decode(b"a: 1\nt: 2020-01-01T00:00:00Z\nl: [x, y]\n")
+        j = JSONCodec().decode(b'{"a": 1, "t": "2020-01-01T00:00:00Z", "l": ["x", "y"]}')
+        self.assertEqual(y, j)
+
+    def test_yaml_duplicates(self):
+        """Repeated YAML keys are marked for field validation."""
+        value = YAMLCodec().decode(b"a: 1\na: 2\n")
+        self.assertEqual((value["a"], value.duplicates), (2, ["a"]))
+
+    def test_malformed(self):
+        """Malformed bodies raise CodecError with a location."""
+        for codec, data in ((JSONCodec(), b'{"a":'), (YAMLCodec(), b"a: [")):
+            self.assertRaises(CodecError, codec.decode, data)
+        self.assertRaises(CodecError, JSONCodec().decode, b'{} {}')
+
+    def test_pretty(self):
+        """pretty JSON is indented."""
+        self.assertEqual(JSONCodec().encode({"a": 1}, pretty=True), b'{\n  "a": 1\n}\n')
+
+
+class NegotiationTests(SynchronousTestCase):
+    def setUp(self):
+        self.n = Negotiator()
+
+    def test_q_values(self):
+        """Higher q wins; order breaks ties."""
+        self.assertEqual(self.n.for_response("application/json;q=0.5, application/yaml")
+                         .media_type, "application/yaml")
+        self.assertEqual([m.full for m in parse_accept("a/b;q=0.1, c/d, e/f;q=0")], ["c/d", "a/b"])
+
+    def test_fallback_past_unserved_views(self):
+        """Views this server does not serve are skipped in favour of a later plain type."""
+        accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                  "application/json")
+        self.assertEqual(self.n.for_response(accept).media_type, "application/json")
+
+    def test_wildcards(self):
+        """*/* and application/* give JSON."""
+        for accept in ("*/*", "application/*", "text/html, */*;q=0.1"):
+            self.assertEqual(self.n.for_response(accept).media_type, "application/json")
+
+    def test_not_acceptable(self):
+        """Nothing acceptable is a 406."""
+        with self.assertRaises(StatusError) as e:
+            self.n.for_response("text/html")
+        self.assertEqual((e.exception.code, e.exception.reason), (406, "NotAcceptable"))
+
+    def test_unsupported_media_type(self):
+        """An unknown Content-Type is a 415."""
+        with self.assertRaises(StatusError) as e:
+            self.n.for_request("text/plain")
+        self.assertEqual((e.exception.code, e.exception.reason), (415, "UnsupportedMediaType"))
