@@ -124,7 +124,8 @@ class PlatformService(service.MultiService):
 
     def startService(self):
         super().startService()
-        self._boot().addErrback(self._boot_failed)
+        #: Fires once booting ended (``self.ready`` says whether it succeeded).
+        self.booted = self._boot().addErrback(self._boot_failed)
 
     @inlineCallbacks
     def _boot(self):
@@ -145,7 +146,8 @@ class PlatformService(service.MultiService):
     def _boot_failed(self, failure):
         log.failure("platformd could not start", failure)
         sys.stderr.write(f"platformd: could not start: {failure.getErrorMessage()}\n")
-        self.reactor.stop()
+        if self.reactor.running:
+            self.reactor.stop()
 
     @inlineCallbacks
     def stopService(self):
