@@ -89,17 +89,16 @@ class PlatformService(service.MultiService):
         self.site.log = lambda request: None  # no per-request access log on the hot path
 
     def _security(self, options):
+        """
+        The TLS options and the authenticator chain.  Without given certificates the PKI
+        under ``--data-dir`` is made (first start) or reused; the kubeconfig's server URL
+        is written once the listening port is known (see ``privilegedStartService``).
+        """
         cert, key, client_ca = (options["tls-cert-file"], options["tls-private-key-file"],
                                 options["client-ca-file"])
         try:
             if not cert:
-                bind = options["bind-address"]
-                host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
-                ips = [] if bind in ("0.0.0.0", "::", "127.0.0.1", "::1") else [bind]
-                port = options["secure-port"] or 6443
-                url_host = f"[{host}]" if ":" in host else host
-                paths = ensure_pki(self.data_dir, [socket.gethostname()], ips,
-                                   f"https://{url_host}:{port}")
+                paths = self._ensure_pki(options["secure-port"] or 6443)
                 cert, key, client_ca = paths.serving_cert, paths.serving_key, paths.client_ca
             tls = server_tls_options(cert, key, client_ca)
         except PKIError as e:
@@ -112,14 +111,31 @@ class PlatformService(service.MultiService):
                 fail(str(e))
         return tls, AuthenticatorChain(authenticators)
 
+    def _ensure_pki(self, port: int):
+        bind = self.options["bind-address"]
+        wildcard = bind in ("0.0.0.0", "::", "")
+        host = "127.0.0.1" if wildcard else bind
+        ips = [] if wildcard or bind in ("127.0.0.1", "::1") else [bind]
+        url_host = f"[{host}]" if ":" in host else host
+        return ensure_pki(self.data_dir, [socket.gethostname()], ips,
+                          f"https://{url_host}:{port}")
+
     def privilegedStartService(self):
-        factory = TLSMemoryBIOFactory(self.tls, False, self.site)
+        # TLSMemoryBIOFactory is a WrappingFactory: it tracks live connections, which
+        # stopService closes.
+        self.factory = factory = TLSMemoryBIOFactory(self.tls, False, self.site)
         try:
             self.port = self.reactor.listenTCP(self.options["secure-port"], factory,
                                                interface=self.options["bind-address"])
         except net_error.CannotListenError as e:
             fail(f"cannot listen on {self.options['bind-address']}:"
                  f"{self.options['secure-port']}: {e.socketError}")
+        if not self.options["tls-cert-file"] and not self.options["secure-port"]:
+            # An ephemeral port: point admin.kubeconfig at the port we really got.
+            try:
+                self._ensure_pki(self.port.getHost().port)
+            except PKIError as e:
+                fail(str(e))
         super().privilegedStartService()
 
     def startService(self):
@@ -154,6 +170,8 @@ class PlatformService(service.MultiService):
         self.ready = False
         if self.port is not None:
             yield self.port.stopListening()
+            for protocol in list(self.factory.protocols):
+                protocol.transport.loseConnection()
         yield super().stopService()
         self.cache.stop()
         yield self.storage.stop()

@@ -53,7 +53,8 @@ def patch(call, store):
     kind = call.kind
     dry_run = call.dry_run()
     level = field_validation_level(call)
-    content_type = (call.request.getHeader(b"content-type") or "").split(";")[0].strip().lower()
+    content_type = (call.request.getHeader(b"content-type") or b"").decode("latin-1")
+    content_type = content_type.split(";")[0].strip().lower()
     if content_type not in (JSON_PATCH, MERGE_PATCH):
         raise errors.StatusError(
             415, "UnsupportedMediaType",

@@ -68,7 +68,7 @@ class TokenAuthenticator:
         header = request.getHeader(b"authorization")
         if not header:
             return None
-        scheme, _, token = header.partition(" ")
+        scheme, _, token = header.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
         user = self.tokens.get(token.strip())

@@ -88,7 +88,9 @@ class Negotiator:
                 self._cache[accept] = codec
         return codec
 
-    def _choose(self, accept: str):
+    def _choose(self, accept):
+        if isinstance(accept, bytes):
+            accept = accept.decode("latin-1")
         for media in parse_accept(accept):
             if set(media.params) - _HARMLESS_PARAMS:
                 continue
@@ -103,6 +105,8 @@ class Negotiator:
         """The codec for a request body; 415 for an unknown Content-Type."""
         if not content_type:
             return self.default
+        if isinstance(content_type, bytes):
+            content_type = content_type.decode("latin-1")
         mime = content_type.split(";", 1)[0].strip().lower()
         codec = self.codecs.get(mime)
         if codec is None:

@@ -410,7 +410,7 @@ class ProtocolTests(ServerTestCase):
                                    content_type="application/yaml",
                                    headers={"Accept": "application/yaml"})
         self.assertEqual(r.code, 201, r.body)
-        self.assertEqual(r.header("Content-Type"), b"application/yaml")
+        self.assertEqual(r.header("Content-Type"), "application/yaml")
         self.assertIn(b"name: y", r.body)
 
     @inlineCallbacks
@@ -458,8 +458,8 @@ class ProtocolTests(ServerTestCase):
         r = yield self.client.post(path, body)
         self.assertEqual(r.code, 201)
         self.assertEqual(sorted(r.headers_named("Warning")),
-                         [b'299 - "unknown field \\"extra\\""',
-                          b'299 - "unknown field \\"metadata.bogus\\""'])
+                         ['299 - "unknown field \\"extra\\""',
+                          '299 - "unknown field \\"metadata.bogus\\""'])
         body["metadata"]["name"] = "s"
         r = yield self.client.post(f"{path}?fieldValidation=Strict", body)
         self.assertEqual((r.code, r.json()["reason"]), (400, "BadRequest"))
