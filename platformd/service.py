@@ -19,11 +19,11 @@ from twisted.internet import error as net_error
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.web.server import Site
 
 from platformd import errors
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
+from platformd.api.site import make_site
 from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
@@ -84,9 +84,7 @@ class PlatformService(service.MultiService):
             self.catalog, self.stores, self.cache, Negotiator(), self.authenticator,
             AuthorizerChain([AlwaysAllow()]), Documents(self.catalog, f"{bind}:{options['secure-port']}"),
             lambda: self.ready)
-        self.site = Site(self.api.resource())
-        self.site.displayTracebacks = False
-        self.site.log = lambda request: None  # no per-request access log on the hot path
+        self.site = make_site(self.api.resource())
 
     def _security(self, options):
         """
