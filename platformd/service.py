@@ -50,8 +50,14 @@ class StartupError(Exception):
 
 
 def fail(message: str):
-    """Print one line and exit non-zero (twistd would otherwise print a traceback)."""
-    sys.stderr.write(f"platformd: {message}\n")
+    """
+    Print one line and exit non-zero (twistd would otherwise print a traceback).  Once
+    twistd's logging has started, ``sys.stderr`` is redirected into the log; the line
+    goes to the real standard error, where an operator and systemd's journal see it.
+    """
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"platformd: {message}\n")
+    stream.flush()
     raise SystemExit(1)
 
 

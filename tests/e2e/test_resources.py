@@ -474,3 +474,43 @@ class ProtocolTests(ServerTestCase):
 def deferLater(seconds):
     from twisted.internet import reactor, task
     return task.deferLater(reactor, seconds, lambda: None)
+
+
+class TokenAuthTests(TestCase):
+    timeout = 60
+
+    @inlineCallbacks
+    def setUp(self):
+        data_dir = self.mktemp()
+        import os
+        os.makedirs(data_dir)
+        tokens = os.path.join(data_dir, "tokens.csv")
+        with open(tokens, "w") as f:
+            f.write('secret-1,alice,uid-1,"devs,ops"\nsecret-2,bob,uid-2\n')
+        self.server = yield start_server(self, "--token-auth-file", tokens, data_dir=data_dir)
+
+    def client(self, token):
+        return Client(self, self.server.pki_dir, self.server.port_number, identity=None,
+                      token=token)
+
+    @inlineCallbacks
+    def test_valid_token(self):
+        """A bearer token from the file authenticates."""
+        r = yield self.client("secret-1").get("/api/v1/namespaces/default")
+        self.assertEqual(r.code, 200)
+        r = yield self.client("secret-2").get("/api/v1/namespaces/default")
+        self.assertEqual(r.code, 200)
+
+    @inlineCallbacks
+    def test_invalid_token(self):
+        """An unknown bearer token is 401 with a Status body."""
+        r = yield self.client("wrong").get("/api/v1/namespaces/default")
+        self.assertEqual((r.code, r.json()["reason"], r.json()["code"]), (401, "Unauthorized", 401))
+
+    @inlineCallbacks
+    def test_form_body_is_not_a_form(self):
+        """A form-encoded POST body is not parsed as a form: it is an unsupported type."""
+        r = yield self.client("secret-1").post(
+            "/api/v1/namespaces/default/configmaps?x=1", b"metadata=1",
+            content_type="application/x-www-form-urlencoded")
+        self.assertEqual((r.code, r.json()["reason"]), (415, "UnsupportedMediaType"))

@@ -1,0 +1,305 @@
+"""
+The IStorage contract as tests, written once and run against every backend.
+
+A backend's tests mix ``StorageConformance`` into a trial ``TestCase`` and define
+``make_storage()``: a coroutine giving a started, empty store that is stopped at cleanup.
+The tests await every Deferred, so they serve synchronous and threaded backends alike.
+"""
+
+from __future__ import annotations
+
+from twisted.internet.defer import Deferred
+from zope.interface.verify import verifyObject
+
+from platformd.storage.interface import (
+    DELETE,
+    PUT,
+    CompactedError,
+    Event,
+    FutureRevisionError,
+    IStorage,
+    IWatch,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValue,
+    RevisionMismatchError,
+)
+
+
+class Sink:
+    """A watch sink that records its events and lets a test wait for them."""
+
+    def __init__(self):
+        self.events = []
+        self._waiting = []  # (count, Deferred)
+
+    def __call__(self, event):
+        self.events.append(event)
+        ready = [waiter for waiter in self._waiting if waiter[0] <= len(self.events)]
+        for waiter in ready:
+            self._waiting.remove(waiter)
+            waiter[1].callback(None)
+
+    def wait(self, count: int) -> Deferred:
+        """Fires once ``count`` events have arrived."""
+        waiter = Deferred()
+        if len(self.events) >= count:
+            waiter.callback(None)
+        else:
+            self._waiting.append((count, waiter))
+        return waiter
+
+
+def created(kv: KeyValue) -> Event:
+    return Event(PUT, kv, None)
+
+
+async def write_history(store) -> list:
+    """
+    Five writes: create /a/1 and /a/2, update /a/1, create /b/1, delete /a/2.  The
+    versions they made, in order.
+    """
+    return [
+        await store.create("/a/1", b"one"),
+        await store.create("/a/2", b"two"),
+        await store.update("/a/1", b"uno"),
+        await store.create("/b/1", b"bee"),
+        await store.delete("/a/2"),
+    ]
+
+
+class StorageConformance:
+    """Tests every IStorage backend passes (see module docstring)."""
+
+    async def make_storage(self):
+        raise NotImplementedError("a backend's test case defines make_storage()")
+
+    async def test_provides_interfaces(self):
+        """The store provides IStorage and its watches IWatch."""
+        store = await self.make_storage()
+        self.assertTrue(verifyObject(IStorage, store))
+        self.assertTrue(verifyObject(IWatch, store.watch("", store.revision, Sink())))
+
+    async def test_revisions_increase(self):
+        """Creates, updates and deletes each take a newer revision; updates keep the create revision."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        revisions = [kv.mod_revision for kv in (one, two, uno, bee, gone)]
+        self.assertEqual(revisions, sorted(set(revisions)))
+        self.assertEqual(store.revision, gone.mod_revision)
+        self.assertEqual(uno, KeyValue("/a/1", b"uno", one.create_revision, uno.mod_revision))
+        self.assertEqual(one.create_revision, one.mod_revision)
+
+    async def test_create_existing(self):
+        """A second create of a key fails with KeyExistsError and changes nothing."""
+        store = await self.make_storage()
+        first = await store.create("/k", b"1")
+        error = await self.assertFailure(store.create("/k", b"2"), KeyExistsError)
+        self.assertEqual(error.key, "/k")
+        self.assertEqual(store.revision, first.mod_revision)
+        self.assertEqual(await store.get("/k"), first)
+
+    async def test_stale_compare_and_swap(self):
+        """An update or delete at a stale revision fails, carrying the stored version."""
+        store = await self.make_storage()
+        first = await store.create("/k", b"1")
+        second = await store.update("/k", b"2", expected_revision=first.mod_revision)
+        for write in (store.update("/k", b"3", expected_revision=first.mod_revision),
+                      store.delete("/k", expected_revision=first.mod_revision)):
+            error = await self.assertFailure(write, RevisionMismatchError)
+            self.assertEqual((error.key, error.current), ("/k", second))
+        self.assertEqual(await store.get("/k"), second)
+        self.assertEqual(store.revision, second.mod_revision)
+
+    async def test_missing_key(self):
+        """Updating or deleting a key that is absent, or deleted, fails with KeyNotFoundError."""
+        store = await self.make_storage()
+        await store.create("/gone", b"1")
+        await store.delete("/gone")
+        for key in ("/never", "/gone"):
+            for write in (store.update(key, b"x"), store.delete(key),
+                          store.update(key, b"x", expected_revision=1)):
+                error = await self.assertFailure(write, KeyNotFoundError)
+                self.assertEqual(error.key, key)
+
+    async def test_unconditional_update(self):
+        """An update without an expected revision replaces whatever is stored."""
+        store = await self.make_storage()
+        first = await store.create("/k", b"1")
+        await store.update("/k", b"2")
+        third = await store.update("/k", b"3")
+        self.assertEqual(third, KeyValue("/k", b"3", first.create_revision, store.revision))
+        self.assertEqual(await store.get("/k"), third)
+
+    async def test_get(self):
+        """get gives the current version, and None for a key never written or deleted."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        self.assertEqual(await store.get("/a/1"), uno)
+        self.assertIsNone(await store.get("/a/2"))
+        self.assertIsNone(await store.get("/a"))
+
+    async def test_range_prefix(self):
+        """range gives the keys under a prefix, in key order, at the current revision."""
+        store = await self.make_storage()
+        for key in ("/a/2", "/b/1", "/a/1", "/a1", "/a/10"):
+            await store.create(key, key.encode())
+        result = await store.range("/a/")
+        self.assertEqual([kv.key for kv in result.kvs], ["/a/1", "/a/10", "/a/2"])
+        self.assertEqual([kv.value for kv in result.kvs], [b"/a/1", b"/a/10", b"/a/2"])
+        self.assertEqual(result.revision, store.revision)
+        everything = await store.range("")
+        self.assertEqual([kv.key for kv in everything.kvs],
+                         ["/a/1", "/a/10", "/a/2", "/a1", "/b/1"])
+
+    async def test_range_at_older_revision(self):
+        """range at an older revision gives the state as it was then."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        then = await store.range("/", two.mod_revision)
+        self.assertEqual(then.kvs, [one, two])
+        self.assertEqual(then.revision, two.mod_revision)
+        self.assertEqual((await store.range("/a/", uno.mod_revision)).kvs, [uno, two])
+        self.assertEqual((await store.range("/", 0)).kvs, [])
+        self.assertEqual((await store.range("/", store.revision)).kvs, [uno, bee])
+
+    async def test_range_at_future_revision(self):
+        """range at a revision the store has not reached fails with FutureRevisionError."""
+        store = await self.make_storage()
+        await write_history(store)
+        error = await self.assertFailure(store.range("/", store.revision + 1),
+                                         FutureRevisionError)
+        self.assertEqual((error.requested, error.current), (store.revision + 1, store.revision))
+
+    async def test_watch_from_zero(self):
+        """A watch from revision 0 gets every event under its prefix, in order, then live ones."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        sink = Sink()
+        store.watch("/a/", 0, sink)
+        await sink.wait(4)
+        three = await store.create("/a/3", b"three")
+        await sink.wait(5)
+        self.assertEqual(sink.events, [
+            created(one), created(two), Event(PUT, uno, one), Event(DELETE, gone, two),
+            created(three),
+        ])
+
+    async def test_watch_from_middle(self):
+        """A watch from a revision gets only the events after it."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        sink = Sink()
+        store.watch("/", uno.mod_revision, sink)
+        await sink.wait(2)
+        again = await store.update("/b/1", b"bee2", expected_revision=bee.mod_revision)
+        await sink.wait(3)
+        self.assertEqual(sink.events, [created(bee), Event(DELETE, gone, two),
+                                       Event(PUT, again, bee)])
+
+    async def test_watch_from_future_revision(self):
+        """A watch from a revision not reached yet gets only the events after it."""
+        store = await self.make_storage()
+        sink = Sink()
+        store.watch("/", store.revision + 2, sink)
+        for n in range(3):
+            await store.create(f"/{n}", b"")
+        self.assertEqual([event.kv.key for event in sink.events], ["/2"])
+
+    async def test_watch_before_acknowledgement(self):
+        """A live watch has the event of a write before the write's Deferred fires."""
+        store = await self.make_storage()
+        sink = Sink()
+        store.watch("/", store.revision, sink)
+        seen_at_acknowledgement = []
+
+        def acknowledged(kv):
+            seen_at_acknowledgement.extend(sink.events)
+            return kv
+
+        kv = await store.create("/k", b"1").addCallback(acknowledged)
+        self.assertEqual(seen_at_acknowledgement, [created(kv)])
+
+    async def test_delete_event(self):
+        """A DELETE event carries the last value, the deletion's revision and the last version."""
+        store = await self.make_storage()
+        sink = Sink()
+        store.watch("/", store.revision, sink)
+        kv = await store.create("/k", b"last")
+        deleted = await store.delete("/k", expected_revision=kv.mod_revision)
+        self.assertEqual(deleted, KeyValue("/k", b"last", kv.create_revision, store.revision))
+        self.assertEqual(sink.events[-1], Event(DELETE, deleted, kv))
+        self.assertEqual(sink.events[-1].revision, store.revision)
+
+    async def test_recreate_after_delete(self):
+        """A key created again after its deletion starts anew: a create event, a new create revision."""
+        store = await self.make_storage()
+        sink = Sink()
+        store.watch("/", 0, sink)
+        await store.create("/k", b"1")
+        await store.delete("/k")
+        again = await store.create("/k", b"2")
+        self.assertEqual(again.create_revision, again.mod_revision)
+        self.assertEqual(sink.events[-1], created(again))
+        history = Sink()
+        store.watch("/", 0, history)
+        await history.wait(3)
+        self.assertEqual(history.events, sink.events)
+
+    async def test_compaction(self):
+        """
+        After compact(C), reads below C and watches from below C fail with CompactedError;
+        the state at C, the events after it and the current values remain.
+        """
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        compacted = bee.mod_revision
+        self.assertIsNone(await store.compact(compacted))
+        self.assertEqual(store.compacted_revision, compacted)
+        error = await self.assertFailure(store.range("/", compacted - 1), CompactedError)
+        self.assertEqual((error.requested, error.compacted), (compacted - 1, compacted))
+        self.assertEqual((await store.range("/", compacted)).kvs, [uno, two, bee])
+        self.assertEqual((await store.range("/")).kvs, [uno, bee])
+        self.assertEqual(await store.get("/a/1"), uno)
+        error = self.assertRaises(CompactedError, store.watch, "/", compacted - 1, Sink())
+        self.assertEqual((error.requested, error.compacted), (compacted - 1, compacted))
+        sink = Sink()
+        store.watch("/", compacted, sink)
+        await sink.wait(1)
+        self.assertEqual(sink.events, [Event(DELETE, gone, two)])
+        await self.assertFailure(store.compact(compacted), CompactedError)
+        await self.assertFailure(store.compact(store.revision + 1), FutureRevisionError)
+
+    async def test_compaction_of_deletion(self):
+        """Compacting at a deletion's revision keeps the key absent, and its revision used."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        await store.compact(gone.mod_revision)
+        self.assertEqual((await store.range("/", gone.mod_revision)).kvs, [uno, bee])
+        self.assertIsNone(await store.get("/a/2"))
+        again = await store.create("/a/2", b"again")
+        self.assertEqual(again.mod_revision, gone.mod_revision + 1)
+
+    async def test_cancel(self):
+        """A cancelled watch gets no more events and its done Deferred fires with None."""
+        store = await self.make_storage()
+        sink = Sink()
+        watch = store.watch("/", store.revision, sink)
+        first = await store.create("/k", b"1")
+        watch.cancel()
+        watch.cancel()
+        await store.update("/k", b"2")
+        self.assertEqual(sink.events, [created(first)])
+        self.assertIsNone(self.successResultOf(watch.done))
+
+    async def test_watches_are_independent(self):
+        """Each watch gets the events under its own prefix, from its own revision."""
+        store = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(store)
+        a_sink, b_sink = Sink(), Sink()
+        store.watch("/a/", uno.mod_revision, a_sink)
+        store.watch("/b/", 0, b_sink)
+        await a_sink.wait(1)
+        await b_sink.wait(1)
+        self.assertEqual(a_sink.events, [Event(DELETE, gone, two)])
+        self.assertEqual(b_sink.events, [created(bee)])

@@ -1,0 +1,236 @@
+"""SQLiteStorage: the contract, group commit, recovery and durability across a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+import threading
+from contextlib import closing
+from pathlib import Path
+
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, DeferredList, gatherResults
+from twisted.internet.error import ProcessTerminated
+from twisted.internet.protocol import ProcessProtocol
+from twisted.trial.unittest import TestCase
+
+from platformd.storage.interface import (
+    CompactedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValue,
+    RevisionMismatchError,
+)
+from platformd.storage.sqlite import SQLiteStorage
+from tests.storage.conformance import Sink, StorageConformance, write_history
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SQLiteTestCase(TestCase):
+    timeout = 15
+
+    async def started(self, path=None) -> SQLiteStorage:
+        """A started store on ``path`` (default: a new file), stopped at cleanup."""
+        store = SQLiteStorage(reactor, path or self.mktemp())
+        await store.start()
+        self.addCleanup(store.stop)
+        return store
+
+
+class SQLiteConformanceTests(StorageConformance, SQLiteTestCase):
+    async def make_storage(self):
+        return await self.started()
+
+
+class GroupCommitTests(SQLiteTestCase):
+    async def test_concurrent_creates_share_commits(self):
+        """500 concurrent creates get consecutive revisions, in issue order, in far fewer commits."""
+        store = await self.started()
+        kvs = await gatherResults([store.create(f"/k/{n:03}", b"v") for n in range(500)])
+        self.assertEqual([kv.mod_revision for kv in kvs], list(range(1, 501)))
+        self.assertEqual(len((await store.range("/k/")).kvs), 500)
+        self.assertLess(store.commits, 50)
+
+    async def test_failed_check_fails_only_its_write(self):
+        """In one batch a failed check fails its own write; the others commit, revision after revision."""
+        store = SQLiteStorage(reactor, self.mktemp())
+        # Queued before start(), the writes all wait for the writer's first batch.
+        writes = [store.create("/a", b"1"), store.update("/a", b"x", expected_revision=7),
+                  store.update("/a", b"2", expected_revision=1), store.create("/a", b"y"),
+                  store.delete("/b"), store.create("/b", b"3")]
+        await store.start()
+        self.addCleanup(store.stop)
+        results = await DeferredList(writes, consumeErrors=True)
+        self.assertEqual([result for ok, result in results if ok], [
+            KeyValue("/a", b"1", 1, 1), KeyValue("/a", b"2", 1, 2), KeyValue("/b", b"3", 3, 3)])
+        failed = [result for ok, result in results if not ok]
+        self.assertEqual([f.type for f in failed],
+                         [RevisionMismatchError, KeyExistsError, KeyNotFoundError])
+        self.assertEqual(failed[0].value.current, KeyValue("/a", b"1", 1, 1))
+        self.assertEqual((store.commits, store.revision), (1, 3))
+
+    async def test_failed_transaction_fails_its_batch(self):
+        """When a batch's transaction fails, every write in it fails with the error and none is kept."""
+        path = self.mktemp()
+        await self.started(path)  # makes the schema
+        with closing(sqlite3.connect(path)) as db:
+            db.execute("CREATE TRIGGER refuse BEFORE INSERT ON revisions"
+                       " WHEN NEW.key = '/refused' BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+        store = SQLiteStorage(reactor, path)
+        writes = [store.create("/a", b"1"), store.create("/refused", b"2"),
+                  store.create("/b", b"3")]
+        await store.start()
+        self.addCleanup(store.stop)
+        for write in writes:
+            error = await self.assertFailure(write, sqlite3.IntegrityError)
+            self.assertEqual(str(error), "disk on fire")
+        self.assertEqual((store.commits, store.revision), (0, 0))
+        again = await store.create("/a", b"1")
+        self.assertEqual(again, KeyValue("/a", b"1", 1, 1))
+        self.assertEqual((await store.range("")).kvs, [again])
+
+
+class RecoveryTests(SQLiteTestCase):
+    async def test_restart(self):
+        """A store reopened on its file has the same data, revision and compacted revision."""
+        path = self.mktemp()
+        store = SQLiteStorage(reactor, path)
+        await store.start()
+        one, two, uno, bee, gone = await write_history(store)
+        await store.compact(gone.mod_revision)  # removes the newest row, the tombstone
+        before = await store.range("/")
+        await store.stop()
+
+        again = await self.started(path)
+        self.assertEqual((again.revision, again.compacted_revision),
+                         (gone.mod_revision, gone.mod_revision))
+        self.assertEqual(await again.range("/"), before)
+        await self.assertFailure(again.range("/", gone.mod_revision - 1), CompactedError)
+        updated = await again.update("/a/1", b"one more", expected_revision=uno.mod_revision)
+        self.assertEqual(updated.mod_revision, gone.mod_revision + 1)
+        await self.assertFailure(again.create("/b/1", b"x"), KeyExistsError)
+
+    async def test_stopped_store_refuses_calls(self):
+        """After stop(), writes and reads are refused with a message saying why."""
+        store = SQLiteStorage(reactor, self.mktemp())
+        await store.start()
+        await store.stop()
+        self.assertRaises(RuntimeError, store.create, "/k", b"v")
+        self.assertRaises(RuntimeError, store.get, "/k")
+
+
+class ThreadedWatchTests(SQLiteTestCase):
+    async def test_catch_up_while_writes_commit(self):
+        """A watch catching up on history while writes commit gets every event once, in order."""
+        store = SQLiteStorage(reactor, self.mktemp(), readers=1)
+        await store.start()
+        self.addCleanup(store.stop)
+        await gatherResults([store.create(f"/k/{n}", b"old") for n in range(200)])
+        gate = threading.Event()
+        self.addCleanup(gate.set)
+        # The only reader thread waits, so the history read waits behind it.
+        store._pool.callInThread(gate.wait)
+        sink = Sink()
+        store.watch("/", 0, sink)
+        await gatherResults([store.create(f"/k/{n}", b"new") for n in range(200, 400)])
+        self.assertEqual(sink.events, [])
+        gate.set()
+        await store.create("/last", b"")
+        await sink.wait(401)
+        self.assertEqual([event.revision for event in sink.events], list(range(1, 402)))
+
+    async def test_cancel_during_catch_up(self):
+        """A watch its sink cancels in the middle of the history gets nothing more."""
+        store = await self.started()
+        await write_history(store)
+        events = []
+
+        def sink(event):
+            events.append(event)
+            watch.cancel()
+
+        watch = store.watch("/", 0, sink)
+        await watch.done
+        await store.create("/later", b"")
+        self.assertEqual([event.revision for event in events], [1])
+
+    async def test_failed_catch_up_ends_watch(self):
+        """A watch whose history cannot be read ends: its done Deferred fails with the error."""
+        path = self.mktemp()
+        store = await self.started(path)
+        await store.create("/k", b"v")
+        with closing(sqlite3.connect(path)) as db:
+            db.execute("ALTER TABLE revisions RENAME TO elsewhere")
+        sink = Sink()
+        watch = store.watch("/", 0, sink)
+        await self.assertFailure(watch.done, sqlite3.OperationalError)
+        self.assertEqual(sink.events, [])
+
+    async def test_compaction_lets_earlier_reads_finish(self):
+        """A range accepted before a compaction gets its state; one after is refused at once."""
+        store = await self.started()
+        one, two, uno, bee, gone = await write_history(store)
+        earlier = store.range("/", two.mod_revision)
+        compaction = store.compact(store.revision)
+        self.assertEqual(store.compacted_revision, store.revision)
+        later = store.range("/", two.mod_revision)
+        self.assertEqual((await earlier).kvs, [one, two])
+        await self.assertFailure(later, CompactedError)
+        await compaction
+
+
+class KilledWriter(ProcessProtocol):
+    """Runs crashwriter.py and kills it with SIGKILL a second after its first acknowledgement."""
+
+    def __init__(self):
+        self.output = b""
+        self.errors = b""
+        self.ended = Deferred()
+        self._kill = None
+
+    def outReceived(self, data):
+        self.output += data
+        if self._kill is None:
+            self._kill = reactor.callLater(1.0, self.transport.signalProcess, "KILL")
+
+    def errReceived(self, data):
+        self.errors += data
+
+    def processEnded(self, reason):
+        if self._kill is not None and self._kill.active():
+            self._kill.cancel()
+        self.ended.callback(reason.value)
+
+
+class CrashTests(SQLiteTestCase):
+    async def test_acknowledged_writes_survive_kill(self):
+        """Every create acknowledged before a SIGKILL is on disk after it; revisions go on above it."""
+        path = self.mktemp()
+        child = KilledWriter()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+        reactor.spawnProcess(child, sys.executable,
+                             [sys.executable, str(ROOT / "tests/storage/crashwriter.py"), path],
+                             env=env)
+        ended = await child.ended
+        self.assertIsInstance(ended, ProcessTerminated, child.errors)
+        self.assertEqual(ended.signal, signal.SIGKILL, child.errors)
+
+        lines = child.output.decode().split("\n")[:-1]  # the last may be cut short
+        acknowledged = {key: int(revision) for key, revision in map(str.split, lines)}
+        self.assertGreater(len(acknowledged), 100)
+        print("ACKED", len(acknowledged), max(acknowledged.values()))
+        store = await self.started(path)
+        stored = {kv.key: kv for kv in (await store.range("/crash/")).kvs}
+        self.assertEqual({key: (stored[key].value, stored[key].mod_revision)
+                          for key in acknowledged if key in stored},
+                         {key: (key.encode(), revision)
+                          for key, revision in acknowledged.items()})
+        newest = max(acknowledged.values())
+        self.assertGreaterEqual(store.revision, newest)
+        kv = await store.create("/after/crash", b"")
+        self.assertEqual(kv.mod_revision, store.revision)
+        self.assertGreater(kv.mod_revision, newest)

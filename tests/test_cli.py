@@ -1,0 +1,99 @@
+"""
+The command line as an operator meets it: ``twistd platformd`` with bad flags, unreadable
+files, unknown feature gates and a port in use prints one line and exits non-zero.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+
+from twisted.python import usage
+from twisted.trial.unittest import SynchronousTestCase
+
+from platformd.featuregates import DEFAULTS, FeatureGates
+from platformd.options import Options
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def twistd(*args, cwd=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n",
+         "--pidfile=", "platformd", *args],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
+
+
+class CommandLineTests(SynchronousTestCase):
+    def setUp(self):
+        self.data = os.path.abspath(self.mktemp())
+
+    def assertOneLineError(self, result, *fragments):
+        self.assertNotEqual(result.returncode, 0)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+
+    def test_unknown_flag(self):
+        """An unknown flag is one line and a non-zero exit."""
+        self.assertOneLineError(twistd("--no-such-flag"), "no-such-flag")
+
+    def test_unknown_feature_gate(self):
+        """An unknown feature gate is a startup error naming it."""
+        self.assertOneLineError(twistd("--feature-gates", "Bogus=true"), "Bogus")
+
+    def test_bad_port(self):
+        """A port that is not a number is refused."""
+        self.assertOneLineError(twistd("--secure-port", "http"), "--secure-port")
+
+    def test_unreadable_token_file(self):
+        """An unreadable token file is refused, naming it."""
+        self.assertOneLineError(twistd("--data-dir", self.data, "--token-auth-file",
+                                       "/nonexistent/tokens.csv"), "/nonexistent/tokens.csv")
+
+    def test_malformed_token_file(self):
+        """A token file with a short line is refused with its line number."""
+        os.makedirs(self.data)
+        path = os.path.join(self.data, "tokens.csv")
+        with open(path, "w") as f:
+            f.write("good,alice,1\nbad\n")
+        self.assertOneLineError(twistd("--data-dir", self.data, "--token-auth-file", path),
+                                "line 2")
+
+    def test_port_in_use(self):
+        """A port in use is one line naming the address."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            port = s.getsockname()[1]
+            result = twistd("--data-dir", self.data, "--secure-port", str(port))
+        self.assertOneLineError(result, f"127.0.0.1:{port}")
+
+    def test_cert_without_key(self):
+        """--tls-cert-file without --tls-private-key-file is refused."""
+        self.assertOneLineError(twistd("--tls-cert-file", __file__), "--tls-private-key-file")
+
+
+class OptionsTests(SynchronousTestCase):
+    def test_defaults(self):
+        """Defaults follow the issue: ./platformd-data, 127.0.0.1:6443, spec gate defaults."""
+        options = Options()
+        options.parseOptions([])
+        self.assertEqual((options["data-dir"], options["bind-address"], options["secure-port"]),
+                         ("./platformd-data", "127.0.0.1", 6443))
+        self.assertEqual(options["feature-gates"].enabled, DEFAULTS)
+        self.assertFalse(options["feature-gates"]["PodsAPI"])
+        self.assertTrue(options["feature-gates"]["APIResponseCompression"])
+
+    def test_feature_gates(self):
+        """Gates parse as NAME=true|false lists; bad values are usage errors."""
+        gates = FeatureGates.parse("PodsAPI=true, WatchList=false")
+        self.assertTrue(gates["PodsAPI"])
+        self.assertFalse(gates["WatchList"])
+        for bad in ("PodsAPI", "PodsAPI=yes", "Nope=true"):
+            options = Options()
+            self.assertRaises(usage.UsageError, options.parseOptions, ["--feature-gates", bad])
