@@ -132,11 +132,7 @@ class APIServer:
         return handler(call, self)
 
     def _authorize(self, user, info):
-        attributes = Attributes(
-            user=user, verb=info.verb, is_resource=info.is_resource, path=info.path,
-            group=info.group, version=info.version, resource=info.resource,
-            subresource=info.subresource, namespace=info.namespace, name=info.name)
-        decision = self.authorizer.authorize(attributes)
+        decision = self.authorizer.authorize(Attributes(user, info))
         if decision.verdict != ALLOW:
             raise errors.forbidden(user.name, info.verb, info.resource, info.group,
                                    decision.reason)

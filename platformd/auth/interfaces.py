@@ -25,18 +25,13 @@ class UserInfo:
 
 @attrs.frozen
 class Attributes:
-    """What is asked: the authorizer's view of a request (from its RequestInfo)."""
+    """
+    What is asked, by whom: the user and the request's ``RequestInfo`` (verb, group,
+    resource, namespace, name ... read once from the URL, see api/requestinfo.py).
+    """
 
     user: UserInfo
-    verb: str
-    is_resource: bool
-    path: str = ""
-    group: str = ""
-    version: str = ""
-    resource: str = ""
-    subresource: str = ""
-    namespace: str = ""
-    name: str = ""
+    info: object
 
 
 ALLOW, DENY, NO_OPINION = "Allow", "Deny", "NoOpinion"

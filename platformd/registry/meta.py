@@ -85,24 +85,21 @@ SUBDOMAIN_MESSAGE = (
 )
 
 
-def dns_label(value: str) -> list:
-    """Problems with ``value`` as an RFC 1123 label (namespaces, container names)."""
-    problems = []
-    if len(value) > 63:
-        problems.append("must be no more than 63 characters")
-    if not _LABEL_RE.match(value):
-        problems.append(LABEL_MESSAGE)
-    return problems
+def _dns_rule(limit: int, pattern, message: str):
+    def problems_with(value: str) -> list:
+        problems = []
+        if len(value) > limit:
+            problems.append(f"must be no more than {limit} characters")
+        if not pattern.match(value):
+            problems.append(message)
+        return problems
+    return problems_with
 
 
-def dns_subdomain(value: str) -> list:
-    """Problems with ``value`` as an RFC 1123 subdomain (most object names)."""
-    problems = []
-    if len(value) > 253:
-        problems.append("must be no more than 253 characters")
-    if not _SUBDOMAIN_RE.match(value):
-        problems.append(SUBDOMAIN_MESSAGE)
-    return problems
+#: Problems with a value as an RFC 1123 label (namespaces, container names).
+dns_label = _dns_rule(63, _LABEL_RE, LABEL_MESSAGE)
+#: Problems with a value as an RFC 1123 subdomain (most object names).
+dns_subdomain = _dns_rule(253, _SUBDOMAIN_RE, SUBDOMAIN_MESSAGE)
 
 
 def path_segment(value: str) -> list:
