@@ -14,6 +14,15 @@ on the reactor thread.  Backends do their blocking work in threads of their own.
 Ordering promise: for a successful write, every watch sink that matches its key has been
 called with the write's event *before* the write's Deferred fires.  A cache fed by a
 watch therefore already holds an acknowledged write when the client hears about it.
+(A watch still catching up on history gets the event after that history, so a backend
+whose catch-up is asynchronous keeps the promise only for watches that have caught up.)
+
+Compaction boundary: after ``compact(C)``, ``compacted_revision == C``.  The state *at*
+``C`` is kept, the events at and below ``C`` are not.  So ``range(prefix, R)`` serves
+``C <= R <= revision``; ``watch(prefix, F, sink)``, which needs every event after ``F``,
+serves ``F >= C``.  In etcd's terms the watch starts at ``F + 1`` and is refused when
+``F + 1 <= C``: one stricter than etcd itself, which accepts a start of ``C`` although
+the tombstone of a key deleted at ``C`` is compacted and that deletion would be missed.
 """
 
 from __future__ import annotations
@@ -115,6 +124,12 @@ class FutureRevisionError(StorageError):
 class IWatch(Interface):
     """A running watch."""
 
+    done = Attribute(
+        "Deferred: fires with None on cancel(), or fails (with CompactedError or the"
+        " backend's error) when the backend ends the watch itself, for example when"
+        " reading the history fails.  No event is delivered after it fires."
+    )
+
     def cancel() -> None:
         """Stop delivering events; idempotent."""
 
@@ -162,8 +177,13 @@ class IStorage(Interface):
         Deliver, on the reactor thread and in revision order, every event for keys under
         ``prefix`` with a revision greater than ``from_revision``, then every later one as
         it is committed.  Returns an IWatch.  Raises CompactedError at once when
-        ``from_revision`` is older than the retained history.
+        ``from_revision < compacted_revision`` (see "Compaction boundary" above).
         """
 
     def compact(revision: int):
-        """Deferred[None]: drop history at and below ``revision`` (current values stay)."""
+        """
+        Deferred[None]: drop history at and below ``revision``; current values and the
+        state at ``revision`` stay.  Fails with CompactedError when ``revision`` is not
+        above ``compacted_revision`` and with FutureRevisionError when it is above
+        ``revision`` (as etcd does).
+        """

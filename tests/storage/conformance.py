@@ -81,7 +81,7 @@ class StorageConformance:
         self.assertTrue(verifyObject(IWatch, store.watch("", store.revision, Sink())))
 
     async def test_revisions_increase(self):
-        """Creates, updates and deletes each take a newer revision; updates keep the create revision."""
+        """Creates, updates and deletes take ever newer revisions; updates keep create_revision."""
         store = await self.make_storage()
         one, two, uno, bee, gone = await write_history(store)
         revisions = [kv.mod_revision for kv in (one, two, uno, bee, gone)]
@@ -232,7 +232,7 @@ class StorageConformance:
         self.assertEqual(sink.events[-1].revision, store.revision)
 
     async def test_recreate_after_delete(self):
-        """A key created again after its deletion starts anew: a create event, a new create revision."""
+        """A key created again after its deletion starts anew, with a create event and revision."""
         store = await self.make_storage()
         sink = Sink()
         store.watch("/", 0, sink)
@@ -247,10 +247,7 @@ class StorageConformance:
         self.assertEqual(history.events, sink.events)
 
     async def test_compaction(self):
-        """
-        After compact(C), reads below C and watches from below C fail with CompactedError;
-        the state at C, the events after it and the current values remain.
-        """
+        """After compact(C) reads and watches below C fail; the state at C and all after it stay."""
         store = await self.make_storage()
         one, two, uno, bee, gone = await write_history(store)
         compacted = bee.mod_revision

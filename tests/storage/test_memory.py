@@ -46,7 +46,7 @@ class SynchronyTests(SynchronousTestCase):
 
 class WatchTests(SynchronousTestCase):
     def test_history_overlapping_held_events(self):
-        """Events offered live during the catch-up follow the history, each once, after from_revision."""
+        """Events held during the catch-up follow the history, once each, after from_revision."""
         watchers = Watchers()
         sink = Sink()
         watch = watchers.add("/a/", 1, sink)

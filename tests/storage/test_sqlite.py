@@ -47,7 +47,7 @@ class SQLiteConformanceTests(StorageConformance, SQLiteTestCase):
 
 class GroupCommitTests(SQLiteTestCase):
     async def test_concurrent_creates_share_commits(self):
-        """500 concurrent creates get consecutive revisions, in issue order, in far fewer commits."""
+        """500 concurrent creates get consecutive revisions in issue order, in far fewer commits."""
         store = await self.started()
         kvs = await gatherResults([store.create(f"/k/{n:03}", b"v") for n in range(500)])
         self.assertEqual([kv.mod_revision for kv in kvs], list(range(1, 501)))
@@ -55,7 +55,7 @@ class GroupCommitTests(SQLiteTestCase):
         self.assertLess(store.commits, 50)
 
     async def test_failed_check_fails_only_its_write(self):
-        """In one batch a failed check fails its own write; the others commit, revision after revision."""
+        """In one batch a failed check fails its own write; the others commit, in order."""
         store = SQLiteStorage(reactor, self.mktemp())
         # Queued before start(), the writes all wait for the writer's first batch.
         writes = [store.create("/a", b"1"), store.update("/a", b"x", expected_revision=7),
@@ -73,9 +73,11 @@ class GroupCommitTests(SQLiteTestCase):
         self.assertEqual((store.commits, store.revision), (1, 3))
 
     async def test_failed_transaction_fails_its_batch(self):
-        """When a batch's transaction fails, every write in it fails with the error and none is kept."""
+        """When a batch's transaction fails, each of its writes fails with the error."""
         path = self.mktemp()
-        await self.started(path)  # makes the schema
+        schema = SQLiteStorage(reactor, path)
+        await schema.start()
+        await schema.stop()
         with closing(sqlite3.connect(path)) as db:
             db.execute("CREATE TRIGGER refuse BEFORE INSERT ON revisions"
                        " WHEN NEW.key = '/refused' BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
@@ -112,6 +114,12 @@ class RecoveryTests(SQLiteTestCase):
         updated = await again.update("/a/1", b"one more", expected_revision=uno.mod_revision)
         self.assertEqual(updated.mod_revision, gone.mod_revision + 1)
         await self.assertFailure(again.create("/b/1", b"x"), KeyExistsError)
+
+    async def test_unopenable_file(self):
+        """A store whose file cannot be opened fails start() with the error, and still stops."""
+        store = SQLiteStorage(reactor, os.path.join(self.mktemp(), "missing", "store.db"))
+        await self.assertFailure(store.start(), sqlite3.OperationalError)
+        self.assertIsNone(await store.stop())
 
     async def test_stopped_store_refuses_calls(self):
         """After stop(), writes and reads are refused with a message saying why."""
@@ -207,11 +215,11 @@ class KilledWriter(ProcessProtocol):
 
 class CrashTests(SQLiteTestCase):
     async def test_acknowledged_writes_survive_kill(self):
-        """Every create acknowledged before a SIGKILL is on disk after it; revisions go on above it."""
+        """Every create acknowledged before a SIGKILL is on disk after it; revisions go on."""
         path = self.mktemp()
         child = KilledWriter()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(ROOT)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         reactor.spawnProcess(child, sys.executable,
                              [sys.executable, str(ROOT / "tests/storage/crashwriter.py"), path],
                              env=env)
@@ -222,7 +230,6 @@ class CrashTests(SQLiteTestCase):
         lines = child.output.decode().split("\n")[:-1]  # the last may be cut short
         acknowledged = {key: int(revision) for key, revision in map(str.split, lines)}
         self.assertGreater(len(acknowledged), 100)
-        print("ACKED", len(acknowledged), max(acknowledged.values()))
         store = await self.started(path)
         stored = {kv.key: kv for kv in (await store.range("/crash/")).kvs}
         self.assertEqual({key: (stored[key].value, stored[key].mod_revision)
