@@ -23,13 +23,12 @@ _json = JSONCodec()
 _PATCH_RETRIES = 16
 
 
-@inlineCallbacks
 def create(call, store):
     kind = call.kind
     dry_run = call.dry_run()
     obj = decode_object(call, kind.schema, kind.kind, kind.api_version)
-    created = yield store.create(obj, call.info.namespace or None, dry_run)
-    returnValue(responses.write_value(call, 201, created))
+    d = store.create(obj, call.info.namespace or None, dry_run)
+    return d.addCallback(lambda created: responses.write_value(call, 201, created))
 
 
 @inlineCallbacks
