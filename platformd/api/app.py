@@ -20,7 +20,8 @@ from twisted.python.failure import Failure
 from platformd import errors
 from platformd.api import deletes, reads, requestinfo, responses, writes
 from platformd.api.call import Call
-from platformd.auth.interfaces import ALLOW, Attributes, AuthenticationError
+from platformd.auth import authorizers
+from platformd.auth.interfaces import AuthenticationError
 
 log = Logger()
 
@@ -106,8 +107,8 @@ class APIServer:
         path = unquote(request.path.decode("utf-8", "replace"))
         watch = requestinfo.parse_watch_flag((request.args.get(b"watch") or (None,))[0])
         info = requestinfo.parse(request.method, path, watch)
-        self._authorize(user, info)
-        call = Call(request, info, user, self.negotiator, codec)
+        authorizers.check(self.authorizer, user, info)
+        call = Call(request, info, user, self.negotiator, codec, self.authorizer)
         if not info.is_resource:
             return self._non_resource(call)
         kind = self.catalog.lookup(info.group, info.version, info.resource)
@@ -131,11 +132,6 @@ class APIServer:
                                      "resource")
         return handler(call, self)
 
-    def _authorize(self, user, info):
-        decision = self.authorizer.authorize(Attributes(user, info))
-        if decision.verdict != ALLOW:
-            raise errors.forbidden(user.name, info.verb, info.resource, info.group,
-                                   decision.reason)
 
     def _non_resource(self, call):
         request = call.request

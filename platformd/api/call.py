@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from typing import Optional
 
+import attrs
+
 from platformd import errors
+from platformd.auth import authorizers
 
 _TRUE = ("true", "1", "True")
 
 
 class Call:
     __slots__ = ("request", "info", "user", "kind", "negotiator", "response_codec", "pretty",
-                 "_args")
+                 "authorizer", "_args")
 
-    def __init__(self, request, info, user, negotiator, response_codec):
+    def __init__(self, request, info, user, negotiator, response_codec, authorizer):
         self.request = request
+        self.authorizer = authorizer
         self.info = info
         self.user = user
         self.kind = None
@@ -25,6 +29,13 @@ class Call:
         self.response_codec = response_codec
         self._args = request.args
         self.pretty = self.arg("pretty") in _TRUE
+
+    def authorize_as(self, verb: str) -> None:
+        """
+        Authorize this request again as ``verb``: a PUT that creates is a ``create``
+        (spec 2.1.10), so it needs that permission too.
+        """
+        authorizers.check(self.authorizer, self.user, attrs.evolve(self.info, verb=verb))
 
     def arg(self, name: str) -> Optional[str]:
         """The first value of query parameter ``name`` (str), or None when absent."""

@@ -37,7 +37,8 @@ def update(call, store):
     dry_run = call.dry_run()
     obj = decode_object(call, kind.schema, kind.kind, kind.api_version)
     result, created = yield store.update(call.info.namespace or None, call.info.name, obj,
-                                         call.info.subresource, dry_run)
+                                         call.info.subresource, dry_run,
+                                         lambda: call.authorize_as("create"))
     returnValue(responses.write_value(call, 201 if created else 200, result))
 
 

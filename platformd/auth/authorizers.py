@@ -8,7 +8,10 @@ from __future__ import annotations
 import attrs
 from zope.interface import implementer
 
-from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Decision, IAuthorizer
+from platformd import errors
+from platformd.auth.interfaces import (
+    ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer,
+)
 
 _ALLOWED = Decision(ALLOW)
 
@@ -31,3 +34,10 @@ class AuthorizerChain:
             if decision.verdict in (ALLOW, DENY):
                 return decision
         return Decision(NO_OPINION, "no authorizer had an opinion")
+
+
+def check(authorizer, user, info) -> None:
+    """Raise 403 Forbidden unless ``authorizer`` allows ``user`` the request ``info``."""
+    decision = authorizer.authorize(Attributes(user, info))
+    if decision.verdict != ALLOW:
+        raise errors.forbidden(user.name, info.verb, info.resource, info.group, decision.reason)

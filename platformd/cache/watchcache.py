@@ -21,7 +21,7 @@ import orjson
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
 
-from platformd.storage.interface import DELETE
+from platformd.storage.interface import DELETE, PUT, Event, KeyValue
 
 log = Logger()
 
@@ -80,6 +80,10 @@ class CachedObject:
         return (self.obj.get("metadata") or {}).get("namespace")
 
 
+def old_kv(entry: CachedObject) -> KeyValue:
+    return KeyValue(entry.key, entry.raw, entry.create_revision, entry.revision)
+
+
 class KindCache:
     """The current objects of one kind, by storage key, with a key-ordered index."""
 
@@ -122,6 +126,21 @@ class KindCache:
         self.objects[kv.key] = CachedObject(kv.key, kv.value, kv.mod_revision, kv.create_revision)
         insort(self._keys, kv.key)
 
+    def replace(self, kvs, revision: int) -> None:
+        """
+        Become exactly ``kvs`` (a fresh list at ``revision``), telling listeners what
+        changed as if each difference were an event: a relist after a lost watch must not
+        leave watchers or controllers with a stale picture.
+        """
+        fresh = {kv.key: kv for kv in kvs}
+        for key in [k for k in self._keys if k not in fresh]:
+            old = self.objects[key]
+            self.apply(Event(DELETE, KeyValue(key, old.raw, old.create_revision, revision), old_kv(old)))
+        for kv in kvs:
+            current = self.objects.get(kv.key)
+            if current is None or current.revision != kv.mod_revision:
+                self.apply(Event(PUT, kv, None if current is None else old_kv(current)))
+
     def _notify(self, type_, new, old, revision):
         for listener in list(self.listeners):
             try:
@@ -154,7 +173,31 @@ class WatchCache:
             if cache is not None:
                 cache.load(kv)
         self.revision = result.revision
-        self._watch = self.storage.watch("/registry/", result.revision, self._on_event)
+        self._follow(result.revision)
+
+    def _follow(self, revision: int) -> None:
+        self._watch = self.storage.watch("/registry/", revision, self._on_event)
+        self._watch.done.addErrback(self._watch_ended)
+
+    def _watch_ended(self, failure):
+        """The backend ended the watch (history gone, connection lost): list again."""
+        log.failure("the storage watch ended; relisting", failure)
+        self._watch = None
+        return self._relist().addErrback(
+            lambda f: log.failure("relisting after a lost watch failed", f))
+
+    @inlineCallbacks
+    def _relist(self):
+        result = yield self.storage.range("/registry/")
+        grouped = {prefix: [] for prefix in self.kinds}
+        for kv in result.kvs:
+            cache = self._cache_for(kv.key)
+            if cache is not None:
+                grouped[cache.kind.storage_prefix].append(kv)
+        for prefix, cache in self.kinds.items():
+            cache.replace(grouped[prefix], result.revision)
+        self.revision = result.revision
+        self._follow(result.revision)
 
     def stop(self):
         if self._watch is not None:

@@ -178,10 +178,12 @@ class GenericStore:
 
     @inlineCallbacks
     def update(self, namespace: Optional[str], name: str, obj: dict, subresource: str = "",
-               dry_run: bool = False):
+               dry_run: bool = False, authorize_create=None):
         """
         Deferred[(dict, created: bool)].  Replaces the object (PUT).  A resourceVersion in
         ``obj`` makes it conditional (409 when stale); without one it is unconditional.
+        When the object is absent and the kind creates on update, ``authorize_create()``
+        must allow it first.
         """
         kind = self.kind
         obj = _with_type(kind, obj)
@@ -200,6 +202,8 @@ class GenericStore:
                     raise self._not_found(name)
                 if wanted_rv:
                     raise self._not_found(name)
+                if authorize_create is not None:
+                    authorize_create()
                 created = yield self.create(obj, namespace, dry_run)
                 returnValue((created, True))
             if wanted_rv and wanted_rv != str(current.revision):

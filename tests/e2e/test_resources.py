@@ -514,3 +514,41 @@ class TokenAuthTests(TestCase):
             "/api/v1/namespaces/default/configmaps?x=1", b"metadata=1",
             content_type="application/x-www-form-urlencoded")
         self.assertEqual((r.code, r.json()["reason"]), (415, "UnsupportedMediaType"))
+
+
+class VerbClassificationTests(ServerTestCase):
+    """A PUT that creates is authorized as create too (spec 2.1.10)."""
+
+    @inlineCallbacks
+    def test_put_create_needs_create(self):
+        """With create denied, PUT of an absent binding is 403; PUT of an existing one works."""
+        from platformd.auth.interfaces import ALLOW, DENY, Decision
+        seen = []
+
+        class NoCreate:
+            def authorize(self, attributes):
+                seen.append(attributes.info.verb)
+                if attributes.info.verb == "create":
+                    return Decision(DENY, "creating is not allowed here")
+                return Decision(ALLOW)
+
+        path = f"{RBAC}/namespaces/default/rolebindings"
+        yield self.client.post(path, rolebinding("exists"))
+        self.server.api.authorizer = NoCreate()
+        r = yield self.client.put(f"{path}/absent", rolebinding("absent"))
+        self.assertEqual((r.code, r.json()["reason"]), (403, "Forbidden"))
+        self.assertEqual(seen, ["update", "create"])
+        r = yield self.client.put(f"{path}/exists", rolebinding("exists"))
+        self.assertEqual(r.code, 200, r.body)
+
+    @inlineCallbacks
+    def test_namespace_status(self):
+        """A namespace's status is written only through /status; spec.finalizers stays."""
+        r = yield self.client.get("/api/v1/namespaces/default/status")
+        ns = r.json()
+        ns["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        ns["spec"] = {"finalizers": []}
+        r = yield self.client.put("/api/v1/namespaces/default/status", ns)
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["status"]["conditions"], [{"type": "Ready", "status": "True"}])
+        self.assertEqual(r.json()["spec"], {"finalizers": ["platform"]})
