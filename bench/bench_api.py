@@ -69,7 +69,7 @@ def wrk(args, seconds, url):
                          capture_output=True, text=True, check=True).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    p99 = re.search(r"99%\s+(\S+)", out)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
     return rate, int(bad.group(1)) if bad else 0, p99.group(1) if p99 else "?"
 
 
