@@ -17,6 +17,8 @@ from platformd import errors
 from platformd.api import responses
 from platformd.api.body import decode_object, field_validation_level, read_body, report_fields
 from platformd.codecs.jsoncodec import JSONCodec
+from platformd.patch.merge import merge_patch
+from platformd.patch.strategic import strategic_merge
 from platformd.registry.schema import DecodeContext, DecodeError
 
 _json = JSONCodec()
@@ -44,8 +46,8 @@ def update(call, store):
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
-PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, "application/strategic-merge-patch+json",
-               "application/apply-patch+yaml")
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH)
 
 
 @inlineCallbacks
@@ -55,11 +57,11 @@ def patch(call, store):
     level = field_validation_level(call)
     content_type = (call.request.getHeader(b"content-type") or b"").decode("latin-1")
     content_type = content_type.split(";")[0].strip().lower()
-    if content_type not in (JSON_PATCH, MERGE_PATCH):
+    if content_type not in PATCH_TYPES:
         raise errors.StatusError(
             415, "UnsupportedMediaType",
-            f"the body of the request was in an unknown format - accepted media types "
-            f"include: {JSON_PATCH}, {MERGE_PATCH}")
+            "the body of the request was in an unknown format - accepted media types "
+            "include: " + ", ".join(PATCH_TYPES))
     data = read_body(call)
     try:
         patch_doc = _json.decode(data)
@@ -70,7 +72,7 @@ def patch(call, store):
     namespace, name = call.info.namespace or None, call.info.name
     for _attempt in range(_PATCH_RETRIES):
         current = store.get(namespace, name)
-        patched = apply_patch(content_type, current.mutable(), patch_doc)
+        patched = apply_patch(content_type, current.mutable(), patch_doc, kind.schema)
         ctx = DecodeContext()
         try:
             obj = kind.schema.decode(patched, "", ctx)
@@ -92,33 +94,18 @@ def patch(call, store):
     raise errors.conflict(kind.plural, kind.group, name, "too many concurrent writers; try again")
 
 
-def apply_patch(content_type: str, original: dict, patch_doc):
+def apply_patch(content_type: str, original: dict, patch_doc, schema):
+    """The patched object (plain values; decoded and validated afterwards)."""
     if content_type == JSON_PATCH:
         if not isinstance(patch_doc, list):
             raise errors.bad_request("json patch must be a list of operations")
         try:
             return jsonpatch.apply_patch(original, patch_doc)
-        except jsonpatch.JsonPatchTestFailed as e:
-            raise errors.StatusError(422, "Invalid", f"the server rejected our request due to an "
-                                     f"error in our request: {e}") from None
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
             raise errors.StatusError(422, "Invalid", f"the server rejected our request due to an "
                                      f"error in our request: {e}") from None
     if not isinstance(patch_doc, dict):
-        raise errors.bad_request("merge patch must be a JSON object")
-    return merge_patch(original, patch_doc)
-
-
-def merge_patch(target, patch_doc):
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch_doc, dict):
-        return patch_doc
-    if not isinstance(target, dict):
-        target = {}
-    out = dict(target)
-    for key, value in patch_doc.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
+        raise errors.bad_request("a merge patch must be a JSON object")
+    if content_type == MERGE_PATCH:
+        return merge_patch(original, patch_doc)
+    return strategic_merge(original, patch_doc, schema)

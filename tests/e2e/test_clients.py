@@ -101,6 +101,22 @@ class KubectlTests(TestCase):
         self.assertIn('unknown field "metadata.bogus"', r.stderr)
 
     @inlineCallbacks
+    def test_apply(self):
+        """kubectl apply (client-side: OpenAPI and a strategic merge patch) creates, then
+        changes an object."""
+        r = yield self.run_kubectl("apply", "-f", "-", stdin=ROLEBINDING_YAML)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rolebinding.rbac.authorization.platform.io/read-pods created", r.stdout)
+        changed = ROLEBINDING_YAML.replace("name: jane", "name: joan").replace(
+            "  namespace: default\nsubjects", "  namespace: default\n  labels: {team: a}\nsubjects")
+        r = yield self.run_kubectl("apply", "-f", "-", stdin=changed)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rolebinding.rbac.authorization.platform.io/read-pods configured", r.stdout)
+        r = yield self.run_kubectl("get", "rolebinding", "read-pods", "-o",
+                                   "jsonpath={.subjects[0].name}/{.metadata.labels.team}")
+        self.assertEqual((r.returncode, r.stdout), (0, "joan/a"), r.stderr)
+
+    @inlineCallbacks
     def test_delete(self):
         """kubectl deletes what it created."""
         r = yield self.run_kubectl("create", "-f", "-", stdin=ROLEBINDING_YAML)
