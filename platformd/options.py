@@ -10,6 +10,7 @@ import sys
 
 from twisted.python import usage
 
+from platformd.durations import parse_duration
 from platformd.featuregates import FeatureGateError, FeatureGates
 
 
@@ -39,6 +40,9 @@ class Options(usage.Options):
         ["client-ca-file", None, None,
          "CA bundle that verifies client certificates (CN = user, O = groups)."],
         ["feature-gates", None, "", "NAME=true|false,... (see docs/configuration.md)."],
+        ["watch-history-ttl", None, "5m",
+         "How long watch history is kept (and the store compacted behind it)."],
+        ["continue-token-ttl", None, "5m", "How long a list's continue token stays valid."],
     ]
 
     def postOptions(self):
@@ -46,6 +50,13 @@ class Options(usage.Options):
             self["feature-gates"] = FeatureGates.parse(self["feature-gates"] or "")
         except FeatureGateError as e:
             raise usage.UsageError(f"--feature-gates: {e}") from None
+        for flag in ("watch-history-ttl", "continue-token-ttl"):
+            try:
+                self[flag] = parse_duration(self[flag])
+            except ValueError as e:
+                raise usage.UsageError(f"--{flag}: {e}") from None
+            if self[flag] <= 0:
+                raise usage.UsageError(f"--{flag}: must be positive")
         cert, key = self["tls-cert-file"], self["tls-private-key-file"]
         if bool(cert) != bool(key):
             raise usage.UsageError(

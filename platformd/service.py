@@ -28,6 +28,10 @@ from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
+from platformd.api.reads import Reader
+from platformd.api.watch import WatchServer
+from platformd.cache.continuetokens import Snapshots
+from platformd.cache.expiry import Expiry
 from platformd.cache.watchcache import WatchCache
 from platformd.codecs.negotiation import Negotiator
 from platformd.pki import PKIError, ensure_pki
@@ -76,7 +80,9 @@ class PlatformService(service.MultiService):
         self.data_dir = data_dir
         self.catalog = builtin()
         self.storage = SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"))
-        self.cache = WatchCache(self.storage, self.catalog)
+        self.cache = WatchCache(self.storage, self.catalog, reactor, options["watch-history-ttl"])
+        self.snapshots = Snapshots(reactor, options["continue-token-ttl"])
+        self.expiry = Expiry(reactor, self.cache, self.snapshots)
         namespace_cache = self.cache.for_kind(core.NAMESPACE)
         lifecycle = NamespaceLifecycle(namespace_cache, core.NAMESPACE)
         self.stores = {id(k): GenericStore(k, self.storage, self.cache.for_kind(k), reactor,
@@ -86,8 +92,11 @@ class PlatformService(service.MultiService):
                                               core.NAMESPACE)
         self.tls, self.authenticator = self._security(options)
         bind = options["bind-address"]
+        gates = options["feature-gates"]
         self.api = APIServer(
-            self.catalog, self.stores, self.cache, Negotiator(), self.authenticator,
+            self.catalog, self.stores,
+            Reader(self.cache, self.snapshots, gates, self.storage),
+            WatchServer(self.cache, gates, reactor), Negotiator(), self.authenticator,
             AuthorizerChain([AlwaysAllow()]), Documents(self.catalog, f"{bind}:{options['secure-port']}"),
             lambda: self.ready)
         self.site = make_site(self.api.resource())
@@ -151,6 +160,7 @@ class PlatformService(service.MultiService):
     def _boot(self):
         yield self.storage.start()
         yield self.cache.start()
+        self.expiry.start()
         self.namespaces.start()
         store = self.stores[id(core.NAMESPACE)]
         for name in BUILTIN_NAMESPACES:
@@ -177,6 +187,7 @@ class PlatformService(service.MultiService):
             for protocol in list(self.factory.protocols):
                 protocol.transport.loseConnection()
         yield super().stopService()
+        self.expiry.stop()
         self.cache.stop()
         yield self.storage.stop()
 

@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deletes, reads, requestinfo, responses, writes
+from platformd.api import deletes, requestinfo, responses, writes
 from platformd.api.call import Call
 from platformd.auth import authorizers
 from platformd.auth.interfaces import AuthenticationError
@@ -28,8 +28,9 @@ log = Logger()
 HEALTH_PATHS = frozenset({b"/healthz", b"/livez", b"/readyz"})
 
 _HANDLERS = {
-    "get": lambda call, api: reads.get(call, api.store_for(call.kind)),
-    "list": lambda call, api: reads.list_(call, api.store_for(call.kind), api.cache.revision),
+    "get": lambda call, api: api.reader.get(call, api.store_for(call.kind)),
+    "list": lambda call, api: api.reader.list(call, api.store_for(call.kind)),
+    "watch": lambda call, api: api.watcher.watch(call, api.store_for(call.kind)),
     "create": lambda call, api: writes.create(call, api.store_for(call.kind)),
     "update": lambda call, api: writes.update(call, api.store_for(call.kind)),
     "patch": lambda call, api: writes.patch(call, api.store_for(call.kind)),
@@ -44,11 +45,12 @@ class APIServer:
 
     app = Klein()
 
-    def __init__(self, catalog, stores, cache, negotiator, authenticator, authorizer,
-                 documents, readiness):
+    def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
+                 authorizer, documents, readiness):
         self.catalog = catalog
         self.stores = stores
-        self.cache = cache
+        self.reader = reader
+        self.watcher = watcher
         self.negotiator = negotiator
         self.authenticator = authenticator
         self.authorizer = authorizer

@@ -13,7 +13,7 @@ from twisted.internet.defer import inlineCallbacks, returnValue
 from platformd import errors
 from platformd.api import responses
 from platformd.api.body import read_body
-from platformd.api.reads import selectors
+from platformd.api.selectors import from_call as selectors
 from platformd.codecs.interface import CodecError
 from platformd.registry import fielderrors as fe
 

@@ -1,5 +1,12 @@
 """
-get and list (spec 2.1.10, 4.3), served from the watch cache.
+get and list (spec 2.1.10, 4.3, 4.4, 4.9), served from the watch cache.
+
+Each request falls in one cell of spec 4.9's tables (``listoptions.list_plan``): Most
+Recent and Any read the current state (the cache is never behind an acknowledged write);
+Not older than N waits briefly for the cache to reach N (504 ``Too large resource
+version`` otherwise); Exact N reads the state at N from the event history (or, with
+``ListFromCacheSnapshot`` off, from the store), 410 when N has left the history;
+Continuation resumes the snapshot a continue token names.
 
 A JSON list is assembled from each object's already-encoded bytes: no object is encoded
 again to answer a list.
@@ -7,37 +14,171 @@ again to answer a list.
 
 from __future__ import annotations
 
-from platformd.api import responses
-from platformd.api.selectors import parse_field_selector, parse_label_selector
+from twisted.internet.defer import inlineCallbacks, returnValue
+
+from platformd import errors
+from platformd.api import listoptions, responses
+from platformd.api.listoptions import (
+    ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER,
+)
+from platformd.cache import continuetokens
+from platformd.codecs.jsoncodec import dumps
+from platformd.cache.watchcache import CachedObject
+
+#: How long a read of a version the cache has not reached waits for it (spec 4.9).
+TOO_LARGE_WAIT = 3.0
 
 
-def get(call, store):
-    entry = store.get(call.info.namespace or None, call.info.name)
-    if call.response_codec.media_type == "application/json" and not call.pretty:
-        return responses.write(call.request, 200, entry.json, "application/json")
-    return responses.write_value(call, 200, entry.obj)
+class Reader:
+    """Serves get and list for every kind from one watch cache."""
+
+    def __init__(self, cache, snapshots, gates, storage, wait: float = TOO_LARGE_WAIT):
+        self.cache = cache
+        self.snapshots = snapshots
+        self.gates = gates
+        self.storage = storage
+        self.wait = wait
+
+    def get(self, call, store):
+        """Most Recent and Any answer at once; Not older than N may wait for N."""
+        rv_text = call.arg("resourceVersion") or ""
+        if rv_text in ("", "0"):
+            return self._get_now(call, store)
+        options = listoptions.parse(call, self.gates, watch=False)
+        return self.reach(options.resource_version).addCallback(
+            lambda _: self._get_now(call, store))
+
+    @staticmethod
+    def _get_now(call, store):
+        entry = store.get(call.info.namespace or None, call.info.name)
+        if call.response_codec.media_type == "application/json" and not call.pretty:
+            return responses.write(call.request, 200, entry.json, "application/json")
+        return responses.write_value(call, 200, entry.obj)
+
+    @inlineCallbacks
+    def reach(self, revision: int):
+        """Wait until the cache holds ``revision``; 504 Too large resource version if not."""
+        if self.cache.revision >= revision:
+            return
+        reached = yield self.cache.wait_for(revision, self.wait)
+        if not reached:
+            raise too_large(revision, self.cache.revision)
+
+    @inlineCallbacks
+    def list(self, call, store):
+        kind = call.kind
+        options = listoptions.parse(call, self.gates, watch=False)
+        plan = options.list_plan()
+        prefix = store.prefix(call.info.namespace or None)
+        start = ""
+        if plan == CONTINUATION:
+            token = continuetokens.decode(options.continue_token)
+            revision, start = token.revision, token.start
+            if self.snapshots.expired(token):
+                raise continuetokens.gone()
+            entries = yield self.state(prefix, revision, continuation=True)
+        elif plan == EXACTLY:
+            revision = options.resource_version
+            yield self.reach(revision)
+            entries = yield self.state(prefix, revision)
+        else:
+            if plan == NOT_OLDER:
+                yield self.reach(options.resource_version)
+            revision = self.cache.revision
+            entries = store.cache.current(prefix)
+            if options.limit:
+                self.snapshots.put(prefix, revision, entries)
+        page, next_start, remaining = _page(entries, start, options)
+        meta = {"resourceVersion": str(revision), "continue": ""}
+        if next_start is not None:
+            meta["continue"] = continuetokens.encode(continuetokens.Token(
+                revision, next_start, token.issued if plan == CONTINUATION
+                else self.cache.clock.seconds()))
+            if not options.filtered:
+                meta["remainingItemCount"] = remaining
+        if options.shard is not None:
+            meta["shardInfo"] = {"selector": options.shard.text}
+        returnValue(self.render(call, kind, meta, page))
+
+    @inlineCallbacks
+    def state(self, prefix: str, revision: int, continuation: bool = False):
+        """The objects under ``prefix`` at ``revision`` in key order, or 410 Gone."""
+        if revision == self.cache.revision:
+            returnValue(self.cache_state(prefix, revision))
+        snapshot = self.snapshots.get(prefix, revision)
+        if snapshot is not None:
+            returnValue(snapshot)
+        if revision < self.cache.horizon:
+            if continuation:
+                raise continuetokens.gone()
+            raise errors.gone(f"too old resource version: {revision} ({self.cache.horizon})")
+        if revision > self.cache.revision:
+            raise too_large(revision, self.cache.revision)
+        if self.gates["ListFromCacheSnapshot"]:
+            entries = self.kind_cache_for(prefix).state_at(prefix, revision)
+        else:
+            result = yield self.storage.range(prefix, revision)
+            entries = [CachedObject(kv.key, kv.value, kv.mod_revision, kv.create_revision)
+                       for kv in result.kvs]
+        self.snapshots.put(prefix, revision, entries)
+        returnValue(entries)
+
+    def cache_state(self, prefix: str, revision: int) -> list:
+        entries = self.kind_cache_for(prefix).current(prefix)
+        self.snapshots.put(prefix, revision, entries)
+        return entries
+
+    def kind_cache_for(self, prefix: str):
+        return self.cache.kinds[prefix[:prefix.index("/", len("/registry/")) + 1]]
+
+    @staticmethod
+    def render(call, kind, meta: dict, page: list) -> bytes:
+        if call.response_codec.media_type == "application/json" and not call.pretty:
+            head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
+                kind.list_kind.encode(), kind.api_version.encode(), dumps(meta))
+            body = head + b",".join(e.json for e in page) + b"]}"
+            return responses.write(call.request, 200, body, "application/json")
+        return responses.write_value(call, 200, {
+            "kind": kind.list_kind, "apiVersion": kind.api_version, "metadata": meta,
+            "items": [e.obj for e in page]})
 
 
-def selectors(call):
-    kind = call.kind
-    labels = call.arg("labelSelector")
-    fields = call.arg("fieldSelector")
-    return (parse_label_selector(labels) if labels else None,
-            parse_field_selector(fields, kind.group, kind.kind) if fields else None)
+def _page(entries: list, start: str, options):
+    """(items of this page, start key of the next page or None, items after this page)."""
+    limit = options.limit
+    index = 0
+    if start:
+        index = _bisect_key(entries, start)
+    page = []
+    matches = options.matches
+    check = options.filtered
+    n = len(entries)
+    while index < n:
+        entry = entries[index]
+        index += 1
+        if check and not matches(entry.obj):
+            continue
+        page.append(entry)
+        if limit and len(page) >= limit:
+            break
+    if limit and len(page) >= limit and index < n:
+        return page, page[-1].key + "\x00", n - index
+    return page, None, 0
 
 
-def list_(call, store, revision: int):
-    kind = call.kind
-    label_selector, field_selector = selectors(call)
-    entries = store.list(call.info.namespace or None, label_selector, field_selector)
-    if call.response_codec.media_type == "application/json" and not call.pretty:
-        head = (b'{"kind":"%s","apiVersion":"%s","metadata":{"resourceVersion":"%d",'
-                b'"continue":""},"items":[' % (kind.list_kind.encode(),
-                                               kind.api_version.encode(), revision))
-        body = head + b",".join(e.json for e in entries) + b"]}"
-        return responses.write(call.request, 200, body, "application/json")
-    return responses.write_value(call, 200, {
-        "kind": kind.list_kind, "apiVersion": kind.api_version,
-        "metadata": {"resourceVersion": str(revision), "continue": ""},
-        "items": [e.obj for e in entries],
-    })
+def _bisect_key(entries: list, key: str) -> int:
+    low, high = 0, len(entries)
+    while low < high:
+        mid = (low + high) // 2
+        if entries[mid].key < key:
+            low = mid + 1
+        else:
+            high = mid
+    return low
+
+
+def too_large(requested: int, current: int) -> errors.StatusError:
+    return errors.StatusError(
+        504, "Timeout", f"Too large resource version: {requested}, current: {current}",
+        causes=(errors.Cause("ResourceVersionTooLarge", "Too large resource version", ""),),
+        retry_after=1)

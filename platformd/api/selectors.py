@@ -214,3 +214,12 @@ def _split_unescaped(text: str):
             current.append(ch)
     parts.append("".join(current))
     return parts
+
+
+def from_call(call):
+    """(label selector or None, field selector or None) of a request's query."""
+    kind = call.kind
+    labels = call.arg("labelSelector")
+    fields = call.arg("fieldSelector")
+    return (parse_label_selector(labels) if labels else None,
+            parse_field_selector(fields, kind.group, kind.kind) if fields else None)

@@ -1,31 +1,38 @@
 """
 The watch cache: every object of every served kind, in memory, kept current by one
-ordered watch on the storage interface.
+ordered watch on the storage interface; per kind, a ring of recent events and the live
+watchers (spec 4.5, 4.9).
 
 Reads are served from here, never from disk: a GET is a dict lookup that returns bytes
 encoded once per object version (``CachedObject.json``), shared by every request that
-reads that version.  The cache is fed only through ``IStorage.watch``, so the SQLite and
-etcd backends feed it alike.  Because backends deliver a write's event before they
-acknowledge the write, a client that hears "created" can read its object back at once.
+reads that version; a watch event is encoded once per type and media type
+(``CacheEvent.frame``) and the same bytes go to every watcher.  The cache is fed only
+through ``IStorage.watch``, so the SQLite and etcd backends feed it alike.  Because
+backends deliver a write's event before they acknowledge the write, a client that hears
+"created" can read its object back at once.
 
-Later work (issue 3) adds the ring of recent events, snapshots and watchers on top of
-the per-kind ``KindCache``; its ``listeners`` are that seam.
+History: each kind keeps its recent events (``KindCache.history``).  ``expire`` (driven
+by a LoopingCall on an injectable clock, see ``expiry.py``) drops events older than the
+history TTL and compacts the store at the same point, so the cache and the store agree on
+what history exists.  ``horizon`` is the revision after which every event is held: a
+watch or exact list from an older revision is 410 Gone.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import deque
 from typing import Callable, Optional
 
 import orjson
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
 
 from platformd.storage.interface import DELETE, PUT, Event, KeyValue
 
 log = Logger()
 
-ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 
 
 class CorruptObjectError(Exception):
@@ -71,6 +78,10 @@ class CachedObject:
         """A private deep copy of the object (fastest way: reparse its JSON)."""
         return orjson.loads(self.json)
 
+    def at(self, revision: int) -> "CachedObject":
+        """The same content stamped with another resourceVersion (a deletion's)."""
+        return CachedObject(self.key, self.raw, revision, self.create_revision)
+
     @property
     def name(self) -> str:
         return self.key.rsplit("/", 1)[1]
@@ -80,18 +91,63 @@ class CachedObject:
         return (self.obj.get("metadata") or {}).get("namespace")
 
 
+class CacheEvent:
+    """
+    One change of one object, as watchers see it.  ``new`` is None for a deletion;
+    ``old`` is None for a creation.  ``frame`` memoises the encoded watch event per
+    (type, media type), so every watcher is sent the same bytes.
+    """
+
+    __slots__ = ("type", "new", "old", "revision", "time", "_frames", "_gone")
+
+    def __init__(self, type_: str, new, old, revision: int, time: float):
+        self.type = type_
+        self.new = new
+        self.old = old
+        self.revision = revision
+        self.time = time
+        self._frames: dict = {}
+        self._gone = None
+
+    @property
+    def key(self) -> str:
+        return (self.new or self.old).key
+
+    def gone(self) -> CachedObject:
+        """What a DELETED event carries: the last content, at this event's revision."""
+        if self._gone is None:
+            self._gone = self.old.at(self.revision)
+        return self._gone
+
+    def frame(self, type_: str, media: str, encode: Callable) -> bytes:
+        """This event as a watch event of ``type_``, encoded by ``encode(type_, object)``."""
+        cache_key = (type_, media)
+        frame = self._frames.get(cache_key)
+        if frame is None:
+            frame = self._frames[cache_key] = encode(
+                type_, self.gone() if type_ == DELETED else self.new)
+        return frame
+
+
 def old_kv(entry: CachedObject) -> KeyValue:
     return KeyValue(entry.key, entry.raw, entry.create_revision, entry.revision)
 
 
 class KindCache:
-    """The current objects of one kind, by storage key, with a key-ordered index."""
+    """The current objects of one kind by storage key, its recent events, its watchers."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, clock):
         self.kind = kind
+        self.clock = clock
         self.objects: dict = {}
         self._keys: list = []
-        #: ``listener(type, new_or_none, old_or_none, revision)`` after each change.
+        #: Recent events, oldest first (see module docstring).
+        self.history: deque = deque()
+        #: Watchers by namespace ("" for watchers of every namespace): only those that
+        #: can care about an event are offered it.
+        self.watchers: dict = {}
+        #: ``listener(type, new_or_none, old_or_none, revision)`` after each change
+        #: (controllers).
         self.listeners: list = []
 
     def get(self, key: str) -> Optional[CachedObject]:
@@ -106,6 +162,11 @@ class KindCache:
             yield keys[i]
             i += 1
 
+    def current(self, prefix: str) -> list:
+        """The objects under ``prefix``, in key order."""
+        objects = self.objects
+        return [objects[k] for k in self.keys_from(prefix)]
+
     def apply(self, event) -> None:
         key = event.kv.key
         old = self.objects.get(key)
@@ -114,13 +175,14 @@ class KindCache:
                 return
             del self.objects[key]
             del self._keys[bisect_left(self._keys, key)]
-            self._notify(DELETED, None, old, event.revision)
+            self._publish(CacheEvent(DELETED, None, old, event.revision, self.clock.seconds()))
             return
         new = CachedObject(key, event.kv.value, event.kv.mod_revision, event.kv.create_revision)
         self.objects[key] = new
         if old is None:
             insort(self._keys, key)
-        self._notify(ADDED if old is None else MODIFIED, new, old, event.revision)
+        self._publish(CacheEvent(ADDED if old is None else MODIFIED, new, old, event.revision,
+                                 self.clock.seconds()))
 
     def load(self, kv) -> None:
         self.objects[kv.key] = CachedObject(kv.key, kv.value, kv.mod_revision, kv.create_revision)
@@ -128,23 +190,89 @@ class KindCache:
 
     def replace(self, kvs, revision: int) -> None:
         """
-        Become exactly ``kvs`` (a fresh list at ``revision``), telling listeners what
-        changed as if each difference were an event: a relist after a lost watch must not
-        leave watchers or controllers with a stale picture.
+        Become exactly ``kvs`` (a fresh list at ``revision``), telling watchers and
+        listeners what changed as if each difference were an event: a relist after a lost
+        watch must not leave them with a stale picture.
         """
         fresh = {kv.key: kv for kv in kvs}
         for key in [k for k in self._keys if k not in fresh]:
             old = self.objects[key]
-            self.apply(Event(DELETE, KeyValue(key, old.raw, old.create_revision, revision), old_kv(old)))
+            self.apply(Event(DELETE, KeyValue(key, old.raw, old.create_revision, revision),
+                             old_kv(old)))
         for kv in kvs:
             current = self.objects.get(kv.key)
             if current is None or current.revision != kv.mod_revision:
                 self.apply(Event(PUT, kv, None if current is None else old_kv(current)))
 
-    def _notify(self, type_, new, old, revision):
+    def add_watcher(self, namespace: str, watcher) -> None:
+        self.watchers.setdefault(namespace, {})[watcher] = None
+
+    def remove_watcher(self, namespace: str, watcher) -> None:
+        group = self.watchers.get(namespace)
+        if group is not None:
+            group.pop(watcher, None)
+            if not group:
+                del self.watchers[namespace]
+
+    def all_watchers(self):
+        for group in list(self.watchers.values()):
+            yield from list(group)
+
+    def events_after(self, revision: int):
+        """Held events with a revision above ``revision``, oldest first."""
+        history = self.history
+        # Revisions rise along the ring: find the first newer event by bisection.
+        low, high = 0, len(history)
+        while low < high:
+            mid = (low + high) // 2
+            if history[mid].revision <= revision:
+                low = mid + 1
+            else:
+                high = mid
+        for i in range(low, len(history)):
+            yield history[i]
+
+    def state_at(self, prefix: str, revision: int) -> list:
+        """
+        The objects under ``prefix`` as they were at ``revision``, in key order: the
+        current ones with every later event undone.  The caller checks that ``revision``
+        is within the held history.
+        """
+        state = {k: self.objects[k] for k in self.keys_from(prefix)}
+        history = self.history
+        for i in range(len(history) - 1, -1, -1):
+            event = history[i]
+            if event.revision <= revision:
+                break
+            key = event.key
+            if not key.startswith(prefix):
+                continue
+            if event.old is None:
+                state.pop(key, None)
+            else:
+                state[key] = event.old
+        return [state[k] for k in sorted(state)]
+
+    def drop_before(self, cutoff: float) -> int:
+        """Drop events that arrived before ``cutoff``; the newest dropped revision (or 0)."""
+        dropped = 0
+        history = self.history
+        while history and history[0].time < cutoff:
+            dropped = history.popleft().revision
+        return dropped
+
+    def _publish(self, event: CacheEvent) -> None:
+        self.history.append(event)
+        watchers = self.watchers
+        if watchers:
+            namespace = (event.new or event.old).namespace or ""
+            for group in (watchers.get(namespace), watchers.get("") if namespace else None):
+                if group:
+                    for watcher in list(group):
+                        watcher.offer(event)
         for listener in list(self.listeners):
             try:
-                listener(type_, new, old, revision)
+                listener(event.type, event.new, event.old, event.revision)
             except Exception:
                 log.failure("cache listener failed")
 
@@ -152,14 +280,17 @@ class KindCache:
 class WatchCache:
     """Every kind's ``KindCache``, fed by one storage watch from a consistent start."""
 
-    def __init__(self, storage, catalog):
+    def __init__(self, storage, catalog, clock, history_ttl: float = 300.0):
         self.storage = storage
-        self.kinds = {k.storage_prefix: KindCache(k) for k in catalog.kinds}
+        self.clock = clock
+        self.history_ttl = history_ttl
+        self.kinds = {k.storage_prefix: KindCache(k, clock) for k in catalog.kinds}
         self._by_kind = {id(k): self.kinds[k.storage_prefix] for k in catalog.kinds}
         self.revision = 0
+        #: Every event after this revision is held in the kinds' histories.
+        self.horizon = 0
         self._watch = None
-        #: ``callback(revision)`` after every event, for waiters on a revision.
-        self.revision_listeners: list[Callable[[int], None]] = []
+        self._waiters: list = []  # (revision, Deferred), fired once the cache reaches it
 
     def for_kind(self, kind) -> KindCache:
         return self._by_kind[id(kind)]
@@ -172,8 +303,47 @@ class WatchCache:
             cache = self._cache_for(kv.key)
             if cache is not None:
                 cache.load(kv)
-        self.revision = result.revision
+        self.revision = self.horizon = result.revision
         self._follow(result.revision)
+
+    def stop(self):
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def wait_for(self, revision: int, timeout: float) -> Deferred:
+        """
+        Deferred firing True once the cache has reached ``revision``, or False after
+        ``timeout`` seconds (for "not older than" reads of a version not yet seen).
+        """
+        if self.revision >= revision:
+            return succeed(True)
+        d = Deferred()
+        entry = (revision, d)
+        self._waiters.append(entry)
+
+        def give_up():
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+                d.callback(False)
+        call = self.clock.callLater(timeout, give_up)
+        d.addBoth(lambda result: (call.active() and call.cancel(), result)[1])
+        return d
+
+    def expire(self) -> Optional[int]:
+        """
+        Drop history older than the TTL from every kind and compact the store up to the
+        newest dropped event; the compacted revision, or None when nothing was dropped.
+        """
+        cutoff = self.clock.seconds() - self.history_ttl
+        dropped = max((cache.drop_before(cutoff) for cache in self.kinds.values()), default=0)
+        if dropped <= self.horizon:
+            return None
+        self.horizon = dropped
+        if dropped > self.storage.compacted_revision:
+            self.storage.compact(dropped).addErrback(
+                lambda f: log.failure("compacting the store at {rev} failed", f, rev=dropped))
+        return dropped
 
     def _follow(self, revision: int) -> None:
         self._watch = self.storage.watch("/registry/", revision, self._on_event)
@@ -196,13 +366,10 @@ class WatchCache:
                 grouped[cache.kind.storage_prefix].append(kv)
         for prefix, cache in self.kinds.items():
             cache.replace(grouped[prefix], result.revision)
-        self.revision = result.revision
+        # Events in the gap are unknown: no exact read or watch may start before here.
+        self.revision = self.horizon = result.revision
+        self._reached(result.revision)
         self._follow(result.revision)
-
-    def stop(self):
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
 
     def _cache_for(self, key: str) -> Optional[KindCache]:
         # "/registry/{qualified resource}/..." -> the prefix up to the third slash.
@@ -214,5 +381,12 @@ class WatchCache:
         self.revision = event.revision
         if cache is not None:
             cache.apply(event)
-        for listener in self.revision_listeners:
-            listener(event.revision)
+        if self._waiters:
+            self._reached(event.revision)
+
+    def _reached(self, revision: int) -> None:
+        ready = [w for w in self._waiters if w[0] <= revision]
+        for entry in ready:
+            self._waiters.remove(entry)
+            entry[1].callback(True)
+

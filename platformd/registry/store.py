@@ -100,10 +100,14 @@ class GenericStore:
             raise self._not_found(name)
         return entry
 
+    def prefix(self, namespace: Optional[str]) -> str:
+        """The key prefix of one namespace's objects, or of all of this kind."""
+        return (self.kind.namespace_prefix(namespace) if namespace and self.kind.namespaced
+                else self.kind.storage_prefix)
+
     def list(self, namespace: Optional[str], label_selector=None, field_selector=None):
         """Matching CachedObjects in key order (namespace, then name)."""
-        prefix = (self.kind.namespace_prefix(namespace) if namespace and self.kind.namespaced
-                  else self.kind.storage_prefix)
+        prefix = self.prefix(namespace)
         name = field_selector.value_of("metadata.name") if field_selector else None
         if name is not None and namespace and self.kind.namespaced:
             entry = self.cache.get(prefix + name)

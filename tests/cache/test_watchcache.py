@@ -15,7 +15,7 @@ class WatchCacheTests(SynchronousTestCase):
     def setUp(self):
         self.storage = MemoryStorage(Clock())
         self.successResultOf(self.storage.start())
-        self.cache = WatchCache(self.storage, builtin())
+        self.cache = WatchCache(self.storage, builtin(), Clock())
         self.kind = self.cache.for_kind(core.CONFIG_MAP)
 
     def test_load_then_follow(self):

@@ -1,0 +1,188 @@
+"""
+List and watch options (spec 4.3): parsed once, validated as upstream's
+``ValidateListOptions`` validates them (422 Invalid on ``ListOptions``), and turned into
+the read plan of spec 4.9's tables.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Optional
+
+import attrs
+
+from platformd import errors
+from platformd.api import shards
+from platformd.api.selectors import parse_field_selector, parse_label_selector
+from platformd.registry import fielderrors as fe
+
+EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
+
+# Read plans (spec 4.9).
+MOST_RECENT = "MostRecent"
+ANY = "Any"
+NOT_OLDER = "NotOlderThan"
+EXACTLY = "Exact"
+CONTINUATION = "Continuation"
+
+#: Upstream's --min-request-timeout: a watch without timeoutSeconds lasts between one and
+#: two of these.
+MIN_REQUEST_TIMEOUT = 1800
+
+
+@attrs.frozen
+class ListOptions:
+    watch: bool
+    resource_version: Optional[int]  # None: unset or empty
+    resource_version_text: str
+    match: str
+    limit: Optional[int]
+    continue_token: str
+    send_initial_events: Optional[bool]
+    allow_bookmarks: bool
+    timeout: Optional[int]
+    labels: object
+    fields: object
+    shard: object
+
+    @property
+    def filtered(self) -> bool:
+        """Whether items are filtered (then remainingItemCount is omitted)."""
+        return any(s is not None and not getattr(s, "empty", False)
+                   for s in (self.labels, self.fields)) or self.shard is not None
+
+    def matches(self, obj: dict) -> bool:
+        return ((self.labels is None or self.labels.matches(obj))
+                and (self.fields is None or self.fields.matches(obj))
+                and (self.shard is None or self.shard.matches(obj)))
+
+    def watch_timeout(self) -> float:
+        if self.timeout is not None:
+            return float(self.timeout)
+        return MIN_REQUEST_TIMEOUT * (1 + random.random())
+
+    def list_plan(self) -> str:
+        """The row and column of spec 4.9's list table this request falls in."""
+        rv = self.resource_version_text
+        if self.continue_token:
+            if rv not in ("", "0"):
+                raise errors.bad_request(
+                    "specifying resource version is not allowed when using continue")
+            return CONTINUATION
+        if self.match == EXACT:
+            return EXACTLY
+        if self.match == NOT_OLDER_THAN:
+            return ANY if rv == "0" else NOT_OLDER
+        if rv == "":
+            return MOST_RECENT
+        if rv == "0":
+            return ANY
+        return EXACTLY if self.limit else NOT_OLDER
+
+    def get_plan(self) -> str:
+        rv = self.resource_version_text
+        return MOST_RECENT if rv == "" else ANY if rv == "0" else NOT_OLDER
+
+
+def _invalid(causes):
+    return errors.invalid("ListOptions", "meta.platform.io", "", causes)
+
+
+def parse(call, gates, watch: bool) -> ListOptions:
+    """Every list/watch option of the request, validated."""
+    kind = call.kind
+    rv_text = call.arg("resourceVersion") or ""
+    resource_version = None
+    if rv_text:
+        try:
+            resource_version = int(rv_text)
+            if resource_version < 0:
+                raise ValueError
+        except ValueError:
+            raise errors.bad_request(f'invalid resource version "{rv_text}": must be a '
+                                     "non-negative decimal integer") from None
+    limit = call.int_arg("limit")
+    if limit is not None and limit < 0:
+        raise _invalid([fe.invalid("limit", limit, "must be greater than or equal to 0")])
+    timeout = call.int_arg("timeoutSeconds")
+    if timeout is not None and timeout < 0:
+        raise _invalid([fe.invalid("timeoutSeconds", timeout, "must be non-negative")])
+    send_initial = call.bool_arg("sendInitialEvents") if call.has_arg("sendInitialEvents") \
+        else None
+    options = ListOptions(
+        watch=watch,
+        resource_version=resource_version,
+        resource_version_text=rv_text,
+        match=call.arg("resourceVersionMatch") or "",
+        limit=limit or None,
+        continue_token=call.arg("continue") or "",
+        send_initial_events=send_initial,
+        allow_bookmarks=call.bool_arg("allowWatchBookmarks"),
+        timeout=timeout,
+        labels=parse_label_selector(call.arg("labelSelector")) if call.arg("labelSelector")
+        else None,
+        fields=_fields(call, kind),
+        shard=_shard(call, gates),
+    )
+    causes = (_watch_causes if watch else _list_causes)(options, gates)
+    if causes:
+        raise _invalid(causes)
+    return options
+
+
+def _fields(call, kind):
+    text = call.arg("fieldSelector") or ""
+    if call.info.name:
+        # A watch on one object's path watches it by name (upstream's legacy form).
+        text = ",".join(filter(None, [text, f"metadata.name={call.info.name}"]))
+    return parse_field_selector(text, kind.group, kind.kind) if text else None
+
+
+def _shard(call, gates):
+    text = call.arg("shardSelector")
+    if text is None or not gates["ShardedListAndWatch"]:
+        return None  # spec 4.6: ignored when the feature is off
+    return shards.parse(text)
+
+
+def _list_causes(options: ListOptions, gates) -> list:
+    causes = []
+    match = options.match
+    if match:
+        if not options.resource_version_text:
+            causes.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is "
+                                       "forbidden unless resourceVersion is provided"))
+        if options.continue_token:
+            causes.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is "
+                                       "forbidden when continue is provided"))
+        if match not in (EXACT, NOT_OLDER_THAN):
+            causes.append(fe.not_supported("resourceVersionMatch", match,
+                                           [EXACT, NOT_OLDER_THAN, ""]))
+        if match == EXACT and options.resource_version_text == "0":
+            causes.append(fe.forbidden("resourceVersionMatch", 'resourceVersionMatch "exact" '
+                                       'is forbidden for resourceVersion "0"'))
+    if options.send_initial_events is not None:
+        causes.append(fe.forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    return causes
+
+
+def _watch_causes(options: ListOptions, gates) -> list:
+    causes = []
+    match = options.match
+    if options.send_initial_events is not None:
+        if match != NOT_OLDER_THAN:
+            causes.append(fe.forbidden("resourceVersionMatch", "sendInitialEvents requires "
+                                       f"setting resourceVersionMatch to {NOT_OLDER_THAN}"))
+        if not gates["WatchList"]:
+            causes.append(fe.forbidden("sendInitialEvents", "sendInitialEvents is forbidden "
+                                       "for watch unless the WatchList feature gate is enabled"))
+    if match:
+        if options.send_initial_events is None:
+            causes.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is "
+                                       "forbidden for watch unless sendInitialEvents is provided"))
+        if match != NOT_OLDER_THAN:
+            causes.append(fe.not_supported("resourceVersionMatch", match, [NOT_OLDER_THAN]))
+        if options.continue_token:
+            causes.append(fe.forbidden("resourceVersionMatch", "resourceVersionMatch is "
+                                       "forbidden when continue is provided"))
+    return causes

@@ -1,0 +1,270 @@
+"""
+Watch streams (spec 4.5, 6): chunked HTTP responses of one JSON watch event per line.
+
+A ``WatchStream`` is an ``IPushProducer`` registered on its request: when the client
+reads slowly, TCP/TLS back-pressure pauses it and events wait in a backlog; a backlog
+above ``max_backlog`` bytes closes the stream at once (the client re-watches from the
+last version it saw) instead of growing memory.  A client that goes away cancels the
+stream (Klein cancels the handler's Deferred), which unregisters it from the cache.
+
+Every live event is encoded once per (type, media type) by ``CacheEvent.frame``; the
+same bytes go to every watcher.  Starting points follow spec 4.9's watch table: without
+a resourceVersion (or ``0``) the stream starts with the current state as synthetic
+ADDED events; with one it replays the held history after it (410 Gone, as an ERROR
+event, when that history is gone); ``sendInitialEvents=true`` sends the state and then a
+BOOKMARK annotated ``platform.io/initial-events-end: "true"``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.interfaces import IPushProducer
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from platformd import errors
+from platformd.api import listoptions, reads
+from platformd.cache.watchcache import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED
+from platformd.codecs.jsoncodec import dumps
+
+log = Logger()
+
+INITIAL_EVENTS_END = "platform.io/initial-events-end"
+#: Bytes of unsent events a watcher may hold before it is closed as too slow.
+MAX_BACKLOG = 8 * 1024 * 1024
+#: Seconds between periodic bookmarks (upstream sends about one a minute).
+BOOKMARK_INTERVAL = 60.0
+JSON = "application/json"
+
+
+def json_frame(type_: str, entry) -> bytes:
+    """One JSON watch event line for a cached object."""
+    return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
+
+
+def json_value_frame(type_: str, value: dict) -> bytes:
+    return b'{"type":"%s","object":%s}\n' % (type_.encode(), dumps(value))
+
+
+class WatchServer:
+    """Starts watch streams for every kind from one watch cache."""
+
+    def __init__(self, cache, gates, clock, max_backlog: int = MAX_BACKLOG,
+                 bookmark_interval: float = BOOKMARK_INTERVAL, wait: float = reads.TOO_LARGE_WAIT):
+        self.cache = cache
+        self.gates = gates
+        self.clock = clock
+        self.max_backlog = max_backlog
+        self.bookmark_interval = bookmark_interval
+        self.wait = wait
+        #: Open streams (for tests and metrics).
+        self.streams: set = set()
+
+    def watch(self, call, store):
+        if call.response_codec.media_type != JSON:
+            raise errors.not_acceptable([JSON])
+        options = listoptions.parse(call, self.gates, watch=True)
+        kind_cache = store.cache
+        namespace = call.info.namespace if call.kind.namespaced else ""
+        stream = WatchStream(self, call.request, call.kind, kind_cache, namespace or "",
+                             options)
+        self._start(stream, options)
+        return stream.done
+
+    @inlineCallbacks
+    def _start(self, stream, options):
+        """Find the starting point (spec 4.9's watch table), then go live."""
+        rv = options.resource_version
+        try:
+            if rv:
+                reached = yield self.cache.wait_for(rv, self.wait)
+                if not reached:
+                    raise reads.too_large(rv, self.cache.revision)
+            if stream.closed:
+                return
+            prefix = stream.prefix
+            if options.send_initial_events or (not rv and options.send_initial_events is None):
+                # Get State (and Start at Most Recent / Any): the current state as ADDED.
+                revision = self.cache.revision
+                initial = stream.kind_cache.current(prefix)
+                end_bookmark = revision if options.send_initial_events and \
+                    options.allow_bookmarks else None
+                stream.begin(initial, [], end_bookmark, revision)
+            elif not rv:
+                stream.begin([], [], None, self.cache.revision)
+            else:
+                if rv < self.cache.horizon:
+                    raise errors.gone(f"too old resource version: {rv} ({self.cache.horizon})")
+                stream.begin([], stream.kind_cache.events_after(rv), None, rv)
+        except errors.StatusError as e:
+            stream.fail(e)
+
+
+@implementer(IPushProducer)
+class WatchStream:
+    """One watch (see module docstring): starting → live → closed."""
+
+    def __init__(self, server, request, kind, kind_cache, namespace: str, options):
+        self.server = server
+        self.request = request
+        self.kind = kind
+        self.kind_cache = kind_cache
+        self.namespace = namespace
+        self.options = options
+        self.prefix = (kind.namespace_prefix(namespace) if namespace else kind.storage_prefix)
+        self.closed = False
+        self.last_revision = 0
+        self.done = Deferred(self._cancelled)
+        self._registered = False
+        self._paused = False
+        self._backlog: deque = deque()
+        self._backlog_bytes = 0
+        #: The stream should end as soon as the backlog is written.
+        self._closing = False
+        self._timers: list = []
+        request.setResponseCode(200)
+        request.responseHeaders.setRawHeaders(b"Content-Type", [JSON.encode()])
+        request.responseHeaders.setRawHeaders(b"Cache-Control", [b"no-cache, private"])
+        request.registerProducer(self, True)
+        request.write(b"")  # the headers go out now; events follow as they come
+        server.streams.add(self)
+
+    # -- starting ------------------------------------------------------------------------
+
+    def begin(self, initial, replay, end_bookmark, revision: int) -> None:
+        if self.closed:
+            return
+        self.last_revision = revision
+        matches = self.options.matches
+        for entry in initial:
+            if matches(entry.obj):
+                self._send(json_frame(ADDED, entry))
+        if end_bookmark is not None:
+            self._send(self._bookmark_frame(end_bookmark, initial_end=True))
+        for event in replay:
+            self.offer(event)
+        if self.closed:
+            return
+        self.kind_cache.add_watcher(self.namespace, self)
+        self._registered = True
+        clock = self.server.clock
+        self._timers.append(clock.callLater(self.options.watch_timeout(), self._timed_out))
+        if self.options.allow_bookmarks:
+            self._timers.append(clock.callLater(self.server.bookmark_interval, self._tick))
+
+    def fail(self, error: errors.StatusError) -> None:
+        """End the stream with one ERROR event carrying ``error``'s Status."""
+        if not self.closed:
+            self._send(json_value_frame(ERROR, error.to_status()))
+            self._finish()
+
+    # -- live ------------------------------------------------------------------------------
+
+    def offer(self, event) -> None:
+        """A change of this kind in this watcher's namespace (from the KindCache)."""
+        options = self.options
+        if options.filtered:
+            matches = options.matches
+            new_ok = event.new is not None and matches(event.new.obj)
+            old_ok = event.old is not None and matches(event.old.obj)
+            if new_ok:
+                type_ = MODIFIED if old_ok else ADDED
+            elif old_ok:
+                type_ = DELETED
+            else:
+                return
+        else:
+            if not event.key.startswith(self.prefix):
+                return
+            type_ = event.type
+        self.last_revision = event.revision
+        self._send(event.frame(type_, JSON, json_frame))
+
+    def _tick(self) -> None:
+        if self.closed:
+            return
+        self._send(self._bookmark_frame(self.server.cache.revision))
+        self._timers.append(self.server.clock.callLater(self.server.bookmark_interval, self._tick))
+
+    def _bookmark_frame(self, revision: int, initial_end: bool = False) -> bytes:
+        meta = {"resourceVersion": str(revision)}
+        if initial_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return json_value_frame(BOOKMARK, {"kind": self.kind.kind,
+                                           "apiVersion": self.kind.api_version,
+                                           "metadata": meta})
+
+    def _timed_out(self) -> None:
+        if self.options.allow_bookmarks:
+            self._send(self._bookmark_frame(self.server.cache.revision))
+        self._finish()
+
+    # -- writing and back-pressure -----------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self._paused or self._backlog:
+            self._backlog.append(data)
+            self._backlog_bytes += len(data)
+            if self._backlog_bytes > self.server.max_backlog:
+                self._too_slow()
+            return
+        self.request.write(data)
+
+    def pauseProducing(self) -> None:
+        self._paused = True
+
+    def resumeProducing(self) -> None:
+        self._paused = False
+        backlog = self._backlog
+        while backlog and not self._paused and not self.closed:
+            data = backlog.popleft()
+            self._backlog_bytes -= len(data)
+            self.request.write(data)
+        if not backlog and self._closing:
+            self._finish()
+
+    def stopProducing(self) -> None:
+        self._close()
+
+    def _too_slow(self) -> None:
+        log.info("closing a {kind} watch that fell {n} bytes behind",
+                 kind=self.kind.kind, n=self._backlog_bytes)
+        self._close()
+        transport = self.request.channel.transport
+        if transport is not None:
+            transport.abortConnection()
+
+    # -- ending ------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        """End the response cleanly once everything queued has been written."""
+        if self._backlog and not self.closed:
+            self._closing = True
+            return
+        if self._close():
+            self.done.callback(b"")
+
+    def _cancelled(self, _deferred) -> None:
+        """The client went away (Klein cancels the handler's Deferred)."""
+        self._close()
+
+    def _close(self) -> bool:
+        if self.closed:
+            return False
+        self.closed = True
+        if self._registered:
+            self.kind_cache.remove_watcher(self.namespace, self)
+        for timer in self._timers:
+            if timer.active():
+                timer.cancel()
+        self._timers = []
+        self._backlog.clear()
+        self._backlog_bytes = 0
+        self.server.streams.discard(self)
+        if self.request.channel is not None:
+            self.request.unregisterProducer()
+        return True
