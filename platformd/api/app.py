@@ -13,7 +13,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from klein import Klein
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -83,6 +83,8 @@ class APIServer:
         return result
 
     def _failed(self, failure: Failure, request, codec):
+        if failure.check(CancelledError):
+            return None  # the client went away; nothing to answer
         if failure.check(errors.StatusError):
             return responses.write_error(request, failure.value, codec)
         log.failure("request failed: {method} {path}", failure,

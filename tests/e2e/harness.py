@@ -11,7 +11,8 @@ import os
 
 import attrs
 from twisted.internet import reactor, ssl
-from twisted.internet.defer import inlineCallbacks, returnValue
+from twisted.internet.defer import Deferred, inlineCallbacks, returnValue, succeed
+from twisted.internet.protocol import Protocol
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IPolicyForHTTPS
@@ -124,3 +125,54 @@ def start_server(testcase, *args, data_dir=None):
     service.data_dir = data_dir
     service.port_number = service.port.getHost().port
     returnValue(service)
+
+
+class WatchReader(Protocol):
+    """Collects a watch stream's events (one JSON document per line) as they arrive."""
+
+    def __init__(self):
+        self.events = []
+        self.finished = Deferred()
+        self._buffer = b""
+        self._waiting = []  # (count, Deferred)
+
+    def dataReceived(self, data):
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                self.events.append(json.loads(line))
+        for entry in list(self._waiting):
+            if len(self.events) >= entry[0]:
+                self._waiting.remove(entry)
+                entry[1].callback(self.events[:entry[0]])
+
+    def connectionLost(self, reason):
+        for _count, d in self._waiting:
+            d.errback(AssertionError(f"stream ended after {len(self.events)} events"))
+        self._waiting = []
+        self.finished.callback(self.events)
+
+    def wait_for(self, count: int, timeout: float = 10.0):
+        """Deferred firing with the first ``count`` events once they have arrived."""
+        if len(self.events) >= count:
+            return succeed(self.events[:count])
+        d = Deferred()
+        self._waiting.append((count, d))
+        d.addTimeout(timeout, reactor)
+        return d
+
+    def types(self):
+        return [e["type"] for e in self.events]
+
+
+@inlineCallbacks
+def open_watch(client, path: str):
+    """(response, WatchReader) for a watch request; the stream is read as it comes."""
+    h = Headers()
+    if client.token:
+        h.addRawHeader("Authorization", f"Bearer {client.token}")
+    response = yield client.agent.request(b"GET", (client.base + path).encode(), h, None)
+    reader = WatchReader()
+    response.deliverBody(reader)
+    returnValue((response, reader))
