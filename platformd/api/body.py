@@ -15,20 +15,8 @@ from platformd import errors
 from platformd.codecs.interface import CodecError
 from platformd.registry.schema import DecodeContext, DecodeError
 
-FIELD_VALIDATION_LEVELS = ("Ignore", "Warn", "Strict")
 #: Upstream refuses bodies above 3 MiB; so do we, before parsing.
 MAX_BODY = 3 * 1024 * 1024
-
-
-def field_validation_level(call) -> str:
-    value = call.arg("fieldValidation")
-    if value is None or value == "":
-        return "Warn"
-    if value not in FIELD_VALIDATION_LEVELS:
-        raise errors.bad_request(
-            f'fieldValidation: Unsupported value: "{value}": supported values: '
-            '"Ignore", "Strict", "Warn"')
-    return value
 
 
 def read_body(call) -> bytes:
@@ -40,9 +28,9 @@ def read_body(call) -> bytes:
     return data
 
 
-def decode_object(call, schema, kind_name: str, api_version: str, data: bytes = None) -> dict:
+def decode_object(call, level: str, schema, kind_name: str, api_version: str,
+                  data: bytes = None) -> dict:
     """The body as a pruned object of ``schema``; warnings go on the call."""
-    level = field_validation_level(call)
     codec = call.negotiator.for_request(call.request.getHeader(b"content-type"))
     if data is None:
         data = read_body(call)
@@ -69,9 +57,14 @@ def decode_object(call, schema, kind_name: str, api_version: str, data: bytes = 
     return obj
 
 
-def report_fields(call, level: str, ctx: DecodeContext) -> None:
+def report_fields(call, level: str, ctx: DecodeContext, duplicates=None) -> None:
+    """
+    Report unknown and duplicate fields per ``level``; ``duplicates`` overrides the
+    duplicates the decode saw (a patch's are found in the patch body, not the result).
+    """
     problems = [f'unknown field "{p}"' for p in ctx.unknown]
-    problems += [f'duplicate field "{p}"' for p in ctx.duplicates]
+    problems += [f'duplicate field "{p}"' for p in
+                 (ctx.duplicates if duplicates is None else duplicates)]
     if not problems or level == "Ignore":
         return
     if level == "Strict":

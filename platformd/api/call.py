@@ -17,7 +17,7 @@ _TRUE = ("true", "1", "True")
 
 class Call:
     __slots__ = ("request", "info", "user", "kind", "negotiator", "response_codec", "pretty",
-                 "authorizer", "_args")
+                 "authorizer", "warnings", "_args")
 
     def __init__(self, request, info, user, negotiator, response_codec, authorizer):
         self.request = request
@@ -25,6 +25,7 @@ class Call:
         self.info = info
         self.user = user
         self.kind = None
+        self.warnings: list = []
         self.negotiator = negotiator
         self.response_codec = response_codec
         self._args = request.args
@@ -66,19 +67,10 @@ class Call:
         except ValueError:
             raise errors.bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
 
-    def dry_run(self) -> bool:
-        """``dryRun=All`` or a bare ``dryRun`` (spec 4.8.5); any other value is a 400."""
-        values = self._args.get(b"dryRun")
-        if values is None:
-            return False
-        for value in values:
-            if value not in (b"All", b""):
-                shown = value.decode("utf-8", "replace")
-                raise errors.bad_request(
-                    f'dryRun: Unsupported value: "{shown}": supported values: "All"')
-        return True
-
     def warn(self, text: str) -> None:
-        """Add an RFC 7234 ``Warning: 299 - "text"`` header (upstream's warning form)."""
-        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-        self.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
+        """
+        Queue an RFC 7234 ``Warning: 299 - "text"`` header (upstream's warning form).
+        Warnings go out only with a successful response: a request that fails reports
+        its error alone (spec 4.8.4).
+        """
+        self.warnings.append(text)

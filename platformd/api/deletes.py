@@ -11,7 +11,7 @@ from __future__ import annotations
 from twisted.internet.defer import inlineCallbacks, returnValue
 
 from platformd import errors
-from platformd.api import responses
+from platformd.api import responses, writeoptions
 from platformd.api.body import read_body
 from platformd.api.selectors import from_call as selectors
 from platformd.codecs.interface import CodecError
@@ -38,8 +38,11 @@ def delete_options(call) -> dict:
     policy = call.arg("propagationPolicy")
     if policy is not None:
         options["propagationPolicy"] = policy
-    if call.dry_run():
+    if b"dryRun" in call.request.args:
         options["dryRun"] = ["All"]
+        causes = writeoptions.dry_run_causes(call.request.args[b"dryRun"])
+        if causes:
+            raise writeoptions.invalid(call.info.verb, causes)
     causes = []
     policy = options.get("propagationPolicy")
     if policy is not None and policy not in PROPAGATION_POLICIES:

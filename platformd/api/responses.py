@@ -25,7 +25,10 @@ def write(request, code: int, body: bytes, content_type: str) -> bytes:
 
 
 def write_value(call, code: int, value) -> bytes:
-    """Encode ``value`` with the call's response codec."""
+    """Encode ``value`` with the call's response codec (and send queued warnings)."""
+    for text in call.warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        call.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
     codec = call.response_codec
     return write(call.request, code, codec.encode(value, call.pretty), codec.media_type)
 

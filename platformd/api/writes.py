@@ -1,11 +1,13 @@
 """
-create (POST), update (PUT) and patch (PATCH), for objects and their status.
+create (POST), update (PUT), patch (PATCH) and server-side apply, for objects and their
+status.
 
-The pipeline per request: decode with field validation (``body.py``), then the generic
-store's defaulting, validation, namespace lifecycle and compare-and-swap write.  JSON
-patch (RFC 6902, via the ``jsonpatch`` library) and merge patch (RFC 7386) apply to the
-current object before that same pipeline; strategic merge and server-side apply arrive
-with issue 4.
+The pipeline per request: options (``writeoptions.py``, 422 on bad ones), decode with
+field validation (``body.py``), then the generic store's defaulting, validation,
+namespace lifecycle, managedFields and compare-and-swap write — or, with ``dryRun``,
+everything but the write.  JSON patch (RFC 6902, the ``jsonpatch`` library), merge patch
+(RFC 7386) and strategic merge patch apply to the current object before that same
+pipeline; server-side apply merges by field ownership (``platformd/patch/apply.py``).
 """
 
 from __future__ import annotations
@@ -14,47 +16,51 @@ import jsonpatch
 from twisted.internet.defer import inlineCallbacks, returnValue
 
 from platformd import errors
-from platformd.api import responses
-from platformd.api.body import decode_object, field_validation_level, read_body, report_fields
+from platformd.api import responses, writeoptions
+from platformd.api.body import decode_object, read_body, report_fields
+from platformd.codecs.duplicates import duplicate_paths
+from platformd.codecs.interface import CodecError
 from platformd.codecs.jsoncodec import JSONCodec
+from platformd.codecs.yamlcodec import YAMLCodec
+from platformd.patch.apply import apply as apply_configuration
 from platformd.patch.merge import merge_patch
 from platformd.patch.strategic import strategic_merge
+from platformd.registry.managedfields import Manager
 from platformd.registry.schema import DecodeContext, DecodeError
 
 _json = JSONCodec()
-_PATCH_RETRIES = 16
+_yaml = YAMLCodec()
+_RETRIES = 16
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 
 
 def create(call, store):
     kind = call.kind
-    dry_run = call.dry_run()
-    obj = decode_object(call, kind.schema, kind.kind, kind.api_version)
-    d = store.create(obj, call.info.namespace or None, dry_run)
+    options = writeoptions.parse(call)
+    obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
+    d = store.create(obj, call.info.namespace or None, options.dry_run,
+                     Manager(options.field_manager))
     return d.addCallback(lambda created: responses.write_value(call, 201, created))
 
 
 @inlineCallbacks
 def update(call, store):
     kind = call.kind
-    dry_run = call.dry_run()
-    obj = decode_object(call, kind.schema, kind.kind, kind.api_version)
-    result, created = yield store.update(call.info.namespace or None, call.info.name, obj,
-                                         call.info.subresource, dry_run,
-                                         lambda: call.authorize_as("create"))
+    options = writeoptions.parse(call)
+    obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
+    result, created = yield store.update(
+        call.info.namespace or None, call.info.name, obj, call.info.subresource,
+        options.dry_run, lambda: call.authorize_as("create"),
+        Manager(options.field_manager, "Update", call.info.subresource))
     returnValue(responses.write_value(call, 201 if created else 200, result))
 
 
-JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH)
-
-
-@inlineCallbacks
-def patch(call, store):
-    kind = call.kind
-    dry_run = call.dry_run()
-    level = field_validation_level(call)
+def patch_type(call) -> str:
     content_type = (call.request.getHeader(b"content-type") or b"").decode("latin-1")
     content_type = content_type.split(";")[0].strip().lower()
     if content_type not in PATCH_TYPES:
@@ -62,36 +68,58 @@ def patch(call, store):
             415, "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types "
             "include: " + ", ".join(PATCH_TYPES))
-    data = read_body(call)
+    return content_type
+
+
+def patch(call, store):
+    content_type = patch_type(call)
+    if content_type == APPLY_PATCH:
+        return server_side_apply(call, store)
+    return _patch(call, store, content_type)
+
+
+@inlineCallbacks
+def _patch(call, store, content_type: str):
+    kind = call.kind
+    options = writeoptions.parse(call)
     try:
-        patch_doc = _json.decode(data)
-    except Exception as e:
+        patch_doc = _json.decode(read_body(call))
+    except CodecError as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
+    duplicates = duplicate_paths(patch_doc) if content_type != JSON_PATCH else []
     conditional = isinstance(patch_doc, dict) and isinstance(patch_doc.get("metadata"), dict) \
         and "resourceVersion" in patch_doc["metadata"]
     namespace, name = call.info.namespace or None, call.info.name
-    for _attempt in range(_PATCH_RETRIES):
+    manager = Manager(options.field_manager, "Update", call.info.subresource)
+    for _attempt in range(_RETRIES):
         current = store.get(namespace, name)
         patched = apply_patch(content_type, current.mutable(), patch_doc, kind.schema)
-        ctx = DecodeContext()
-        try:
-            obj = kind.schema.decode(patched, "", ctx)
-        except DecodeError as e:
-            raise errors.bad_request(f"{kind.kind} in version \"{kind.version}\" cannot be "
-                                     f"handled as a {kind.kind}: {e}") from None
-        report_fields(call, level, ctx)
+        obj = _decode(call, kind, patched, options.field_validation, duplicates)
         if not conditional:
             # Patch the version we read; if another writer got in first, patch again.
             obj.setdefault("metadata", {})["resourceVersion"] = str(current.revision)
         try:
             result, _created = yield store.update(namespace, name, obj, call.info.subresource,
-                                                  dry_run)
+                                                  options.dry_run, manager=manager)
         except errors.StatusError as e:
             if e.reason == "Conflict" and not conditional:
+                call.warnings.clear()
                 continue
             raise
         returnValue(responses.write_value(call, 200, result))
     raise errors.conflict(kind.plural, kind.group, name, "too many concurrent writers; try again")
+
+
+def _decode(call, kind, value, level: str, duplicates=None) -> dict:
+    ctx = DecodeContext()
+    try:
+        obj = kind.schema.decode(value, "", ctx)
+    except DecodeError as e:
+        raise errors.bad_request(f"{kind.kind} in version \"{kind.version}\" cannot be handled "
+                                 f"as a {kind.kind}: {e}",
+                                 [errors.Cause("FieldValueInvalid", str(e), e.path)]) from None
+    report_fields(call, level, ctx, duplicates)
+    return obj
 
 
 def apply_patch(content_type: str, original: dict, patch_doc, schema):
@@ -109,3 +137,59 @@ def apply_patch(content_type: str, original: dict, patch_doc, schema):
     if content_type == MERGE_PATCH:
         return merge_patch(original, patch_doc)
     return strategic_merge(original, patch_doc, schema)
+
+
+@inlineCallbacks
+def server_side_apply(call, store):
+    """
+    Server-side apply (spec 4.7.2): create when absent (authorized as create), otherwise a
+    patch merging by field ownership; 409 on conflicts unless ``force``.
+    """
+    kind = call.kind
+    options = writeoptions.parse(call, apply=True)
+    try:
+        value = _yaml.decode(read_body(call))
+    except CodecError as e:
+        raise errors.bad_request(f"error decoding YAML: {e}") from None
+    if not isinstance(value, dict):
+        raise errors.bad_request("an apply configuration must be an object")
+    for field, expected in (("apiVersion", kind.api_version), ("kind", kind.kind)):
+        if not value.get(field):
+            raise errors.bad_request(f"{field} must be set in an apply configuration")
+        if value[field] != expected:
+            raise errors.bad_request(f'{field} "{value[field]}" does not match the expected '
+                                     f'"{expected}"')
+    applied = _decode(call, kind, value, options.field_validation, duplicate_paths(value))
+    meta = applied.setdefault("metadata", {})
+    if meta.get("name", call.info.name) != call.info.name:
+        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match "
+                                 f"the name on the URL ({call.info.name})")
+    meta["name"] = call.info.name
+    if kind.namespaced:
+        meta.setdefault("namespace", call.info.namespace)
+    conditional = bool(meta.get("resourceVersion"))
+    manager = Manager(options.field_manager, "Apply", call.info.subresource)
+    namespace = call.info.namespace or None
+    for _attempt in range(_RETRIES):
+        current = store.cache.get(kind.storage_key(namespace, call.info.name))
+        if current is None:
+            if call.info.subresource:
+                raise errors.not_found(kind.plural, kind.group, call.info.name)
+            call.authorize_as("create")
+            obj = apply_configuration(kind, None, applied, manager, options.force, store.now())
+            created = yield store.create(obj, namespace, options.dry_run)
+            returnValue(responses.write_value(call, 201, created))
+        obj = apply_configuration(kind, current.mutable(), applied, manager, options.force,
+                                  store.now())
+        if not conditional:
+            obj["metadata"]["resourceVersion"] = str(current.revision)
+        try:
+            result, _created = yield store.update(namespace, call.info.name, obj,
+                                                  call.info.subresource, options.dry_run)
+        except errors.StatusError as e:
+            if e.reason == "Conflict" and not conditional and not e.causes:
+                continue
+            raise
+        returnValue(responses.write_value(call, 200, result))
+    raise errors.conflict(kind.plural, kind.group, call.info.name,
+                          "too many concurrent writers; try again")

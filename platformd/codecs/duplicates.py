@@ -28,3 +28,17 @@ def from_pairs(pairs):
         marked.duplicates = repeated
         return marked
     return out
+
+
+def duplicate_paths(value, path: str = "") -> list:
+    """Every repeated key anywhere in a parsed document, as ``a.b[0].c`` paths."""
+    found = []
+    if isinstance(value, dict):
+        for key in getattr(value, "duplicates", ()):
+            found.append(f"{path}.{key}" if path else key)
+        for key, item in value.items():
+            found.extend(duplicate_paths(item, f"{path}.{key}" if path else key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found.extend(duplicate_paths(item, f"{path}[{i}]"))
+    return found

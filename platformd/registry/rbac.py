@@ -48,7 +48,7 @@ ROLE_REF = Struct(f"{PREFIX}.RoleRef", {
     "apiGroup": Prop(STRING, "APIGroup is the group for the resource being referenced.", required=True),
     "kind": Prop(STRING, "Kind is the type of resource being referenced.", required=True),
     "name": Prop(STRING, "Name is the name of resource being referenced.", required=True),
-}, doc="RoleRef contains information that points to the role being used.")
+}, doc="RoleRef contains information that points to the role being used.", atomic=True)
 
 SUBJECT = Struct(f"{PREFIX}.Subject", {
     "kind": Prop(STRING, 'Kind of object being referenced: "User", "Group" or "ServiceAccount".',

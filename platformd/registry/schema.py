@@ -165,13 +165,15 @@ class Struct:
     """
     An object with named fields.  ``name`` is the OpenAPI definition name (for example
     ``io.platform.api.rbac.v1.RoleRef``); ``preserve_unknown`` keeps fields the schema does
-    not name instead of pruning them.
+    not name instead of pruning them; ``atomic`` (``x-kubernetes-map-type: atomic``) makes
+    merges and field ownership treat the object as one value.
     """
 
     name: str
     props: dict
     doc: str = ""
     preserve_unknown: bool = False
+    atomic: bool = False
 
     def decode(self, value, path, ctx):
         if value is None:

@@ -21,6 +21,8 @@ from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
 
 from platformd import errors
 from platformd.cache.watchcache import CorruptObjectError
+from platformd.registry import managedfields
+from platformd.registry.managedfields import Manager
 from platformd.registry.meta import validate_object_meta_update
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
@@ -150,13 +152,17 @@ class GenericStore:
             self.lifecycle.check(meta["namespace"])
         return obj
 
-    def create(self, obj: dict, namespace: Optional[str], dry_run: bool = False):
+    def create(self, obj: dict, namespace: Optional[str], dry_run: bool = False,
+               manager: Optional[Manager] = None):
         """
-        Deferred[dict]: the created object.  (Plain callbacks rather than
-        inlineCallbacks: this is the hottest write path.)
+        Deferred[dict]: the created object; ``manager`` (when given) is recorded as the
+        owner of every field.  (Plain callbacks rather than inlineCallbacks: this is the
+        hottest write path.)
         """
         try:
             obj = self.prepare_create(obj, namespace)
+            if manager is not None:
+                managedfields.record(self.kind, None, obj, manager, self.now())
         except errors.StatusError:
             return fail()
         meta = obj["metadata"]
@@ -180,14 +186,17 @@ class GenericStore:
 
     # -- update ------------------------------------------------------------------------
 
+    def now(self) -> str:
+        return rfc3339(self.clock.seconds())
+
     @inlineCallbacks
     def update(self, namespace: Optional[str], name: str, obj: dict, subresource: str = "",
-               dry_run: bool = False, authorize_create=None):
+               dry_run: bool = False, authorize_create=None, manager: Optional[Manager] = None):
         """
         Deferred[(dict, created: bool)].  Replaces the object (PUT).  A resourceVersion in
         ``obj`` makes it conditional (409 when stale); without one it is unconditional.
         When the object is absent and the kind creates on update, ``authorize_create()``
-        must allow it first.
+        must allow it first.  ``manager`` (when given) is recorded in managedFields.
         """
         kind = self.kind
         obj = _with_type(kind, obj)
@@ -208,11 +217,13 @@ class GenericStore:
                     raise self._not_found(name)
                 if authorize_create is not None:
                     authorize_create()
-                created = yield self.create(obj, namespace, dry_run)
+                created = yield self.create(obj, namespace, dry_run, manager)
                 returnValue((created, True))
             if wanted_rv and wanted_rv != str(current.revision):
                 raise self._conflict(name)
             new = self._merge_for_update(obj, current, subresource)
+            if manager is not None:
+                managedfields.record(kind, current.obj, new, manager, self.now())
             result = yield self._write_update(key, new, current, dry_run)
             if result is not None:
                 returnValue((result, False))

@@ -468,7 +468,9 @@ class ProtocolTests(ServerTestCase):
         r = yield self.client.post(f"{path}?fieldValidation=Ignore", body)
         self.assertEqual((r.code, r.headers_named("Warning")), (201, []))
         r = yield self.client.post(f"{path}?fieldValidation=Loud", body)
-        self.assertEqual((r.code, r.json()["reason"]), (400, "BadRequest"))
+        self.assertEqual((r.code, r.json()["reason"]), (422, "Invalid"))
+        self.assertEqual(r.json()["details"]["kind"], "CreateOptions")
+        self.assertEqual(r.json()["details"]["causes"][0]["field"], "fieldValidation")
 
 
 def deferLater(seconds):

@@ -1,0 +1,118 @@
+"""
+Server-side apply (``application/apply-patch+yaml``), written by hand: no Python library
+implements it.
+
+Applying a configuration as manager M:
+
+1. Its field set ``A`` is computed by the schema (``fieldsets.fields_of``).
+2. A field in ``A`` owned by another manager whose live value differs from the applied
+   value is a conflict: 409 naming each field and its manager, unless ``force=true``,
+   which takes those fields away from their owners.
+3. The configuration is merged into the live object: objects field by field, lists
+   merged by keys element by element, sets as unions, atomic values replaced.
+4. Fields M applied before but not now are removed, unless another manager owns them.
+5. M's ``Apply`` entry in ``managedFields`` becomes exactly ``A``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from platformd import errors
+from platformd.patch.fieldsets import fields_of, item_key, remove_path
+from platformd.registry import managedfields
+from platformd.registry.schema import ListOf, MapOf, Struct
+
+
+def merge(live, applied, node):
+    """``applied`` merged into ``live`` by ``node`` (neither is modified)."""
+    if isinstance(applied, dict) and isinstance(live, dict) and (
+            (isinstance(node, Struct) and not node.atomic and not node.preserve_unknown)
+            or isinstance(node, MapOf)):
+        out = dict(live)
+        for key, value in applied.items():
+            if isinstance(node, Struct):
+                prop = node.props.get(key)
+                child = prop.node if prop else None
+            else:
+                child = node.values
+            out[key] = merge(live.get(key), value, child)
+        return out
+    if isinstance(applied, list) and isinstance(live, list) and isinstance(node, ListOf):
+        if node.list_type == "map" and node.map_keys and isinstance(node.items, Struct):
+            out = list(live)
+            index = {item_key(i, node): n for n, i in enumerate(out) if isinstance(i, dict)}
+            for item in applied:
+                if not isinstance(item, dict):
+                    continue
+                key = item_key(item, node)
+                if key in index:
+                    out[index[key]] = merge(out[index[key]], item, node.items)
+                else:
+                    index[key] = len(out)
+                    out.append(item)
+            return out
+        if node.list_type == "set":
+            return list(live) + [v for v in applied if v not in live]
+    return applied
+
+
+def apply(kind, live, applied: dict, manager, force: bool, now: str) -> dict:
+    """
+    The object that applying ``applied`` as ``manager`` over ``live`` (None: absent)
+    makes, with its managedFields; 409 Conflict when another manager's fields would
+    change and ``force`` is false.
+    """
+    applied_paths = managedfields.scope(fields_of(applied, kind.schema), manager.subresource,
+                                        kind)
+    taken = set()
+    if live is not None:
+        found = managedfields.conflicts(live, applied, applied_paths, manager, kind)
+        if found and not force:
+            raise conflict_error(kind, applied, found)
+        taken = {path for path, _name, _op in found}
+    base = live if live is not None else {}
+    result = merge(base, applied, kind.schema)
+    if live is not None:
+        previous = managedfields.owned(live).get(
+            (manager.name, "Apply", manager.subresource), (set(), None))[0]
+        others = set()
+        for key, (paths, _entry) in managedfields.owned(live).items():
+            if key != (manager.name, "Apply", manager.subresource):
+                others |= paths - taken
+        for path in sorted(previous - applied_paths - others, key=len, reverse=True):
+            if not any(o[:len(path)] == path for o in others if path[-1] != "."):
+                remove_path(result, path, kind.schema)
+    result.setdefault("metadata", {})
+    managedfields.record(kind, live, result, manager, now, applied=applied_paths, taken=taken)
+    return result
+
+
+def _dotted(path: tuple) -> str:
+    """A path as upstream prints it in conflicts: ``.spec.containers[name="web"].image``."""
+    out = ""
+    for element in path:
+        if element.startswith("f:"):
+            out += "." + element[2:]
+        elif element.startswith("k:"):
+            keys = json.loads(element[2:])
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]"
+        elif element.startswith("v:"):
+            out += f"[={element[2:]}]"
+    return out
+
+
+def conflict_error(kind, applied: dict, found: list) -> errors.StatusError:
+    causes = tuple(errors.Cause("FieldManagerConflict",
+                                f'conflict with "{name}"'
+                                + (f" using {kind.api_version}" if op == "Update" else ""),
+                                _dotted(path))
+                   for path, name, op in found)
+    lines = [f'conflict with "{name}"' + (f" using {kind.api_version}" if op == "Update" else "")
+             + f": {_dotted(path)}" for path, name, op in found]
+    plural = "conflict" if len(found) == 1 else "conflicts"
+    name = (applied.get("metadata") or {}).get("name", "")
+    return errors.StatusError(
+        409, "Conflict",
+        f"Apply failed with {len(found)} {plural}: " + "\n".join(lines),
+        name=name, group=kind.group, kind=kind.plural, causes=causes)
