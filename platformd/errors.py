@@ -167,6 +167,19 @@ def internal(message: str) -> StatusError:
     return StatusError(500, "InternalError", f"Internal error occurred: {message}")
 
 
+UNSAFE_DELETE_OPTION = "ignoreStoreReadErrorWithClusterBreakingPotential"
+
+
+def store_read_error(resource: str, group: str, name: str, detail: str) -> StatusError:
+    """500 for an object the store holds but cannot be read or decoded (spec 4.8.2)."""
+    return StatusError(
+        500, "StorageReadError",
+        f'failed to read {qualified(resource, group)} "{name}" from storage: {detail}; it can '
+        f"be deleted with {UNSAFE_DELETE_OPTION}=true (feature gate "
+        "AllowUnsafeMalformedObjectDeletion)",
+        name=name, group=group, kind=resource)
+
+
 def not_found_path() -> StatusError:
     """404 for a path that names no resource (upstream's plain 404 page, as a Status)."""
     return StatusError(404, "NotFound", "the server could not find the requested resource")

@@ -98,7 +98,7 @@ class PlatformService(service.MultiService):
             Reader(self.cache, self.snapshots, gates, self.storage),
             WatchServer(self.cache, gates, reactor), Negotiator(), self.authenticator,
             AuthorizerChain([AlwaysAllow()]), Documents(self.catalog, f"{bind}:{options['secure-port']}"),
-            lambda: self.ready)
+            lambda: self.ready, gates)
         self.site = make_site(self.api.resource())
 
     def _security(self, options):

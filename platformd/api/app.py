@@ -22,6 +22,7 @@ from platformd.api import deletes, requestinfo, responses, writes
 from platformd.api.call import Call
 from platformd.auth import authorizers
 from platformd.auth.interfaces import AuthenticationError
+from platformd.cache.watchcache import CorruptObjectError
 
 log = Logger()
 
@@ -46,8 +47,9 @@ class APIServer:
     app = Klein()
 
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
-                 authorizer, documents, readiness):
+                 authorizer, documents, readiness, gates):
         self.catalog = catalog
+        self.gates = gates
         self.stores = stores
         self.reader = reader
         self.watcher = watcher
@@ -75,6 +77,8 @@ class APIServer:
             result = self._dispatch(request, codec)
         except errors.StatusError as e:
             return responses.write_error(request, e, codec)
+        except CorruptObjectError as e:
+            return responses.write_error(request, _read_error(request, e), codec)
         except Exception:
             log.failure("request failed: {method} {path}", method=request.method, path=path)
             return responses.write_error(request, errors.internal("unexpected error"), codec)
@@ -87,6 +91,8 @@ class APIServer:
             return None  # the client went away; nothing to answer
         if failure.check(errors.StatusError):
             return responses.write_error(request, failure.value, codec)
+        if failure.check(CorruptObjectError):
+            return responses.write_error(request, _read_error(request, failure.value), codec)
         log.failure("request failed: {method} {path}", failure,
                     method=request.method, path=request.path)
         return responses.write_error(request, errors.internal("unexpected error"), codec)
@@ -112,7 +118,7 @@ class APIServer:
         watch = requestinfo.parse_watch_flag((request.args.get(b"watch") or (None,))[0])
         info = requestinfo.parse(request.method, path, watch)
         authorizers.check(self.authorizer, user, info)
-        call = Call(request, info, user, self.negotiator, codec, self.authorizer)
+        call = Call(request, info, user, self.negotiator, codec, self.authorizer, self.gates)
         if not info.is_resource:
             return self._non_resource(call)
         kind = self.catalog.lookup(info.group, info.version, info.resource)
@@ -147,3 +153,11 @@ class APIServer:
         if body is None:
             raise errors.not_found_path()
         return responses.write(request, 200, body, "application/json")
+
+
+def _read_error(request, error: CorruptObjectError) -> errors.StatusError:
+    """500 StorageReadError for a read that met an object the store cannot decode."""
+    key = str(error).split(":", 1)[0]
+    parts = key.split("/")
+    resource, _, group = parts[2].partition(".") if len(parts) > 2 else ("", "", "")
+    return errors.store_read_error(resource, group, parts[-1], str(error))

@@ -17,10 +17,11 @@ _TRUE = ("true", "1", "True")
 
 class Call:
     __slots__ = ("request", "info", "user", "kind", "negotiator", "response_codec", "pretty",
-                 "authorizer", "warnings", "_args")
+                 "authorizer", "warnings", "gates", "_args")
 
-    def __init__(self, request, info, user, negotiator, response_codec, authorizer):
+    def __init__(self, request, info, user, negotiator, response_codec, authorizer, gates):
         self.request = request
+        self.gates = gates
         self.authorizer = authorizer
         self.info = info
         self.user = user

@@ -18,6 +18,7 @@ from platformd.codecs.interface import CodecError
 from platformd.registry import fielderrors as fe
 
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+UNSAFE = errors.UNSAFE_DELETE_OPTION
 
 
 def delete_options(call) -> dict:
@@ -32,6 +33,8 @@ def delete_options(call) -> dict:
             raise errors.bad_request(f"invalid DeleteOptions body: {e}") from None
         if not isinstance(options, dict):
             raise errors.bad_request("invalid DeleteOptions body: must be an object")
+    if call.has_arg(UNSAFE):
+        options[UNSAFE] = call.bool_arg(UNSAFE)
     grace = call.int_arg("gracePeriodSeconds")
     if grace is not None:
         options["gracePeriodSeconds"] = grace
@@ -56,16 +59,36 @@ def delete_options(call) -> dict:
     preconditions = options.get("preconditions")
     if preconditions is not None and not isinstance(preconditions, dict):
         causes.append(fe.invalid("preconditions", preconditions, "must be an object"))
+    causes += _unsafe_causes(call, options)
     if causes:
         raise errors.invalid("DeleteOptions", "meta.platform.io", "", causes)
     return options
 
 
+def _unsafe_causes(call, options: dict) -> list:
+    """The rules of spec 4.8.2 for the unsafe-delete option."""
+    if not options.get(UNSAFE):
+        return []
+    if not call.gates["AllowUnsafeMalformedObjectDeletion"]:
+        return [fe.forbidden(UNSAFE, "is forbidden unless the "
+                             "AllowUnsafeMalformedObjectDeletion feature gate is enabled")]
+    if call.info.verb != "delete":
+        return [fe.forbidden(UNSAFE, "is not allowed for deletecollection")]
+    return [fe.forbidden(field, f"may not be set together with {UNSAFE}")
+            for field in ("dryRun", "gracePeriodSeconds", "orphanDependents", "preconditions",
+                          "propagationPolicy") if options.get(field) is not None]
+
+
 @inlineCallbacks
 def delete(call, store):
     options = delete_options(call)
+    unsafe = bool(options.get(UNSAFE))
+    if unsafe:
+        # Upstream asks for this extra permission before a cluster-breaking delete.
+        call.authorize_as("unsafe-delete-ignore-read-errors")
     obj, removed = yield store.delete(call.info.namespace or None, call.info.name,
-                                      options.get("preconditions"), bool(options.get("dryRun")))
+                                      options.get("preconditions"), bool(options.get("dryRun")),
+                                      unsafe)
     if removed:
         status = responses.success_status(call.kind, call.info.name,
                                           obj["metadata"].get("uid", ""))

@@ -26,7 +26,9 @@ from zope.interface import implementer
 
 from platformd import errors
 from platformd.api import listoptions, reads
-from platformd.cache.watchcache import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED
+from platformd.cache.watchcache import (
+    ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
+)
 from platformd.codecs.jsoncodec import dumps
 
 log = Logger()
@@ -166,9 +168,8 @@ class WatchStream:
         """A change of this kind in this watcher's namespace (from the KindCache)."""
         options = self.options
         if options.filtered:
-            matches = options.matches
-            new_ok = event.new is not None and matches(event.new.obj)
-            old_ok = event.old is not None and matches(event.old.obj)
+            new_ok = event.new is not None and self._matches(event.new)
+            old_ok = event.old is not None and self._matches(event.old)
             if new_ok:
                 type_ = MODIFIED if old_ok else ADDED
             elif old_ok:
@@ -180,7 +181,18 @@ class WatchStream:
                 return
             type_ = event.type
         self.last_revision = event.revision
-        self._send(event.frame(type_, JSON, json_frame))
+        try:
+            frame = event.frame(type_, JSON, json_frame)
+        except CorruptObjectError:
+            # An undecodable object deleted by an unsafe delete: say what can be said.
+            frame = json_value_frame(type_, event.gone().stub(self.kind))
+        self._send(frame)
+
+    def _matches(self, entry) -> bool:
+        try:
+            return self.options.matches(entry.obj)
+        except CorruptObjectError:
+            return False
 
     def _tick(self) -> None:
         if self.closed:

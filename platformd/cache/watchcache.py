@@ -88,7 +88,17 @@ class CachedObject:
 
     @property
     def namespace(self) -> Optional[str]:
-        return (self.obj.get("metadata") or {}).get("namespace")
+        """From the key (``/registry/{resource}/{namespace}/{name}``): works even for an
+        object whose bytes do not decode."""
+        parts = self.key.split("/")
+        return parts[3] if len(parts) == 5 else None
+
+    def stub(self, kind) -> dict:
+        """What can be said of an object whose stored bytes do not decode."""
+        meta = {"name": self.name, "resourceVersion": str(self.revision)}
+        if self.namespace:
+            meta["namespace"] = self.namespace
+        return {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
 
 
 class CacheEvent:

@@ -302,11 +302,13 @@ class GenericStore:
 
     @inlineCallbacks
     def delete(self, namespace: Optional[str], name: str, preconditions=None,
-               dry_run: bool = False):
+               dry_run: bool = False, unsafe: bool = False):
         """
         Deferred[(dict, removed: bool)]: two-phase delete (spec 3).  An object with
         finalizers gets ``deletionTimestamp`` and stays (removed=False); one without goes
-        at once.
+        at once.  ``unsafe`` (spec 4.8.2): the normal delete is tried; an object that
+        cannot be decoded is then removed regardless of finalizers and preconditions,
+        and a readable one is refused.
         """
         key = self.kind.storage_key(namespace, name)
         for _attempt in range(_UPDATE_RETRIES):
@@ -315,9 +317,20 @@ class GenericStore:
                 raise self._not_found(name)
             try:
                 obj = current.obj
-            except CorruptObjectError:
-                raise errors.internal(
-                    f"object {key} cannot be decoded from storage") from None
+            except CorruptObjectError as e:
+                if not unsafe:
+                    raise errors.store_read_error(self.kind.plural, self.kind.group, name,
+                                                  str(e)) from None
+                try:
+                    yield self.storage.delete(key)
+                except KeyNotFoundError:
+                    raise self._not_found(name) from None
+                returnValue((current.stub(self.kind), True))
+            if unsafe:
+                raise errors.bad_request(
+                    f"{errors.UNSAFE_DELETE_OPTION} is only allowed for objects that cannot "
+                    f'be read from storage; {self.kind.qualified_resource} "{name}" can be '
+                    "read: delete it without the option")
             self._check_preconditions(obj, preconditions, name)
             meta = obj["metadata"]
             if self._finalizers(obj):
