@@ -49,6 +49,21 @@ class Call:
     def has_arg(self, name: str) -> bool:
         return name.encode() in self._args
 
+    def values(self, name: str):
+        """
+        Every value of query parameter ``name`` (bytes), or None when absent.  A bare
+        ``?dryRun`` (no ``=``) counts as one empty value: twisted.web's query parser
+        drops such items, but spec 4.8.5 gives them a meaning.
+        """
+        key = name.encode()
+        values = self._args.get(key)
+        if values is not None:
+            return values
+        _, _, query = self.request.uri.partition(b"?")
+        if any(item == key for item in query.split(b"&")):
+            return [b""]
+        return None
+
     def bool_arg(self, name: str) -> bool:
         value = self.arg(name)
         if value is None or value == "":

@@ -41,9 +41,10 @@ def delete_options(call) -> dict:
     policy = call.arg("propagationPolicy")
     if policy is not None:
         options["propagationPolicy"] = policy
-    if b"dryRun" in call.request.args:
+    dry_values = call.values("dryRun")
+    if dry_values is not None:
         options["dryRun"] = ["All"]
-        causes = writeoptions.dry_run_causes(call.request.args[b"dryRun"])
+        causes = writeoptions.dry_run_causes(dry_values)
         if causes:
             raise writeoptions.invalid(call.info.verb, causes)
     causes = []

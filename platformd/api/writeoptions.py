@@ -43,8 +43,7 @@ def invalid(verb: str, causes) -> errors.StatusError:
 
 def parse(call, apply: bool = False) -> WriteOptions:
     """The write options of ``call``, or 422 Invalid naming every bad one."""
-    args = call.request.args
-    dry_values = args.get(b"dryRun")
+    dry_values = call.values("dryRun")
     causes = dry_run_causes(dry_values or ())
     level = call.arg("fieldValidation") or "Warn"
     if level not in FIELD_VALIDATION:

@@ -142,7 +142,22 @@ def value_at(obj, path: tuple, node):
 
 
 def remove_path(obj, path: tuple, node) -> None:
-    """Remove the field, list element or set value at ``path`` (in place)."""
+    """
+    Remove the field, list element or set value at ``path`` (in place), then any object
+    left empty above it (as upstream's omitempty fields vanish).
+    """
+    _remove(obj, path, node)
+    for depth in range(len(path) - 1, 0, -1):
+        parent = path[:depth]
+        if not parent[-1].startswith("f:"):
+            break
+        value = value_at(obj, parent, node)
+        if value != {}:
+            break
+        _remove(obj, parent, node)
+
+
+def _remove(obj, path: tuple, node) -> None:
     if not path:
         return
     if path[-1] == ".":

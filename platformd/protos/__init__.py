@@ -1,0 +1,3 @@
+"""
+Code generated from proto/ by ``python -m platformd.protos.generate``: do not edit.
+"""
