@@ -138,7 +138,9 @@ class PlatformService(service.MultiService):
         # stopService closes.
         self.factory = factory = TLSMemoryBIOFactory(self.tls, False, self.site)
         try:
+            # A deep accept queue: thousands of watch clients may connect at once.
             self.port = self.reactor.listenTCP(self.options["secure-port"], factory,
+                                               backlog=1024,
                                                interface=self.options["bind-address"])
         except net_error.CannotListenError as e:
             fail(f"cannot listen on {self.options['bind-address']}:"

@@ -71,9 +71,8 @@ class APIServer:
         path = request.path
         if path in HEALTH_PATHS:
             return self._health(request)
-        codec = self.negotiator.default
+        codec = self.negotiator.error_codec(request.getHeader(b"accept"))
         try:
-            codec = self.negotiator.for_response(request.getHeader(b"accept"))
             result = self._dispatch(request, codec)
         except errors.StatusError as e:
             return responses.write_error(request, e, codec)
@@ -118,7 +117,7 @@ class APIServer:
         watch = requestinfo.parse_watch_flag((request.args.get(b"watch") or (None,))[0])
         info = requestinfo.parse(request.method, path, watch)
         authorizers.check(self.authorizer, user, info)
-        call = Call(request, info, user, self.negotiator, codec, self.authorizer, self.gates)
+        call = Call(request, info, user, self.negotiator, self.authorizer, self.gates)
         if not info.is_resource:
             return self._non_resource(call)
         kind = self.catalog.lookup(info.group, info.version, info.resource)

@@ -16,21 +16,30 @@ _TRUE = ("true", "1", "True")
 
 
 class Call:
-    __slots__ = ("request", "info", "user", "kind", "negotiator", "response_codec", "pretty",
+    __slots__ = ("request", "info", "user", "kind", "negotiator", "accept", "pretty",
                  "authorizer", "warnings", "gates", "_args")
 
-    def __init__(self, request, info, user, negotiator, response_codec, authorizer, gates):
+    def __init__(self, request, info, user, negotiator, authorizer, gates):
         self.request = request
         self.gates = gates
+        self.accept = request.getHeader(b"accept")
         self.authorizer = authorizer
         self.info = info
         self.user = user
         self.kind = None
         self.warnings: list = []
         self.negotiator = negotiator
-        self.response_codec = response_codec
         self._args = request.args
         self.pretty = self.arg("pretty") in _TRUE
+
+    @property
+    def response_codec(self):
+        """The codec of a plain (view-less) response; 406 when none is acceptable."""
+        return self.negotiator.pick(self.accept).codec
+
+    def pick(self, views):
+        """The best acceptable (codec, view) among plain and ``views``; 406 if none."""
+        return self.negotiator.pick(self.accept, views)
 
     def authorize_as(self, verb: str) -> None:
         """

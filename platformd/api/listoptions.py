@@ -57,7 +57,8 @@ class ListOptions:
                 and (self.shard is None or self.shard.matches(obj)))
 
     def watch_timeout(self) -> float:
-        if self.timeout is not None:
+        """timeoutSeconds, or upstream's default when it is unset or 0."""
+        if self.timeout:
             return float(self.timeout)
         return MIN_REQUEST_TIMEOUT * (1 + random.random())
 

@@ -63,10 +63,24 @@ def parse_accept(header: str) -> list:
 
 #: Parameters that only select an encoding's options, not a different representation.
 _HARMLESS_PARAMS = frozenset({"charset", "pretty", "stream"})
+#: The group and version of the views (Table, PartialObjectMetadata) this server serves.
+VIEW_GROUP, VIEW_VERSION = "meta.platform.io", "v1"
+TABLE = "Table"
+METADATA = "PartialObjectMetadata"
+METADATA_LIST = "PartialObjectMetadataList"
+VIEWS = frozenset({TABLE, METADATA, METADATA_LIST})
+
+
+@attrs.frozen
+class Choice:
+    """One acceptable response form: a codec and a view (None: the object itself)."""
+
+    codec: object
+    view: Optional[str] = None
 
 
 class Negotiator:
-    """Chooses codecs for requests; holds one instance of each codec."""
+    """Chooses codecs and views for requests; holds one instance of each codec."""
 
     def __init__(self, codecs=None):
         codecs = codecs or [JSONCodec(), YAMLCodec()]
@@ -77,31 +91,63 @@ class Negotiator:
         self.media_types = list(self.codecs)
         self._cache: dict = {}
 
-    def for_response(self, accept: Optional[str]):
-        """The codec for the response; 406 when nothing acceptable is served."""
+    def choices(self, accept) -> tuple:
+        """The acceptable (codec, view) pairs of an Accept header, best first (cached)."""
         if not accept:
-            return self.default
-        codec = self._cache.get(accept)
-        if codec is None:
-            codec = self._choose(accept)
+            return (Choice(self.default),)
+        found = self._cache.get(accept)
+        if found is None:
+            found = self._parse(accept)
             if len(self._cache) < 256:
-                self._cache[accept] = codec
-        return codec
+                self._cache[accept] = found
+        return found
 
-    def _choose(self, accept):
+    def _parse(self, accept) -> tuple:
         if isinstance(accept, bytes):
             accept = accept.decode("latin-1")
+        out = []
         for media in parse_accept(accept):
-            if set(media.params) - _HARMLESS_PARAMS:
+            params = media.params
+            view = params.get("as")
+            if view is not None:
+                if view not in VIEWS or params.get("g") != VIEW_GROUP \
+                        or params.get("v") != VIEW_VERSION:
+                    continue  # a view of another group or version: not served here
+            if set(params) - _HARMLESS_PARAMS - {"as", "g", "v"}:
                 continue
             if media.type == "*" or (media.subtype == "*" and media.type == "application"):
-                return self.default
-            codec = self.codecs.get(media.full)
-            if codec is not None:
-                return codec
+                codec = self.default
+            else:
+                codec = self.codecs.get(media.full)
+                if codec is None:
+                    continue
+            choice = Choice(codec, view)
+            if choice not in out:
+                out.append(choice)
+        return tuple(out)
+
+    def for_response(self, accept):
+        """
+        The codec for a plain response (errors, discovery): the first acceptable codec
+        without a view; 406 when there is none.
+        """
+        return self.pick(accept).codec
+
+    def error_codec(self, accept):
+        """The codec an error is written in: the best plain one acceptable, else JSON."""
+        for choice in self.choices(accept):
+            if choice.view is None:
+                return choice.codec
+        return self.default
+
+    def pick(self, accept, views=frozenset()) -> Choice:
+        """The first acceptable choice whose view is None or in ``views``; else 406."""
+        for choice in self.choices(accept):
+            if choice.view is None or choice.view in views:
+                return choice
         raise errors.not_acceptable(self.media_types)
 
-    def for_request(self, content_type: Optional[str]):
+    def for_request(self, content_type):
         """The codec for a request body; 415 for an unknown Content-Type."""
         if not content_type:
             return self.default

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from platformd import errors
-from platformd.patch.fieldsets import fields_of, item_key, remove_path
+from platformd.patch.fieldsets import MISSING, fields_of, item_key, remove_path, value_at
 from platformd.registry import managedfields
 from platformd.registry.schema import ListOf, MapOf, Struct
 
@@ -80,8 +80,12 @@ def apply(kind, live, applied: dict, manager, force: bool, now: str) -> dict:
         for key, (paths, _entry) in managedfields.owned(live).items():
             if key != (manager.name, "Apply", manager.subresource):
                 others |= paths - taken
-        for path in sorted(previous - applied_paths - others, key=len, reverse=True):
-            if not any(o[:len(path)] == path for o in others if path[-1] != "."):
+        gone = previous - applied_paths - others
+        # Whole list elements first, then fields (deepest first) that still exist.
+        for path in sorted(gone, key=lambda p: (p[-1] != ".", -len(p), p)):
+            if path[-1] == "." and any(o[:len(path) - 1] == path[:-1] for o in others):
+                continue  # someone else still owns part of this element
+            if value_at(result, path, kind.schema) is not MISSING:
                 remove_path(result, path, kind.schema)
     result.setdefault("metadata", {})
     managedfields.record(kind, live, result, manager, now, applied=applied_paths, taken=taken)
