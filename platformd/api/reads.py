@@ -14,7 +14,7 @@ again to answer a list.
 
 from __future__ import annotations
 
-from twisted.internet.defer import inlineCallbacks, returnValue
+from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 
 from platformd import errors
 from platformd.api import listoptions, responses
@@ -22,11 +22,16 @@ from platformd.api.listoptions import (
     ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER,
 )
 from platformd.cache import continuetokens
+from platformd.api import views
+from platformd.api.streaming import PieceWriter
 from platformd.codecs.jsoncodec import dumps
 from platformd.cache.watchcache import CachedObject
 
 #: How long a read of a version the cache has not reached waits for it (spec 4.9).
 TOO_LARGE_WAIT = 3.0
+#: Lists of at least this many bytes of items are streamed (spec 4.2.5).
+STREAM_THRESHOLD = 4 * 1024 * 1024
+JSON = "application/json"
 
 
 class Reader:
@@ -48,12 +53,17 @@ class Reader:
         return self.reach(options.resource_version).addCallback(
             lambda _: self._get_now(call, store))
 
-    @staticmethod
-    def _get_now(call, store):
+    def _get_now(self, call, store):
+        choice = call.pick(views.GET_VIEWS)
         entry = store.get(call.info.namespace or None, call.info.name)
-        if call.response_codec.media_type == "application/json" and not call.pretty:
-            return responses.write(call.request, 200, entry.json, "application/json")
-        return responses.write_value(call, 200, entry.obj)
+        if choice.view is None and choice.codec.media_type == JSON and not call.pretty:
+            body = entry.json
+        else:
+            value = views.object_view(choice.view, call.kind, entry.obj,
+                                      views.include_object(call), self.cache.clock.seconds())
+            body = choice.codec.encode(value, call.pretty)
+        return responses.write(call.request, 200, responses.compressed(call, body),
+                               responses.content_type(choice))
 
     @inlineCallbacks
     def reach(self, revision: int):
@@ -98,7 +108,10 @@ class Reader:
                 meta["remainingItemCount"] = remaining
         if options.shard is not None:
             meta["shardInfo"] = {"selector": options.shard.text}
-        returnValue(self.render(call, kind, meta, page))
+        result = self.render(call, kind, meta, page)
+        if isinstance(result, Deferred):
+            result = yield result
+        returnValue(result)
 
     @inlineCallbacks
     def state(self, prefix: str, revision: int, continuation: bool = False):
@@ -131,16 +144,43 @@ class Reader:
     def kind_cache_for(self, prefix: str):
         return self.cache.kinds[prefix[:prefix.index("/", len("/registry/")) + 1]]
 
-    @staticmethod
-    def render(call, kind, meta: dict, page: list) -> bytes:
-        if call.response_codec.media_type == "application/json" and not call.pretty:
+    def render(self, call, kind, meta: dict, page: list):
+        """
+        The list in the negotiated form.  Plain JSON is assembled from each object's
+        cached bytes; above ``STREAM_THRESHOLD`` it is streamed piece by piece instead of
+        being joined into one string.
+        """
+        choice = call.pick(views.LIST_VIEWS)
+        media = responses.content_type(choice)
+        if choice.view is None and choice.codec.media_type == JSON and not call.pretty:
             head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
                 kind.list_kind.encode(), kind.api_version.encode(), dumps(meta))
+            size = sum(len(e.json) for e in page)
+            if size >= STREAM_THRESHOLD:
+                return self.stream(call, media, _pieces(head, page))
             body = head + b",".join(e.json for e in page) + b"]}"
-            return responses.write(call.request, 200, body, "application/json")
-        return responses.write_value(call, 200, {
-            "kind": kind.list_kind, "apiVersion": kind.api_version, "metadata": meta,
-            "items": [e.obj for e in page]})
+        else:
+            value = views.list_view(choice.view, kind, [e.obj for e in page], meta,
+                                    views.include_object(call), self.cache.clock.seconds())
+            body = choice.codec.encode(value, call.pretty)
+        return responses.write(call.request, 200, responses.compressed(call, body), media)
+
+    @staticmethod
+    def stream(call, media: str, pieces):
+        gzip = responses.accepts_gzip(call)
+        request = call.request
+        responses.write(request, 200, b"", media)
+        if gzip:
+            request.responseHeaders.setRawHeaders(b"Content-Encoding", [b"gzip"])
+            request.responseHeaders.setRawHeaders(b"Vary", [b"Accept-Encoding"])
+        return PieceWriter(request, pieces, gzip).start()
+
+
+def _pieces(head: bytes, page: list):
+    yield head
+    for i, entry in enumerate(page):
+        yield b"," + entry.json if i else entry.json
+    yield b"]}"
 
 
 def _page(entries: list, start: str, options):

@@ -7,7 +7,13 @@ router becomes a ``Status`` body with the code, reason and headers upstream uses
 
 from __future__ import annotations
 
+import gzip
+
 from platformd import errors
+
+#: Responses at least this large are compressed for clients that accept gzip
+#: (upstream's threshold, 128 KiB).
+GZIP_THRESHOLD = 128 * 1024
 
 _COMMON_HEADERS = (
     (b"Cache-Control", b"no-cache, private"),
@@ -46,3 +52,28 @@ def success_status(kind, name: str, uid: str = "") -> dict:
         details["uid"] = uid
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": details}
+
+
+def accepts_gzip(call) -> bool:
+    """Whether a get or list response may be compressed (spec 4.2.9)."""
+    if not call.gates["APIResponseCompression"]:
+        return False
+    header = call.request.getHeader(b"accept-encoding") or b""
+    return any(part.split(b";")[0].strip() == b"gzip" for part in header.split(b","))
+
+
+def compressed(call, body: bytes) -> bytes:
+    """``body``, gzipped when it is large and the client takes gzip (headers set)."""
+    if len(body) < GZIP_THRESHOLD or not accepts_gzip(call):
+        return body
+    headers = call.request.responseHeaders
+    headers.setRawHeaders(b"Content-Encoding", [b"gzip"])
+    headers.setRawHeaders(b"Vary", [b"Accept-Encoding"])
+    return gzip.compress(body, compresslevel=1)
+
+
+def content_type(choice) -> str:
+    """The Content-Type of a response in ``choice`` (views carry as/g/v, as upstream)."""
+    if choice.view is None:
+        return choice.codec.media_type
+    return f"{choice.codec.media_type};as={choice.view};g=meta.platform.io;v=v1"

@@ -25,7 +25,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.api import listoptions, reads
+from platformd.api import listoptions, reads, responses, views
 from platformd.cache.watchcache import (
     ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
 )
@@ -39,15 +39,33 @@ MAX_BACKLOG = 8 * 1024 * 1024
 #: Seconds between periodic bookmarks (upstream sends about one a minute).
 BOOKMARK_INTERVAL = 60.0
 JSON = "application/json"
+#: The media types a watch can be streamed in.
+WATCH_MEDIA = (JSON,)
 
 
-def json_frame(type_: str, entry) -> bytes:
-    """One JSON watch event line for a cached object."""
-    return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
+class FrameEncoder:
+    """
+    Encodes watch events for one (media type, view): ``frame`` for a cached object,
+    ``value_frame`` for any value (bookmarks, errors).  ``key`` names the encoding, so
+    ``CacheEvent.frame`` can share the bytes between every watcher that uses it.
+    """
 
+    def __init__(self, choice, kind, include: str, clock):
+        self.choice = choice
+        self.kind = kind
+        self.include = include
+        self.clock = clock
+        self.content_type = responses.content_type(choice)
+        self.key = (self.content_type, include if choice.view else "")
 
-def json_value_frame(type_: str, value: dict) -> bytes:
-    return b'{"type":"%s","object":%s}\n' % (type_.encode(), dumps(value))
+    def frame(self, type_: str, entry) -> bytes:
+        if self.choice.view is None:
+            return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
+        return self.value_frame(type_, views.object_view(
+            self.choice.view, self.kind, entry.obj, self.include, self.clock.seconds()))
+
+    def value_frame(self, type_: str, value: dict) -> bytes:
+        return b'{"type":"%s","object":%s}\n' % (type_.encode(), dumps(value))
 
 
 class WatchServer:
@@ -65,13 +83,15 @@ class WatchServer:
         self.streams: set = set()
 
     def watch(self, call, store):
-        if call.response_codec.media_type != JSON:
-            raise errors.not_acceptable([JSON])
+        choice = call.pick(views.WATCH_VIEWS)
+        if choice.codec.media_type not in WATCH_MEDIA:
+            raise errors.not_acceptable(list(WATCH_MEDIA))
         options = listoptions.parse(call, self.gates, watch=True)
+        encoder = FrameEncoder(choice, call.kind, views.include_object(call), self.clock)
         kind_cache = store.cache
         namespace = call.info.namespace if call.kind.namespaced else ""
         stream = WatchStream(self, call.request, call.kind, kind_cache, namespace or "",
-                             options)
+                             options, encoder)
         self._start(stream, options)
         return stream.done
 
@@ -108,8 +128,9 @@ class WatchServer:
 class WatchStream:
     """One watch (see module docstring): starting → live → closed."""
 
-    def __init__(self, server, request, kind, kind_cache, namespace: str, options):
+    def __init__(self, server, request, kind, kind_cache, namespace: str, options, encoder):
         self.server = server
+        self.encoder = encoder
         self.request = request
         self.kind = kind
         self.kind_cache = kind_cache
@@ -127,7 +148,8 @@ class WatchStream:
         self._closing = False
         self._timers: list = []
         request.setResponseCode(200)
-        request.responseHeaders.setRawHeaders(b"Content-Type", [JSON.encode()])
+        request.responseHeaders.setRawHeaders(b"Content-Type",
+                                              [encoder.content_type.encode()])
         request.responseHeaders.setRawHeaders(b"Cache-Control", [b"no-cache, private"])
         request.registerProducer(self, True)
         request.write(b"")  # the headers go out now; events follow as they come
@@ -142,7 +164,7 @@ class WatchStream:
         matches = self.options.matches
         for entry in initial:
             if matches(entry.obj):
-                self._send(json_frame(ADDED, entry))
+                self._send(self.encoder.frame(ADDED, entry))
         if end_bookmark is not None:
             self._send(self._bookmark_frame(end_bookmark, initial_end=True))
         for event in replay:
@@ -159,7 +181,7 @@ class WatchStream:
     def fail(self, error: errors.StatusError) -> None:
         """End the stream with one ERROR event carrying ``error``'s Status."""
         if not self.closed:
-            self._send(json_value_frame(ERROR, error.to_status()))
+            self._send(self.encoder.value_frame(ERROR, error.to_status()))
             self._finish()
 
     # -- live ------------------------------------------------------------------------------
@@ -182,10 +204,10 @@ class WatchStream:
             type_ = event.type
         self.last_revision = event.revision
         try:
-            frame = event.frame(type_, JSON, json_frame)
+            frame = event.frame(type_, self.encoder.key, self.encoder.frame)
         except CorruptObjectError:
             # An undecodable object deleted by an unsafe delete: say what can be said.
-            frame = json_value_frame(type_, event.gone().stub(self.kind))
+            frame = self.encoder.value_frame(type_, event.gone().stub(self.kind))
         self._send(frame)
 
     def _matches(self, entry) -> bool:
@@ -204,9 +226,9 @@ class WatchStream:
         meta = {"resourceVersion": str(revision)}
         if initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return json_value_frame(BOOKMARK, {"kind": self.kind.kind,
-                                           "apiVersion": self.kind.api_version,
-                                           "metadata": meta})
+        return self.encoder.value_frame(BOOKMARK, {"kind": self.kind.kind,
+                                                   "apiVersion": self.kind.api_version,
+                                                   "metadata": meta})
 
     def _timed_out(self) -> None:
         if self.options.allow_bookmarks:
