@@ -6,6 +6,7 @@ exists.  Every value is checked here, so a bad flag is one clear line at startup
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 from twisted.python import usage
@@ -43,6 +44,11 @@ class Options(usage.Options):
         ["watch-history-ttl", None, "5m",
          "How long watch history is kept (and the store compacted behind it)."],
         ["continue-token-ttl", None, "5m", "How long a list's continue token stays valid."],
+        # The node-local pods socket (feature gate PodsAPI; docs/pods-api.md).
+        ["pods-socket", None, "/var/lib/nodeagent/pods/nodeagent.sock",
+         "UNIX socket of the node-local pods gRPC API."],
+        ["node-name", None, socket.gethostname().lower(),
+         "This node's name: the pods API serves pods whose spec.nodeName equals it."],
     ]
 
     def postOptions(self):

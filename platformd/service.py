@@ -16,7 +16,7 @@ import sys
 
 from twisted.application import service
 from twisted.internet import error as net_error
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
@@ -33,7 +33,10 @@ from platformd.api.watch import WatchServer
 from platformd.cache.continuetokens import Snapshots
 from platformd.cache.expiry import Expiry
 from platformd.cache.watchcache import WatchCache
+from platformd.codecs.cborcodec import CBORCodec
+from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.negotiation import Negotiator
+from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.pki import PKIError, ensure_pki
 from platformd.registry import core
 from platformd.registry.catalog import builtin
@@ -96,10 +99,16 @@ class PlatformService(service.MultiService):
         self.api = APIServer(
             self.catalog, self.stores,
             Reader(self.cache, self.snapshots, gates, self.storage),
-            WatchServer(self.cache, gates, reactor), Negotiator(), self.authenticator,
+            WatchServer(self.cache, gates, reactor), negotiator(gates), self.authenticator,
             AuthorizerChain([AlwaysAllow()]), Documents(self.catalog, f"{bind}:{options['secure-port']}"),
             lambda: self.ready, gates)
         self.site = make_site(self.api.resource())
+        # The node-local pods socket (issue 6), started once the cache has loaded.
+        self.cache_loaded = Deferred()
+        if gates["PodsAPI"]:
+            from platformd.podinfo.service import PodsService  # grpcio only when gated on
+            PodsService(reactor, self.cache.for_kind(core.POD), options["pods-socket"],
+                        options["node-name"], self.cache_loaded).setServiceParent(self)
 
     def _security(self, options):
         """
@@ -162,6 +171,7 @@ class PlatformService(service.MultiService):
     def _boot(self):
         yield self.storage.start()
         yield self.cache.start()
+        self.cache_loaded.callback(None)
         self.expiry.start()
         self.namespaces.start()
         store = self.stores[id(core.NAMESPACE)]
@@ -192,6 +202,14 @@ class PlatformService(service.MultiService):
         self.expiry.stop()
         self.cache.stop()
         yield self.storage.stop()
+
+
+def negotiator(gates) -> Negotiator:
+    """The served encodings: JSON (default) and YAML; CBOR under its gate."""
+    codecs = [JSONCodec(), YAMLCodec()]
+    if gates["CBORServingAndStorage"]:
+        codecs.append(CBORCodec())
+    return Negotiator(codecs)
 
 
 def make_service(options, reactor=None) -> PlatformService:

@@ -59,7 +59,7 @@ class Reader:
         if choice.view is None and choice.codec.media_type == JSON and not call.pretty:
             body = entry.json
         else:
-            value = views.object_view(choice.view, call.kind, entry.obj,
+            value = views.object_view(choice, call.kind, entry.obj,
                                       views.include_object(call), self.cache.clock.seconds())
             body = choice.codec.encode(value, call.pretty)
         return responses.write(call.request, 200, responses.compressed(call, body),
@@ -160,7 +160,7 @@ class Reader:
                 return self.stream(call, media, _pieces(head, page))
             body = head + b",".join(e.json for e in page) + b"]}"
         else:
-            value = views.list_view(choice.view, kind, [e.obj for e in page], meta,
+            value = views.list_view(choice, kind, [e.obj for e in page], meta,
                                     views.include_object(call), self.cache.clock.seconds())
             body = choice.codec.encode(value, call.pretty)
         return responses.write(call.request, 200, responses.compressed(call, body), media)

@@ -76,4 +76,4 @@ def content_type(choice) -> str:
     """The Content-Type of a response in ``choice`` (views carry as/g/v, as upstream)."""
     if choice.view is None:
         return choice.codec.media_type
-    return f"{choice.codec.media_type};as={choice.view};g=meta.platform.io;v=v1"
+    return f"{choice.codec.media_type};as={choice.view};g={choice.group};v=v1"

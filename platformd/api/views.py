@@ -10,7 +10,7 @@ from platformd import errors
 from platformd.codecs.negotiation import METADATA, METADATA_LIST, TABLE
 from platformd.registry.tables import columns_for
 
-META_API_VERSION = "meta.platform.io/v1"
+META_GROUP = "meta.platform.io"
 INCLUDE_OBJECT = ("None", "Metadata", "Object")
 
 GET_VIEWS = frozenset({TABLE, METADATA})
@@ -18,8 +18,8 @@ LIST_VIEWS = frozenset({TABLE, METADATA_LIST})
 WATCH_VIEWS = frozenset({TABLE, METADATA})
 
 
-def partial(obj: dict) -> dict:
-    return {"kind": "PartialObjectMetadata", "apiVersion": META_API_VERSION,
+def partial(obj: dict, group: str = META_GROUP) -> dict:
+    return {"kind": "PartialObjectMetadata", "apiVersion": f"{group}/v1",
             "metadata": obj.get("metadata") or {}}
 
 
@@ -31,7 +31,7 @@ def include_object(call) -> str:
     return value
 
 
-def table(kind, objects, meta: dict, include: str, now: float) -> dict:
+def table(kind, objects, meta: dict, include: str, now: float, group: str = META_GROUP) -> dict:
     columns = columns_for(kind)
     rows = []
     for obj in objects:
@@ -39,28 +39,30 @@ def table(kind, objects, meta: dict, include: str, now: float) -> dict:
         if include == "Object":
             row["object"] = obj
         elif include == "Metadata":
-            row["object"] = partial(obj)
+            row["object"] = partial(obj, group)
         rows.append(row)
-    return {"kind": "Table", "apiVersion": META_API_VERSION, "metadata": meta,
+    return {"kind": "Table", "apiVersion": f"{group}/v1", "metadata": meta,
             "columnDefinitions": [c.definition() for c in columns], "rows": rows}
 
 
-def object_view(view, kind, obj: dict, include: str, now: float) -> dict:
-    """One object as ``view`` (None: itself)."""
+def object_view(choice, kind, obj: dict, include: str, now: float) -> dict:
+    """One object in ``choice``'s view (None: itself)."""
+    view = choice.view
     if view == TABLE:
         return table(kind, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
-                     include, now)
+                     include, now, choice.group)
     if view in (METADATA, METADATA_LIST):
-        return partial(obj)
+        return partial(obj, choice.group)
     return obj
 
 
-def list_view(view, kind, objects, meta: dict, include: str, now: float) -> dict:
-    """A list as ``view`` (None: the kind's List)."""
+def list_view(choice, kind, objects, meta: dict, include: str, now: float) -> dict:
+    """A list in ``choice``'s view (None: the kind's List)."""
+    view, group = choice.view, choice.group
     if view == TABLE:
-        return table(kind, objects, meta, include, now)
+        return table(kind, objects, meta, include, now, group)
     if view == METADATA_LIST:
-        return {"kind": "PartialObjectMetadataList", "apiVersion": META_API_VERSION,
-                "metadata": meta, "items": [partial(o) for o in objects]}
+        return {"kind": "PartialObjectMetadataList", "apiVersion": f"{group}/v1",
+                "metadata": meta, "items": [partial(o, group) for o in objects]}
     return {"kind": kind.list_kind, "apiVersion": kind.api_version, "metadata": meta,
             "items": list(objects)}

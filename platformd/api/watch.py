@@ -29,6 +29,7 @@ from platformd.api import listoptions, reads, responses, views
 from platformd.cache.watchcache import (
     ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
 )
+from platformd.codecs import cborcodec
 from platformd.codecs.jsoncodec import dumps
 
 log = Logger()
@@ -39,8 +40,8 @@ MAX_BACKLOG = 8 * 1024 * 1024
 #: Seconds between periodic bookmarks (upstream sends about one a minute).
 BOOKMARK_INTERVAL = 60.0
 JSON = "application/json"
-#: The media types a watch can be streamed in.
-WATCH_MEDIA = (JSON,)
+#: The media types a watch can be streamed in (CBOR as a CBOR sequence).
+WATCH_MEDIA = (JSON, cborcodec.CBOR)
 
 
 class FrameEncoder:
@@ -55,16 +56,20 @@ class FrameEncoder:
         self.kind = kind
         self.include = include
         self.clock = clock
-        self.content_type = responses.content_type(choice)
-        self.key = (self.content_type, include if choice.view else "")
+        self.cbor = choice.codec.media_type == cborcodec.CBOR
+        self.content_type = (cborcodec.CBOR_SEQ if self.cbor
+                             else responses.content_type(choice))
+        self.key = (responses.content_type(choice), include if choice.view else "")
 
     def frame(self, type_: str, entry) -> bytes:
-        if self.choice.view is None:
+        if self.choice.view is None and not self.cbor:
             return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
         return self.value_frame(type_, views.object_view(
-            self.choice.view, self.kind, entry.obj, self.include, self.clock.seconds()))
+            self.choice, self.kind, entry.obj, self.include, self.clock.seconds()))
 
     def value_frame(self, type_: str, value: dict) -> bytes:
+        if self.cbor:
+            return cborcodec.encode({"type": type_, "object": value})
         return b'{"type":"%s","object":%s}\n' % (type_.encode(), dumps(value))
 
 

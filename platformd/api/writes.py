@@ -19,6 +19,7 @@ from platformd import errors
 from platformd.api import responses, writeoptions
 from platformd.api.body import decode_object, read_body, report_fields
 from platformd.codecs.duplicates import duplicate_paths
+from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.interface import CodecError
 from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.yamlcodec import YAMLCodec
@@ -30,12 +31,14 @@ from platformd.registry.schema import DecodeContext, DecodeError
 
 _json = JSONCodec()
 _yaml = YAMLCodec()
+_cbor = CBORCodec()
 _RETRIES = 16
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+APPLY_CBOR = "application/apply-patch+cbor"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 
 
@@ -61,20 +64,22 @@ def update(call, store):
 
 
 def patch_type(call) -> str:
+    """The patch kind; 415 for any other (CBOR only for apply, and only under its gate)."""
     content_type = (call.request.getHeader(b"content-type") or b"").decode("latin-1")
     content_type = content_type.split(";")[0].strip().lower()
-    if content_type not in PATCH_TYPES:
+    accepted = PATCH_TYPES + ((APPLY_CBOR,) if call.gates["CBORServingAndStorage"] else ())
+    if content_type not in accepted:
         raise errors.StatusError(
             415, "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types "
-            "include: " + ", ".join(PATCH_TYPES))
+            "include: " + ", ".join(accepted))
     return content_type
 
 
 def patch(call, store):
     content_type = patch_type(call)
-    if content_type == APPLY_PATCH:
-        return server_side_apply(call, store)
+    if content_type in (APPLY_PATCH, APPLY_CBOR):
+        return server_side_apply(call, store, content_type)
     return _patch(call, store, content_type)
 
 
@@ -140,17 +145,18 @@ def apply_patch(content_type: str, original: dict, patch_doc, schema):
 
 
 @inlineCallbacks
-def server_side_apply(call, store):
+def server_side_apply(call, store, content_type: str = APPLY_PATCH):
     """
     Server-side apply (spec 4.7.2): create when absent (authorized as create), otherwise a
     patch merging by field ownership; 409 on conflicts unless ``force``.
     """
     kind = call.kind
     options = writeoptions.parse(call, apply=True)
+    codec = _cbor if content_type == APPLY_CBOR else _yaml
     try:
-        value = _yaml.decode(read_body(call))
+        value = codec.decode(read_body(call))
     except CodecError as e:
-        raise errors.bad_request(f"error decoding YAML: {e}") from None
+        raise errors.bad_request(f"error decoding the apply configuration: {e}") from None
     if not isinstance(value, dict):
         raise errors.bad_request("an apply configuration must be an object")
     for field, expected in (("apiVersion", kind.api_version), ("kind", kind.kind)):

@@ -64,7 +64,10 @@ def parse_accept(header: str) -> list:
 #: Parameters that only select an encoding's options, not a different representation.
 _HARMLESS_PARAMS = frozenset({"charset", "pretty", "stream"})
 #: The group and version of the views (Table, PartialObjectMetadata) this server serves.
+#: ``meta.k8s.io`` is accepted too, as an alias for clients hard-wired to upstream's group
+#: (kubectl asks for its tables that way); the answer then names the group asked for.
 VIEW_GROUP, VIEW_VERSION = "meta.platform.io", "v1"
+VIEW_GROUPS = frozenset({VIEW_GROUP, "meta.k8s.io"})
 TABLE = "Table"
 METADATA = "PartialObjectMetadata"
 METADATA_LIST = "PartialObjectMetadataList"
@@ -77,6 +80,7 @@ class Choice:
 
     codec: object
     view: Optional[str] = None
+    group: str = VIEW_GROUP
 
 
 class Negotiator:
@@ -110,7 +114,7 @@ class Negotiator:
             params = media.params
             view = params.get("as")
             if view is not None:
-                if view not in VIEWS or params.get("g") != VIEW_GROUP \
+                if view not in VIEWS or params.get("g") not in VIEW_GROUPS \
                         or params.get("v") != VIEW_VERSION:
                     continue  # a view of another group or version: not served here
             if set(params) - _HARMLESS_PARAMS - {"as", "g", "v"}:
@@ -121,7 +125,7 @@ class Negotiator:
                 codec = self.codecs.get(media.full)
                 if codec is None:
                     continue
-            choice = Choice(codec, view)
+            choice = Choice(codec, view, params.get("g", VIEW_GROUP))
             if choice not in out:
                 out.append(choice)
         return tuple(out)
