@@ -166,13 +166,29 @@ class WatchReader(Protocol):
         return [e["type"] for e in self.events]
 
 
+class RawReader(Protocol):
+    """Collects a response body's bytes (for binary streams)."""
+
+    def __init__(self):
+        self.data = b""
+        self.finished = Deferred()
+
+    def dataReceived(self, data):
+        self.data += data
+
+    def connectionLost(self, reason):
+        self.finished.callback(self.data)
+
+
 @inlineCallbacks
-def open_watch(client, path: str):
-    """(response, WatchReader) for a watch request; the stream is read as it comes."""
+def open_watch(client, path: str, accept: str = None, raw: bool = False):
+    """(response, reader) for a watch request; the stream is read as it comes."""
     h = Headers()
     if client.token:
         h.addRawHeader("Authorization", f"Bearer {client.token}")
+    if accept:
+        h.addRawHeader("Accept", accept)
     response = yield client.agent.request(b"GET", (client.base + path).encode(), h, None)
-    reader = WatchReader()
+    reader = RawReader() if raw else WatchReader()
     response.deliverBody(reader)
     returnValue((response, reader))

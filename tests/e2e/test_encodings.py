@@ -1,0 +1,263 @@
+"""
+Encodings and views end to end (spec 4.2): Table, metadata-only, gzip, CBOR, streamed
+large lists, strict media-type negotiation.
+"""
+
+import gzip
+import io
+import json
+import os
+import subprocess
+
+import cbor2
+from twisted.internet.defer import inlineCallbacks
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SkipTest, TestCase
+
+from tests.e2e.harness import Client, open_watch, start_server
+from tests.e2e.test_clients import kubectl_binary
+
+RBAC = "/apis/rbac.authorization.platform.io/v1"
+RB = f"{RBAC}/namespaces/default/rolebindings"
+CM = "/api/v1/namespaces/default/configmaps"
+TABLE = "application/json;as=Table;g=meta.platform.io;v=v1"
+META = "application/json;as=PartialObjectMetadata;g=meta.platform.io;v=v1"
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.platform.io;v=v1"
+
+
+def binding(name):
+    return {"metadata": {"name": name}, "roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "devs"},
+                         {"kind": "ServiceAccount", "name": "bot", "namespace": "ops"}]}
+
+
+class EncodingTestCase(TestCase):
+    timeout = 60
+    server_args = ()
+
+    @inlineCallbacks
+    def setUp(self):
+        self.server = yield start_server(self, *self.server_args)
+        self.client = Client(self, self.server.pki_dir, self.server.port_number)
+
+    def get(self, path, accept, **headers):
+        return self.client.get(path, headers=dict(headers, Accept=accept))
+
+
+class TableTests(EncodingTestCase):
+    @inlineCallbacks
+    def test_rolebinding_table(self):
+        """RoleBinding: Name, Role, Age, then Users, Groups, ServiceAccounts at priority 1."""
+        yield self.client.post(RB, binding("rb"))
+        r = yield self.get(RB, TABLE)
+        self.assertEqual(r.header("Content-Type"), TABLE)
+        table = r.json()
+        self.assertEqual((table["kind"], table["apiVersion"]), ("Table", "meta.platform.io/v1"))
+        self.assertEqual([(c["name"], c["priority"]) for c in table["columnDefinitions"]],
+                         [("Name", 0), ("Role", 0), ("Age", 0), ("Users", 1), ("Groups", 1),
+                          ("ServiceAccounts", 1)])
+        cells = table["rows"][0]["cells"]
+        self.assertEqual(cells[0:2] + cells[3:], ["rb", "ClusterRole/view", "alice", "devs",
+                                                  "ops/bot"])
+        self.assertEqual(table["rows"][0]["object"]["kind"], "PartialObjectMetadata")
+        self.assertTrue(table["metadata"]["resourceVersion"])
+
+    @inlineCallbacks
+    def test_pod_namespace_and_default_tables(self):
+        """Pod, Namespace and the default Name / Created At columns."""
+        yield self.client.post("/api/v1/namespaces/default/pods", {
+            "metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [
+                {"name": "c", "image": "i"}]}})
+        r = yield self.get("/api/v1/namespaces/default/pods/p", TABLE)
+        table = r.json()
+        self.assertEqual([c["name"] for c in table["columnDefinitions"]],
+                         ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node"])
+        self.assertEqual(table["rows"][0]["cells"][:4] + table["rows"][0]["cells"][5:],
+                         ["p", "0/1", "Pending", 0, "<none>", "n1"])
+        r = yield self.get("/api/v1/namespaces", TABLE)
+        self.assertEqual([c["name"] for c in r.json()["columnDefinitions"]],
+                         ["Name", "Status", "Age"])
+        self.assertEqual(r.json()["rows"][0]["cells"][:2], ["default", "Active"])
+        yield self.client.post(f"{RBAC}/clusterroles", {"metadata": {"name": "cr"}})
+        r = yield self.get(f"{RBAC}/clusterroles", TABLE)
+        self.assertEqual([(c["name"], c["type"]) for c in r.json()["columnDefinitions"]],
+                         [("Name", "string"), ("Created At", "date")])
+
+    @inlineCallbacks
+    def test_include_object(self):
+        """includeObject=None|Metadata|Object; other values 400."""
+        yield self.client.post(RB, binding("rb"))
+        r = yield self.get(f"{RB}/rb?includeObject=None", TABLE)
+        self.assertNotIn("object", r.json()["rows"][0])
+        r = yield self.get(f"{RB}/rb?includeObject=Object", TABLE)
+        self.assertEqual(r.json()["rows"][0]["object"]["roleRef"]["name"], "view")
+        r = yield self.get(f"{RB}/rb?includeObject=Some", TABLE)
+        self.assertEqual(r.code, 400)
+
+    @inlineCallbacks
+    def test_not_acceptable_and_fallback(self):
+        """Only unservable views: 406; with application/json after them: JSON."""
+        yield self.client.post(RB, binding("rb"))
+        r = yield self.get(RB, "application/json;as=Table;g=other.io;v=v1")
+        self.assertEqual((r.code, r.json()["reason"]), (406, "NotAcceptable"))
+        r = yield self.client.post(RB, binding("x"), headers={"Accept": TABLE})
+        self.assertEqual(r.code, 406)
+        r = yield self.get(RB, "application/json;as=Table;g=other.io;v=v1, application/json")
+        self.assertEqual((r.code, r.json()["kind"]), (200, "RoleBindingList"))
+
+    @inlineCallbacks
+    def test_watch_table(self):
+        """A watch in Table form carries one-row tables."""
+        _, reader = yield open_watch(self.client, f"{RB}?watch=1", accept=TABLE)
+        yield self.client.post(RB, binding("w"))
+        events = yield reader.wait_for(1)
+        self.assertEqual(events[0]["object"]["kind"], "Table")
+        self.assertEqual(events[0]["object"]["rows"][0]["cells"][0], "w")
+        reader.transport.stopProducing()
+
+    @inlineCallbacks
+    def test_kubectl_wide(self):
+        """kubectl get -o wide shows the RoleBinding columns."""
+        kubectl = kubectl_binary()
+        if kubectl is None:
+            raise SkipTest("kubectl not installed")
+        yield self.client.post(RB, binding("wide"))
+        home = os.path.abspath(self.mktemp())
+        os.makedirs(home)
+        env = dict(os.environ, HOME=home)
+        r = yield deferToThread(subprocess.run, [
+            kubectl, "--kubeconfig", os.path.join(self.server.data_dir, "admin.kubeconfig"),
+            "get", "rolebindings", "-o", "wide"], capture_output=True, text=True, env=env,
+            timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        header = r.stdout.splitlines()[0].split()
+        self.assertEqual(header, ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"])
+        self.assertIn("ClusterRole/view", r.stdout)
+        self.assertIn("ops/bot", r.stdout)
+
+
+class MetadataTests(EncodingTestCase):
+    @inlineCallbacks
+    def test_metadata_views(self):
+        """Get, list and watch as PartialObjectMetadata(List); 406 for the wrong one."""
+        yield self.client.post(RB, binding("m"))
+        r = yield self.get(f"{RB}/m", META)
+        self.assertEqual(set(r.json()), {"kind", "apiVersion", "metadata"})
+        self.assertEqual((r.json()["kind"], r.json()["metadata"]["name"]),
+                         ("PartialObjectMetadata", "m"))
+        r = yield self.get(RB, META_LIST)
+        body = r.json()
+        self.assertEqual(body["kind"], "PartialObjectMetadataList")
+        self.assertEqual(set(body["items"][0]), {"kind", "apiVersion", "metadata"})
+        self.assertTrue(body["metadata"]["resourceVersion"])
+        r = yield self.get(f"{RB}/m", META_LIST)
+        self.assertEqual(r.code, 406)
+        r = yield self.get(RB, META)
+        self.assertEqual(r.code, 406)
+        r = yield self.get(f"{RB}/m", META.replace("application/json", "application/yaml"))
+        self.assertIn(b"kind: PartialObjectMetadata", r.body)
+        _, reader = yield open_watch(self.client, f"{RB}?watch=1", accept=META)
+        events = yield reader.wait_for(1)
+        self.assertEqual(events[0]["object"]["kind"], "PartialObjectMetadata")
+        reader.transport.stopProducing()
+
+
+class GzipTests(EncodingTestCase):
+    @inlineCallbacks
+    def test_large_list_gzipped(self):
+        """A list above 128 KiB is gzipped for a client that accepts it; small ones not."""
+        for i in range(40):
+            yield self.client.post(CM, {"metadata": {"name": f"c{i}"}, "data": {"d": "x" * 5000}})
+        r = yield self.client.get(CM, headers={"Accept-Encoding": "gzip"})
+        self.assertEqual(r.header("Content-Encoding"), "gzip")
+        self.assertEqual(r.header("Vary"), "Accept-Encoding")
+        self.assertEqual(len(json.loads(gzip.decompress(r.body))["items"]), 40)
+        r = yield self.client.get(f"{CM}/c0", headers={"Accept-Encoding": "gzip"})
+        self.assertIsNone(r.header("Content-Encoding"))
+        r = yield self.client.get(CM)
+        self.assertIsNone(r.header("Content-Encoding"))
+
+
+class GzipOffTests(EncodingTestCase):
+    server_args = ("--feature-gates", "APIResponseCompression=false")
+
+    @inlineCallbacks
+    def test_gate_off(self):
+        """With APIResponseCompression off nothing is compressed."""
+        for i in range(30):
+            yield self.client.post(CM, {"metadata": {"name": f"c{i}"}, "data": {"d": "x" * 6000}})
+        r = yield self.client.get(CM, headers={"Accept-Encoding": "gzip"})
+        self.assertIsNone(r.header("Content-Encoding"))
+
+
+class StreamingTests(EncodingTestCase):
+    @inlineCallbacks
+    def test_large_list_streamed(self):
+        """A list of several MB is written in pieces (chunked) and is complete."""
+        for i in range(60):
+            yield self.client.post(CM, {"metadata": {"name": f"s{i:02d}"},
+                                        "data": {"d": "y" * 100000}})
+        r = yield self.client.get(CM)
+        self.assertEqual(r.code, 200)
+        body = r.json()
+        self.assertEqual([i["metadata"]["name"] for i in body["items"]],
+                         [f"s{i:02d}" for i in range(60)])
+        r = yield self.client.get(CM, headers={"Accept-Encoding": "gzip"})
+        self.assertEqual(r.header("Content-Encoding"), "gzip")
+        self.assertEqual(len(json.loads(gzip.decompress(r.body))["items"]), 60)
+
+
+class CBOROffTests(EncodingTestCase):
+    @inlineCallbacks
+    def test_without_gate(self):
+        """With the gate off CBOR is 406 and 415, as on a server without it."""
+        r = yield self.get(CM, "application/cbor")
+        self.assertEqual((r.code, r.json()["reason"]), (406, "NotAcceptable"))
+        r = yield self.client.post(CM, cbor2.dumps({"metadata": {"name": "x"}}),
+                                   content_type="application/cbor")
+        self.assertEqual((r.code, r.json()["reason"]), (415, "UnsupportedMediaType"))
+
+
+class CBORTests(EncodingTestCase):
+    server_args = ("--feature-gates", "CBORServingAndStorage=true")
+
+    @inlineCallbacks
+    def test_round_trip(self):
+        """CBOR request and response bodies, with the self-described tag."""
+        r = yield self.client.post(CM, cbor2.dumps({"metadata": {"name": "cb"}, "data": {"k": "v"}}),
+                                   content_type="application/cbor",
+                                   headers={"Accept": "application/cbor"})
+        self.assertEqual((r.code, r.header("Content-Type")), (201, "application/cbor"))
+        self.assertTrue(r.body.startswith(b"\xd9\xd9\xf7"))
+        obj = cbor2.loads(r.body)
+        self.assertEqual((obj["metadata"]["name"], obj["data"]["k"]), ("cb", "v"))
+        r = yield self.get(CM, "application/cbor")
+        self.assertEqual(cbor2.loads(r.body)["kind"], "ConfigMapList")
+        r = yield self.get(f"{CM}/cb", "application/cbor;as=PartialObjectMetadata;g=meta.platform.io;v=v1")
+        self.assertEqual(cbor2.loads(r.body)["kind"], "PartialObjectMetadata")
+
+    @inlineCallbacks
+    def test_watch_cbor_seq(self):
+        """A CBOR watch is a CBOR sequence, one event per data item."""
+        response, reader = yield open_watch(self.client, f"{CM}?watch=1&timeoutSeconds=1",
+                                            accept="application/cbor", raw=True)
+        self.assertEqual(response.headers.getRawHeaders("Content-Type"), ["application/cbor-seq"])
+        yield self.client.post(CM, {"metadata": {"name": "a"}})
+        yield self.client.post(CM, {"metadata": {"name": "b"}})
+        data = yield reader.finished
+        decoder = cbor2.CBORDecoder(io.BytesIO(data))
+        events = [decoder.decode(), decoder.decode()]
+        self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events],
+                         [("ADDED", "a"), ("ADDED", "b")])
+
+    @inlineCallbacks
+    def test_apply_cbor_and_patches(self):
+        """apply-patch+cbor works; there is no CBOR merge or JSON patch (415)."""
+        body = cbor2.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "ap"}, "data": {"a": "1"}})
+        r = yield self.client.patch(f"{CM}/ap?fieldManager=m", body,
+                                    content_type="application/apply-patch+cbor")
+        self.assertEqual(r.code, 201, r.body)
+        r = yield self.client.patch(f"{CM}/ap", cbor2.dumps({"data": {}}),
+                                    content_type="application/merge-patch+cbor")
+        self.assertEqual(r.code, 415)
