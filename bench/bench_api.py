@@ -15,19 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import signal
-import socket
-import ssl
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
-TOKEN = "bench-token"
-RBAC = "/apis/rbac.authorization.platform.io/v1"
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (  # noqa: E402
+    RBAC, TOKEN, free_port, scratch_dir, start_server, stop_server, tls_context,
+    wait_ready, wrk, write_tokens,
+)
 
 CREATE_LUA = r"""
 local counter = 0
@@ -49,55 +47,22 @@ end
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ready(port: int, context) -> bool:
-    try:
-        with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context,
-                                    timeout=1) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def wrk(args, seconds, url):
-    out = subprocess.run(["wrk", "-t2", f"-d{seconds}s", "--latency", *args, url],
-                         capture_output=True, text=True, check=True).stdout
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
-    return rate, int(bad.group(1)) if bad else 0, p99.group(1) if p99 else "?"
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench_api needs wrk (apt-get install wrk)")
-    tmp = tempfile.mkdtemp(prefix="platformd-bench-")
-    tokens = os.path.join(tmp, "tokens.csv")
-    with open(tokens, "w") as f:
-        f.write(f'{TOKEN},bench,1,"system:masters"\n')
+    tmp = scratch_dir()
+    tokens = write_tokens(tmp)
     port = free_port()
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
+    context = tls_context()
+    data = os.path.join(tmp, "data")
     start = time.monotonic()
-    server = subprocess.Popen(
-        [twistd, "-n", "--pidfile=", "platformd", "--data-dir", os.path.join(tmp, "data"),
-         "--secure-port", str(port), "--token-auth-file", tokens],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = start_server(data, port, tokens)
     try:
-        while not ready(port, context):
-            if server.poll() is not None:
-                sys.exit("platformd exited")
-            time.sleep(0.005)
+        if not wait_ready(server, port, context):
+            sys.exit("platformd exited")
         startup = time.monotonic() - start
         print(f"start to /readyz 200: {startup * 1000:.0f} ms (first start, PKI generated)")
 
@@ -119,19 +84,13 @@ def main():
                              f"{base}{RBAC}/namespaces/default/rolebindings/target")
         print(f"GETs/s at concurrency 32: {rate:,.0f} (non-2xx: {bad}, p99 {p99})")
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(10)
+        stop_server(server)
         server2_start = time.monotonic()
-        server2 = subprocess.Popen(
-            [twistd, "-n", "--pidfile=", "platformd", "--data-dir", os.path.join(tmp, "data"),
-             "--secure-port", str(port), "--token-auth-file", tokens],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while not ready(port, context) and server2.poll() is None:
-            time.sleep(0.005)
+        server2 = start_server(data, port, tokens)
+        wait_ready(server2, port, context)
         print(f"restart to /readyz 200 (data present): "
               f"{(time.monotonic() - server2_start) * 1000:.0f} ms")
-        server2.send_signal(signal.SIGTERM)
-        server2.wait(10)
+        stop_server(server2)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,0 +1,93 @@
+"""
+Helpers shared by the API benchmarks: a scratch platformd (twistd plugin) on a free
+port with bearer-token auth, a TLS context that skips verification of its self-signed
+certificate, and a runner for ``wrk`` (C HTTP load generator) that returns its figures.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+TOKEN = "bench-token"
+RBAC = "/apis/rbac.authorization.platform.io/v1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tls_context() -> ssl.SSLContext:
+    """A client context for the server's self-signed certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def ready(port: int, context) -> bool:
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context,
+                                    timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def write_tokens(tmp: str) -> str:
+    """A token file granting ``TOKEN`` system:masters; returns its path."""
+    tokens = os.path.join(tmp, "tokens.csv")
+    with open(tokens, "w") as f:
+        f.write(f'{TOKEN},bench,1,"system:masters"\n')
+    return tokens
+
+
+def start_server(data_dir: str, port: int, tokens: str, log=None) -> subprocess.Popen:
+    """
+    ``twistd -n platformd`` in the background (PYTHONPATH must reach the plugin); its
+    output goes to the file object ``log`` if given, else nowhere.
+    """
+    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
+    out = log if log is not None else subprocess.DEVNULL
+    return subprocess.Popen(
+        [twistd, "-n", "--pidfile=", "platformd", "--data-dir", data_dir,
+         "--secure-port", str(port), "--token-auth-file", tokens],
+        stdout=out, stderr=out)
+
+
+def wait_ready(server: subprocess.Popen, port: int, context) -> bool:
+    """Poll /readyz until 200 (True) or the server exits (False)."""
+    while not ready(port, context):
+        if server.poll() is not None:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    server.wait(10)
+
+
+def wrk(args, seconds, url):
+    """Run wrk (2 threads) and return (requests/s, non-2xx count, p99 text)."""
+    out = subprocess.run(["wrk", "-t2", f"-d{seconds}s", "--latency", *args, url],
+                         capture_output=True, text=True, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
+    return rate, int(bad.group(1)) if bad else 0, p99.group(1) if p99 else "?"
+
+
+def scratch_dir() -> str:
+    return tempfile.mkdtemp(prefix="platformd-bench-")
