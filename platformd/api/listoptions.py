@@ -45,11 +45,14 @@ class ListOptions:
     fields: object
     shard: object
 
-    @property
-    def filtered(self) -> bool:
-        """Whether items are filtered (then remainingItemCount is omitted)."""
-        return any(s is not None and not getattr(s, "empty", False)
-                   for s in (self.labels, self.fields)) or self.shard is not None
+    #: Whether items are filtered (then remainingItemCount is omitted); computed once,
+    #: since watch fan-out asks for every event and every watcher.
+    filtered: bool = attrs.field(init=False)
+
+    def __attrs_post_init__(self):
+        object.__setattr__(self, "filtered", any(
+            s is not None and not getattr(s, "empty", False)
+            for s in (self.labels, self.fields)) or self.shard is not None)
 
     def matches(self, obj: dict) -> bool:
         return ((self.labels is None or self.labels.matches(obj))

@@ -49,7 +49,7 @@ class CachedObject:
 
     def __init__(self, key: str, raw: bytes, revision: int, create_revision: int):
         self.key = key
-        self.raw = raw
+        self.raw = bytes(memoryview(raw)) if isinstance(raw, bytes) else raw
         self.revision = revision
         self.create_revision = create_revision
         self._obj = None
@@ -58,20 +58,29 @@ class CachedObject:
     @property
     def obj(self) -> dict:
         if self._obj is None:
-            try:
-                obj = orjson.loads(self.raw)
-            except orjson.JSONDecodeError as e:
-                raise CorruptObjectError(f"{self.key}: {e}") from None
-            if not isinstance(obj, dict):
-                raise CorruptObjectError(f"{self.key}: stored value is not an object")
-            obj.setdefault("metadata", {})["resourceVersion"] = str(self.revision)
-            self._obj = obj
+            self._obj = self._decode()
         return self._obj
+
+    def _decode(self) -> dict:
+        try:
+            obj = orjson.loads(self._json if self._json is not None else self.raw)
+        except orjson.JSONDecodeError as e:
+            raise CorruptObjectError(f"{self.key}: {e}") from None
+        if not isinstance(obj, dict):
+            raise CorruptObjectError(f"{self.key}: stored value is not an object")
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.revision)
+        return obj
 
     @property
     def json(self) -> bytes:
+        """
+        The response bytes.  Computed without keeping the decoded dict when nothing has
+        asked for it yet (a dict costs several times the bytes), and copied to an
+        exact-size object (orjson's output buffer is over-allocated).
+        """
         if self._json is None:
-            self._json = orjson.dumps(self.obj)
+            obj = self._obj if self._obj is not None else self._decode()
+            self._json = bytes(memoryview(orjson.dumps(obj)))
         return self._json
 
     def mutable(self) -> dict:
