@@ -158,6 +158,12 @@ class WatchStream:
         request.responseHeaders.setRawHeaders(b"Cache-Control", [b"no-cache, private"])
         request.registerProducer(self, True)
         request.write(b"")  # the headers go out now; events follow as they come
+        # Events are written straight to the transport, already framed as HTTP chunks:
+        # the framing of a shared event is computed once for every watcher, and each
+        # delivery skips twisted.web's per-write bookkeeping.
+        self._chunked = bool(request.chunked)
+        self._transport = request.channel.transport
+        self._frame_key = (encoder.key, self._chunked)
         server.streams.add(self)
 
     # -- starting ------------------------------------------------------------------------
@@ -207,13 +213,21 @@ class WatchStream:
             if not event.key.startswith(self.prefix):
                 return
             type_ = event.type
+        if event.revision <= self.last_revision:
+            return  # already sent by this watcher's replay of history
         self.last_revision = event.revision
         try:
-            frame = event.frame(type_, self.encoder.key, self.encoder.frame)
+            data = event.frame(type_, self._frame_key, self._encode_event)
         except CorruptObjectError:
             # An undecodable object deleted by an unsafe delete: say what can be said.
-            frame = self.encoder.value_frame(type_, event.gone().stub(self.kind))
-        self._send(frame)
+            data = self._framed(self.encoder.value_frame(type_, event.gone().stub(self.kind)))
+        self._emit(data)
+
+    def _encode_event(self, type_: str, entry) -> bytes:
+        return self._framed(self.encoder.frame(type_, entry))
+
+    def _framed(self, frame: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(frame), frame) if self._chunked else frame
 
     def _matches(self, entry) -> bool:
         try:
@@ -242,7 +256,11 @@ class WatchStream:
 
     # -- writing and back-pressure -----------------------------------------------------
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, frame: bytes) -> None:
+        """Send one event of this watcher's own (initial state, bookmark, error)."""
+        self._emit(self._framed(frame))
+
+    def _emit(self, data: bytes) -> None:
         if self.closed:
             return
         if self._paused or self._backlog:
@@ -251,7 +269,7 @@ class WatchStream:
             if self._backlog_bytes > self.server.max_backlog:
                 self._too_slow()
             return
-        self.request.write(data)
+        self._transport.write(data)
 
     def pauseProducing(self) -> None:
         self._paused = True
@@ -262,7 +280,7 @@ class WatchStream:
         while backlog and not self._paused and not self.closed:
             data = backlog.popleft()
             self._backlog_bytes -= len(data)
-            self.request.write(data)
+            self._transport.write(data)
         if not backlog and self._closing:
             self._finish()
 

@@ -168,6 +168,8 @@ class KindCache:
         #: ``listener(type, new_or_none, old_or_none, revision)`` after each change
         #: (controllers).
         self.listeners: list = []
+        self._pending: list = []
+        self._fan_out_call = None
 
     def get(self, key: str) -> Optional[CachedObject]:
         return self.objects.get(key)
@@ -272,6 +274,17 @@ class KindCache:
                 state[key] = event.old
         return [state[k] for k in sorted(state)]
 
+    def _fan_out(self) -> None:
+        self._fan_out_call = None
+        events, self._pending = self._pending, []
+        watchers = self.watchers
+        for event in events:
+            namespace = (event.new or event.old).namespace or ""
+            for group in (watchers.get(namespace), watchers.get("") if namespace else None):
+                if group:
+                    for watcher in list(group):
+                        watcher.offer(event)
+
     def drop_before(self, cutoff: float) -> int:
         """Drop events that arrived before ``cutoff``; the newest dropped revision (or 0)."""
         dropped = 0
@@ -282,13 +295,12 @@ class KindCache:
 
     def _publish(self, event: CacheEvent) -> None:
         self.history.append(event)
-        watchers = self.watchers
-        if watchers:
-            namespace = (event.new or event.old).namespace or ""
-            for group in (watchers.get(namespace), watchers.get("") if namespace else None):
-                if group:
-                    for watcher in list(group):
-                        watcher.offer(event)
+        if self.watchers:
+            # Fan out after the current reactor turn: the write that made this event is
+            # acknowledged first, and events of one turn go out together.
+            self._pending.append(event)
+            if self._fan_out_call is None:
+                self._fan_out_call = self.clock.callLater(0, self._fan_out)
         for listener in list(self.listeners):
             try:
                 listener(event.type, event.new, event.old, event.revision)
