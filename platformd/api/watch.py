@@ -210,8 +210,8 @@ class WatchStream:
             else:
                 return
         else:
-            if not event.key.startswith(self.prefix):
-                return
+            # The cache offers only events of this watcher's namespace (or, for a watcher
+            # of every namespace, all): no key check is needed.
             type_ = event.type
         if event.revision <= self.last_revision:
             return  # already sent by this watcher's replay of history

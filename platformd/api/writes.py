@@ -68,6 +68,8 @@ def patch_type(call) -> str:
     content_type = (call.request.getHeader(b"content-type") or b"").decode("latin-1")
     content_type = content_type.split(";")[0].strip().lower()
     accepted = PATCH_TYPES + ((APPLY_CBOR,) if call.gates["CBORServingAndStorage"] else ())
+    if not call.kind.strategic:
+        accepted = tuple(t for t in accepted if t != STRATEGIC_PATCH)
     if content_type not in accepted:
         raise errors.StatusError(
             415, "UnsupportedMediaType",

@@ -53,6 +53,9 @@ class ResourceType:
     prepare_for_create: Callable = _nothing
     #: Whether PUT of an absent object creates it (upstream: RBAC kinds yes, core no).
     allow_create_on_update: bool = False
+    #: Whether the schema carries strategic-merge keys (built-in kinds do; custom
+    #: resources will not, and then strategic merge patch is 415, as upstream).
+    strategic: bool = True
     #: Definition-name prefix for OpenAPI, for example ``io.platform.api.core.v1``.
     definition_prefix: str = ""
     schema: Struct = attrs.field(init=False)

@@ -53,3 +53,27 @@ class JSONPatchTests(SynchronousTestCase):
             with self.assertRaises(StatusError) as e:
                 apply_patch(JSON_PATCH, document, patch, core.POD.schema)
             self.assertEqual((e.exception.code, e.exception.reason), (422, "Invalid"), patch)
+
+
+class PatchTypeTests(SynchronousTestCase):
+    def test_strategic_needs_a_strategic_schema(self):
+        """A kind without strategic-merge keys refuses strategic merge patch with 415."""
+        import attrs
+        from twisted.web.test.requesthelper import DummyRequest
+
+        from platformd.api.writes import STRATEGIC_PATCH, patch_type
+        from platformd.featuregates import FeatureGates
+
+        class FakeCall:
+            gates = FeatureGates()
+
+            def __init__(self, kind):
+                self.kind = kind
+                self.request = DummyRequest([b""])
+                self.request.requestHeaders.setRawHeaders(b"content-type", [STRATEGIC_PATCH])
+
+        self.assertEqual(patch_type(FakeCall(core.POD)), STRATEGIC_PATCH)
+        custom = attrs.evolve(core.CONFIG_MAP, strategic=False)
+        with self.assertRaises(StatusError) as e:
+            patch_type(FakeCall(custom))
+        self.assertEqual(e.exception.code, 415)
