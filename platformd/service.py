@@ -53,10 +53,6 @@ log = Logger()
 BUILTIN_NAMESPACES = ("default", "platform-system", "platform-public", "platform-node-lease")
 
 
-class StartupError(Exception):
-    """A problem an operator must fix before the daemon can run: one line, no traceback."""
-
-
 def fail(message: str):
     """
     Print one line and exit non-zero (twistd would otherwise print a traceback).  Once

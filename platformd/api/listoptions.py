@@ -83,10 +83,6 @@ class ListOptions:
             return ANY
         return EXACTLY if self.limit else NOT_OLDER
 
-    def get_plan(self) -> str:
-        rv = self.resource_version_text
-        return MOST_RECENT if rv == "" else ANY if rv == "0" else NOT_OLDER
-
 
 def _invalid(causes):
     return errors.invalid("ListOptions", "meta.platform.io", "", causes)

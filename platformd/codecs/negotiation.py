@@ -130,13 +130,6 @@ class Negotiator:
                 out.append(choice)
         return tuple(out)
 
-    def for_response(self, accept):
-        """
-        The codec for a plain response (errors, discovery): the first acceptable codec
-        without a view; 406 when there is none.
-        """
-        return self.pick(accept).codec
-
     def error_codec(self, accept):
         """The codec an error is written in: the best plain one acceptable, else JSON."""
         for choice in self.choices(accept):

@@ -14,14 +14,10 @@ class Catalog:
     def __init__(self, kinds):
         self.kinds = tuple(kinds)
         self._by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
-        self._by_kind = {(k.group, k.kind): k for k in self.kinds}
 
     def lookup(self, group: str, version: str, plural: str):
         """The kind served at ``/apis/{group}/{version}/{plural}``, or None."""
         return self._by_path.get((group, version, plural))
-
-    def by_kind(self, group: str, kind: str):
-        return self._by_kind.get((group, kind))
 
     def group_versions(self):
         """``{group: [version, ...]}`` in first-seen order (core group is ``""``)."""

@@ -38,25 +38,25 @@ class NegotiationTests(SynchronousTestCase):
 
     def test_q_values(self):
         """Higher q wins; order breaks ties."""
-        self.assertEqual(self.n.for_response("application/json;q=0.5, application/yaml")
-                         .media_type, "application/yaml")
+        self.assertEqual(self.n.pick("application/json;q=0.5, application/yaml")
+                         .codec.media_type, "application/yaml")
         self.assertEqual([m.full for m in parse_accept("a/b;q=0.1, c/d, e/f;q=0")], ["c/d", "a/b"])
 
     def test_fallback_past_unserved_views(self):
         """Views this server does not serve are skipped in favour of a later plain type."""
         accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                   "application/json")
-        self.assertEqual(self.n.for_response(accept).media_type, "application/json")
+        self.assertEqual(self.n.pick(accept).codec.media_type, "application/json")
 
     def test_wildcards(self):
         """*/* and application/* give JSON."""
         for accept in ("*/*", "application/*", "text/html, */*;q=0.1"):
-            self.assertEqual(self.n.for_response(accept).media_type, "application/json")
+            self.assertEqual(self.n.pick(accept).codec.media_type, "application/json")
 
     def test_not_acceptable(self):
         """Nothing acceptable is a 406."""
         with self.assertRaises(StatusError) as e:
-            self.n.for_response("text/html")
+            self.n.pick("text/html")
         self.assertEqual((e.exception.code, e.exception.reason), (406, "NotAcceptable"))
 
     def test_unsupported_media_type(self):
