@@ -52,16 +52,18 @@ def write_tokens(tmp: str) -> str:
     return tokens
 
 
-def start_server(data_dir: str, port: int, tokens: str, log=None) -> subprocess.Popen:
+def start_server(data_dir: str, port: int, tokens: str, log=None,
+                 extra=()) -> subprocess.Popen:
     """
-    ``twistd -n platformd`` in the background (PYTHONPATH must reach the plugin); its
-    output goes to the file object ``log`` if given, else nowhere.
+    ``twistd -n platformd`` in the background (PYTHONPATH must reach the plugin), with
+    ``extra`` arguments (``--feature-gates ...``); its output goes to the file object
+    ``log`` if given, else nowhere.
     """
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
     out = log if log is not None else subprocess.DEVNULL
     return subprocess.Popen(
         [twistd, "-n", "--pidfile=", "platformd", "--data-dir", data_dir,
-         "--secure-port", str(port), "--token-auth-file", tokens],
+         "--secure-port", str(port), "--token-auth-file", tokens, *extra],
         stdout=out, stderr=out)
 
 

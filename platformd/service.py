@@ -37,6 +37,7 @@ from platformd.cache.watchcache import WatchCache
 from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.negotiation import Negotiator
+from platformd.codecs.protobufcodec import ProtobufCodec
 from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.pki import PKIError, ensure_pki
 from platformd.registry import core
@@ -206,8 +207,8 @@ class PlatformService(service.MultiService):
 
 
 def negotiator(gates) -> Negotiator:
-    """The served encodings: JSON (default) and YAML; CBOR under its gate."""
-    codecs = [JSONCodec(), YAMLCodec()]
+    """The served encodings: JSON (default), YAML and Protobuf; CBOR under its gate."""
+    codecs = [JSONCodec(), YAMLCodec(), ProtobufCodec()]
     if gates["CBORServingAndStorage"]:
         codecs.append(CBORCodec())
     return Negotiator(codecs)

@@ -35,11 +35,11 @@ class Call:
     @property
     def response_codec(self):
         """The codec of a plain (view-less) response; 406 when none is acceptable."""
-        return self.negotiator.pick(self.accept).codec
+        return self.negotiator.pick(self.accept, kind=self.kind).codec
 
     def pick(self, views):
         """The best acceptable (codec, view) among plain and ``views``; 406 if none."""
-        return self.negotiator.pick(self.accept, views)
+        return self.negotiator.pick(self.accept, views, self.kind)
 
     def authorize_as(self, verb: str) -> None:
         """

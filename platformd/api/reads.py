@@ -8,8 +8,9 @@ version`` otherwise); Exact N reads the state at N from the event history (or, w
 ``ListFromCacheSnapshot`` off, from the store), 410 when N has left the history;
 Continuation resumes the snapshot a continue token names.
 
-A JSON list is assembled from each object's already-encoded bytes: no object is encoded
-again to answer a list.
+JSON and Protobuf lists are assembled from each object's already-encoded bytes (its
+cached JSON, or its Protobuf message, cached per version by ``CachedObject.encoded``):
+no object is encoded again to answer a list.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from platformd.cache import continuetokens
 from platformd.api import views
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.jsoncodec import dumps
+from platformd.codecs.protobufcodec import PROTOBUF, envelope
 from platformd.cache.watchcache import CachedObject
 
 #: How long a read of a version the cache has not reached waits for it (spec 4.9).
@@ -56,8 +58,12 @@ class Reader:
     def _get_now(self, call, store):
         choice = call.pick(views.GET_VIEWS)
         entry = store.get(call.info.namespace or None, call.info.name)
-        if choice.view is None and choice.codec.media_type == JSON and not call.pretty:
+        codec = choice.codec
+        if choice.view is None and codec.media_type == JSON and not call.pretty:
             body = entry.json
+        elif choice.view is None and codec.media_type == PROTOBUF:
+            body = envelope(call.kind.api_version, call.kind.kind,
+                            entry.encoded(PROTOBUF, codec.message_bytes))
         else:
             value = views.object_view(choice, call.kind, entry.obj,
                                       views.include_object(call), self.cache.clock.seconds())
@@ -146,13 +152,20 @@ class Reader:
 
     def render(self, call, kind, meta: dict, page: list):
         """
-        The list in the negotiated form.  Plain JSON is assembled from each object's
-        cached bytes; above ``STREAM_THRESHOLD`` it is streamed piece by piece instead of
-        being joined into one string.
+        The list in the negotiated form.  Plain JSON and Protobuf are assembled from each
+        object's cached bytes; above ``STREAM_THRESHOLD`` they are streamed piece by piece
+        instead of being joined into one string.
         """
         choice = call.pick(views.LIST_VIEWS)
         media = responses.content_type(choice)
-        if choice.view is None and choice.codec.media_type == JSON and not call.pretty:
+        codec = choice.codec
+        if choice.view is None and codec.media_type == PROTOBUF:
+            items = [e.encoded(PROTOBUF, codec.message_bytes) for e in page]
+            pieces = codec.list_pieces(kind.api_version, kind.list_kind, meta, items)
+            if sum(len(item) for item in items) >= STREAM_THRESHOLD:
+                return self.stream(call, media, pieces)
+            body = b"".join(pieces)
+        elif choice.view is None and codec.media_type == JSON and not call.pretty:
             head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
                 kind.list_kind.encode(), kind.api_version.encode(), dumps(meta))
             size = sum(len(e.json) for e in page)
@@ -162,7 +175,7 @@ class Reader:
         else:
             value = views.list_view(choice, kind, [e.obj for e in page], meta,
                                     views.include_object(call), self.cache.clock.seconds())
-            body = choice.codec.encode(value, call.pretty)
+            body = codec.encode(value, call.pretty)
         return responses.write(call.request, 200, responses.compressed(call, body), media)
 
     @staticmethod

@@ -29,7 +29,7 @@ from platformd.api import listoptions, reads, responses, views
 from platformd.cache.watchcache import (
     ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
 )
-from platformd.codecs import cborcodec
+from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import dumps
 
 log = Logger()
@@ -40,8 +40,9 @@ MAX_BACKLOG = 8 * 1024 * 1024
 #: Seconds between periodic bookmarks (upstream sends about one a minute).
 BOOKMARK_INTERVAL = 60.0
 JSON = "application/json"
-#: The media types a watch can be streamed in (CBOR as a CBOR sequence).
-WATCH_MEDIA = (JSON, cborcodec.CBOR)
+#: The media types a watch can be streamed in (CBOR as a CBOR sequence, Protobuf as
+#: length-prefixed WatchEvent messages).
+WATCH_MEDIA = (JSON, cborcodec.CBOR, protobufcodec.PROTOBUF)
 
 
 class FrameEncoder:
@@ -56,12 +57,20 @@ class FrameEncoder:
         self.kind = kind
         self.include = include
         self.clock = clock
-        self.cbor = choice.codec.media_type == cborcodec.CBOR
+        media = choice.codec.media_type
+        self.cbor = media == cborcodec.CBOR
+        self.protobuf = media == protobufcodec.PROTOBUF
         self.content_type = (cborcodec.CBOR_SEQ if self.cbor
+                             else protobufcodec.PROTOBUF_WATCH if self.protobuf
                              else responses.content_type(choice))
         self.key = (responses.content_type(choice), include if choice.view else "")
 
     def frame(self, type_: str, entry) -> bytes:
+        if self.choice.view is None and self.protobuf:
+            codec = self.choice.codec
+            return protobufcodec.watch_frame(type_, protobufcodec.envelope(
+                self.kind.api_version, self.kind.kind,
+                entry.encoded(protobufcodec.PROTOBUF, codec.message_bytes)))
         if self.choice.view is None and not self.cbor:
             return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
         return self.value_frame(type_, views.object_view(
@@ -70,6 +79,8 @@ class FrameEncoder:
     def value_frame(self, type_: str, value: dict) -> bytes:
         if self.cbor:
             return cborcodec.encode({"type": type_, "object": value})
+        if self.protobuf:
+            return protobufcodec.watch_frame(type_, self.choice.codec.encode(value))
         return b'{"type":"%s","object":%s}\n' % (type_.encode(), dumps(value))
 
 

@@ -45,7 +45,7 @@ class CachedObject:
     ``mutable()`` for a private copy.  Encodings are computed on first use and kept.
     """
 
-    __slots__ = ("key", "revision", "create_revision", "raw", "_obj", "_json")
+    __slots__ = ("key", "revision", "create_revision", "raw", "_obj", "_json", "_encodings")
 
     def __init__(self, key: str, raw: bytes, revision: int, create_revision: int):
         self.key = key
@@ -54,6 +54,7 @@ class CachedObject:
         self.create_revision = create_revision
         self._obj = None
         self._json = None
+        self._encodings = None
 
     @property
     def obj(self) -> dict:
@@ -82,6 +83,20 @@ class CachedObject:
             obj = self._obj if self._obj is not None else self._decode()
             self._json = bytes(memoryview(orjson.dumps(obj)))
         return self._json
+
+    def encoded(self, media: str, encode: Callable) -> bytes:
+        """
+        ``encode(object)`` for another media type than JSON (Protobuf), computed once per
+        object version and media type and shared by every GET, list and watch that
+        sends it; like ``json``, without keeping the decoded dict.
+        """
+        if self._encodings is None:
+            self._encodings = {}
+        found = self._encodings.get(media)
+        if found is None:
+            found = self._encodings[media] = encode(
+                self._obj if self._obj is not None else self._decode())
+        return found
 
     def mutable(self) -> dict:
         """A private deep copy of the object (fastest way: reparse its JSON)."""

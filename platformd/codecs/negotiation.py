@@ -4,8 +4,9 @@ Content negotiation: which codec reads a request body and which writes the respo
 ``Accept`` is parsed as RFC 9110 media ranges with q-values.  Ranges carrying
 parameters this server does not serve (``as=Table``, aggregated discovery's
 ``as=APIGroupDiscoveryList`` ...) are skipped, so a client that lists a plain type after
-them falls back to it, exactly as upstream clients expect.  Later issues register codecs
-for Protobuf, CBOR and the Table/metadata views here.
+them falls back to it, exactly as upstream clients expect.  A codec that serves only some
+kinds (``ITypedCodec``: Protobuf) is skipped for the others, so ``Accept: <protobuf>,
+application/json`` answers a kind without a message in JSON.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Optional
 import attrs
 
 from platformd import errors
-from platformd.codecs.interface import ICodec
+from platformd.codecs.interface import ICodec, ITypedCodec
 from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.yamlcodec import YAMLCodec
 
@@ -137,10 +138,13 @@ class Negotiator:
                 return choice.codec
         return self.default
 
-    def pick(self, accept, views=frozenset()) -> Choice:
-        """The first acceptable choice whose view is None or in ``views``; else 406."""
+    def pick(self, accept, views=frozenset(), kind=None) -> Choice:
+        """
+        The first acceptable choice whose view is None or in ``views`` and whose codec
+        serves the answer (the view, or else ``kind``, a ResourceType); else 406.
+        """
         for choice in self.choices(accept):
-            if choice.view is None or choice.view in views:
+            if (choice.view is None or choice.view in views) and _serves(choice, kind):
                 return choice
         raise errors.not_acceptable(self.media_types)
 
@@ -155,6 +159,15 @@ class Negotiator:
         if codec is None:
             raise errors.unsupported_media_type(self.media_types)
         return codec
+
+
+def _serves(choice: Choice, kind) -> bool:
+    codec = choice.codec
+    if not ITypedCodec.providedBy(codec):
+        return True
+    if choice.view is not None:
+        return codec.serves(f"{choice.group}/{VIEW_VERSION}", choice.view)
+    return kind is None or codec.serves(kind.api_version, kind.kind)
 
 
 def _not_a_codec(codec):

@@ -10,6 +10,8 @@ types are encoded differently in the two forms and are handled by message type:
   upstream, JSON has second precision: nanos are dropped on the way back.
 * ``resource.Quantity``: its canonical string in JSON, ``{string}`` in Protobuf.
 * ``meta.v1.FieldsV1``: a JSON object in JSON, that object's JSON bytes in ``Raw``.
+* ``bytes`` fields (``Secret.data``, ``ConfigMap.binaryData``): base64 text in JSON, the
+  bytes themselves in Protobuf.
 
 Fields the message does not define are dropped, as upstream drops unknown fields when it
 decodes into a typed struct: the messages model what the schemas model, and free-form
@@ -20,6 +22,8 @@ mean "absent".  Field presence (proto2 ``optional``) keeps an explicit ``""``, `
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime, timezone
 
 import orjson
@@ -36,7 +40,8 @@ class ConversionError(ValueError):
 
 
 # Per field: how a value travels.  Computed once per message type.
-_SCALAR, _REPEATED_SCALAR, _MESSAGE, _REPEATED_MESSAGE, _MAP_SCALAR, _MAP_MESSAGE = range(6)
+(_SCALAR, _REPEATED_SCALAR, _MESSAGE, _REPEATED_MESSAGE, _MAP_SCALAR, _MAP_MESSAGE,
+ _BYTES, _MAP_BYTES) = range(8)
 _plans: dict = {}
 
 
@@ -46,11 +51,14 @@ def _plan(descriptor) -> dict:
         plan = {}
         for field in descriptor.fields:
             repeated = field.is_repeated
-            if field.type != FieldDescriptor.TYPE_MESSAGE:
+            if field.type == FieldDescriptor.TYPE_BYTES and not repeated:
+                how = _BYTES
+            elif field.type != FieldDescriptor.TYPE_MESSAGE:
                 how = _REPEATED_SCALAR if repeated else _SCALAR
             elif field.message_type.GetOptions().map_entry:
                 value = field.message_type.fields_by_name["value"]
-                how = _MAP_MESSAGE if value.type == FieldDescriptor.TYPE_MESSAGE else _MAP_SCALAR
+                how = {FieldDescriptor.TYPE_MESSAGE: _MAP_MESSAGE,
+                       FieldDescriptor.TYPE_BYTES: _MAP_BYTES}.get(value.type, _MAP_SCALAR)
             else:
                 how = _REPEATED_MESSAGE if repeated else _MESSAGE
             plan[field.name] = how
@@ -100,10 +108,21 @@ def _fill(message, value) -> None:
                 _fill(field.add(), element)
         elif how == _MAP_SCALAR:
             getattr(message, name).update(item)
+        elif how == _BYTES:
+            setattr(message, name, _unbase64(item))
+        elif how == _MAP_BYTES:
+            getattr(message, name).update({k: _unbase64(v) for k, v in item.items()})
         else:
             field = getattr(message, name)
             for key, element in item.items():
                 _fill(field[key], element)
+
+
+def _unbase64(text) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, TypeError, ValueError) as e:
+        raise ConversionError(f"{text!r} is not base64: {e}") from None
 
 
 def _set_time(message, text) -> None:
@@ -140,6 +159,10 @@ def _plain(message):
             value[field.name] = [_plain(element) for element in item]
         elif how == _MAP_SCALAR:
             value[field.name] = dict(item)
+        elif how == _BYTES:
+            value[field.name] = base64.b64encode(item).decode("ascii")
+        elif how == _MAP_BYTES:
+            value[field.name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
         else:
             value[field.name] = {key: _plain(element) for key, element in item.items()}
     return value

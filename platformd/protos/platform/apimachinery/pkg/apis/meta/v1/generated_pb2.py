@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as platform_dot_apimachinery_dot_pkg_dot_runtime_dot_generated__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n6platform/apimachinery/pkg/apis/meta/v1/generated.proto\x12&platform.apimachinery.pkg.apis.meta.v1\"\x17\n\x08\x46ieldsV1\x12\x0b\n\x03Raw\x18\x01 \x01(\x0c\"\xf5\x01\n\x12ManagedFieldsEntry\x12\x0f\n\x07manager\x18\x01 \x01(\t\x12\x11\n\toperation\x18\x02 \x01(\t\x12\x12\n\napiVersion\x18\x03 \x01(\t\x12:\n\x04time\x18\x04 \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\x12\x12\n\nfieldsType\x18\x06 \x01(\t\x12\x42\n\x08\x66ieldsV1\x18\x07 \x01(\x0b\x32\x30.platform.apimachinery.pkg.apis.meta.v1.FieldsV1\x12\x13\n\x0bsubresource\x18\x08 \x01(\t\"\x8a\x06\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cgenerateName\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x10\n\x08selfLink\x18\x04 \x01(\t\x12\x0b\n\x03uid\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\x12\x12\n\ngeneration\x18\x07 \x01(\x03\x12G\n\x11\x63reationTimestamp\x18\x08 \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\x12G\n\x11\x64\x65letionTimestamp\x18\t \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\x12\"\n\x1a\x64\x65letionGracePeriodSeconds\x18\n \x01(\x03\x12N\n\x06labels\x18\x0b \x03(\x0b\x32>.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta.LabelsEntry\x12X\n\x0b\x61nnotations\x18\x0c \x03(\x0b\x32\x43.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta.AnnotationsEntry\x12O\n\x0fownerReferences\x18\r \x03(\x0b\x32\x36.platform.apimachinery.pkg.apis.meta.v1.OwnerReference\x12\x12\n\nfinalizers\x18\x0e \x03(\t\x12Q\n\rmanagedFields\x18\x11 \x03(\x0b\x32:.platform.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"}\n\x0eOwnerReference\x12\x12\n\napiVersion\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x12\n\ncontroller\x18\x06 \x01(\x08\x12\x1a\n\x12\x62lockOwnerDeletion\x18\x07 \x01(\x08\"&\n\x04Time\x12\x0f\n\x07seconds\x18\x01 \x01(\x03\x12\r\n\x05nanos\x18\x02 \x01(\x05\x42+Z)platform.io/apimachinery/pkg/apis/meta/v1')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n6platform/apimachinery/pkg/apis/meta/v1/generated.proto\x12&platform.apimachinery.pkg.apis.meta.v1\x1a\x31platform/apimachinery/pkg/runtime/generated.proto\"\xf8\x01\n\rDeleteOptions\x12\x1a\n\x12gracePeriodSeconds\x18\x01 \x01(\x03\x12L\n\rpreconditions\x18\x02 \x01(\x0b\x32\x35.platform.apimachinery.pkg.apis.meta.v1.Preconditions\x12\x18\n\x10orphanDependents\x18\x03 \x01(\x08\x12\x19\n\x11propagationPolicy\x18\x04 \x01(\t\x12\x0e\n\x06\x64ryRun\x18\x05 \x03(\t\x12\x38\n0ignoreStoreReadErrorWithClusterBreakingPotential\x18\x06 \x01(\x08\"\x17\n\x08\x46ieldsV1\x12\x0b\n\x03Raw\x18\x01 \x01(\x0c\"\xfc\x01\n\rLabelSelector\x12[\n\x0bmatchLabels\x18\x01 \x03(\x0b\x32\x46.platform.apimachinery.pkg.apis.meta.v1.LabelSelector.MatchLabelsEntry\x12Z\n\x10matchExpressions\x18\x02 \x03(\x0b\x32@.platform.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement\x1a\x32\n\x10MatchLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x18LabelSelectorRequirement\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\x12\x0e\n\x06values\x18\x03 \x03(\t\"\xa9\x01\n\x08ListMeta\x12\x10\n\x08selfLink\x18\x01 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x02 \x01(\t\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\t\x12\x1a\n\x12remainingItemCount\x18\x04 \x01(\x03\x12\x44\n\tshardInfo\x18\x05 \x01(\x0b\x32\x31.platform.apimachinery.pkg.apis.meta.v1.ShardInfo\"\xf5\x01\n\x12ManagedFieldsEntry\x12\x0f\n\x07manager\x18\x01 \x01(\t\x12\x11\n\toperation\x18\x02 \x01(\t\x12\x12\n\napiVersion\x18\x03 \x01(\t\x12:\n\x04time\x18\x04 \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\x12\x12\n\nfieldsType\x18\x06 \x01(\t\x12\x42\n\x08\x66ieldsV1\x18\x07 \x01(\x0b\x32\x30.platform.apimachinery.pkg.apis.meta.v1.FieldsV1\x12\x13\n\x0bsubresource\x18\x08 \x01(\t\"\x8a\x06\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cgenerateName\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x10\n\x08selfLink\x18\x04 \x01(\t\x12\x0b\n\x03uid\x18\x05 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\t\x12\x12\n\ngeneration\x18\x07 \x01(\x03\x12G\n\x11\x63reationTimestamp\x18\x08 \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\x12G\n\x11\x64\x65letionTimestamp\x18\t \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\x12\"\n\x1a\x64\x65letionGracePeriodSeconds\x18\n \x01(\x03\x12N\n\x06labels\x18\x0b \x03(\x0b\x32>.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta.LabelsEntry\x12X\n\x0b\x61nnotations\x18\x0c \x03(\x0b\x32\x43.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta.AnnotationsEntry\x12O\n\x0fownerReferences\x18\r \x03(\x0b\x32\x36.platform.apimachinery.pkg.apis.meta.v1.OwnerReference\x12\x12\n\nfinalizers\x18\x0e \x03(\t\x12Q\n\rmanagedFields\x18\x11 \x03(\x0b\x32:.platform.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"}\n\x0eOwnerReference\x12\x12\n\napiVersion\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x12\n\ncontroller\x18\x06 \x01(\x08\x12\x1a\n\x12\x62lockOwnerDeletion\x18\x07 \x01(\x08\"]\n\x15PartialObjectMetadata\x12\x44\n\x08metadata\x18\x01 \x01(\x0b\x32\x32.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta\"\xad\x01\n\x19PartialObjectMetadataList\x12\x42\n\x08metadata\x18\x01 \x01(\x0b\x32\x30.platform.apimachinery.pkg.apis.meta.v1.ListMeta\x12L\n\x05items\x18\x02 \x03(\x0b\x32=.platform.apimachinery.pkg.apis.meta.v1.PartialObjectMetadata\"5\n\rPreconditions\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x17\n\x0fresourceVersion\x18\x02 \x01(\t\"\x1d\n\tShardInfo\x12\x10\n\x08selector\x18\x01 \x01(\t\"\xd3\x01\n\x06Status\x12\x42\n\x08metadata\x18\x01 \x01(\x0b\x32\x30.platform.apimachinery.pkg.apis.meta.v1.ListMeta\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x46\n\x07\x64\x65tails\x18\x05 \x01(\x0b\x32\x35.platform.apimachinery.pkg.apis.meta.v1.StatusDetails\x12\x0c\n\x04\x63ode\x18\x06 \x01(\x05\"=\n\x0bStatusCause\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\"\xa7\x01\n\rStatusDetails\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05group\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x06 \x01(\t\x12\x43\n\x06\x63\x61uses\x18\x04 \x03(\x0b\x32\x33.platform.apimachinery.pkg.apis.meta.v1.StatusCause\x12\x19\n\x11retryAfterSeconds\x18\x05 \x01(\x05\"&\n\x04Time\x12\x0f\n\x07seconds\x18\x01 \x01(\x03\x12\r\n\x05nanos\x18\x02 \x01(\x05\"[\n\nWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12?\n\x06object\x18\x02 \x01(\x0b\x32/.platform.apimachinery.pkg.runtime.RawExtensionB+Z)platform.io/apimachinery/pkg/apis/meta/v1')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,22 +33,50 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'platformd.protos.platform.a
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z)platform.io/apimachinery/pkg/apis/meta/v1'
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._loaded_options = None
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_options = b'8\001'
   _globals['_OBJECTMETA_LABELSENTRY']._loaded_options = None
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_OBJECTMETA_ANNOTATIONSENTRY']._loaded_options = None
   _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_options = b'8\001'
-  _globals['_FIELDSV1']._serialized_start=98
-  _globals['_FIELDSV1']._serialized_end=121
-  _globals['_MANAGEDFIELDSENTRY']._serialized_start=124
-  _globals['_MANAGEDFIELDSENTRY']._serialized_end=369
-  _globals['_OBJECTMETA']._serialized_start=372
-  _globals['_OBJECTMETA']._serialized_end=1150
-  _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=1053
-  _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=1098
-  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_start=1100
-  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_end=1150
-  _globals['_OWNERREFERENCE']._serialized_start=1152
-  _globals['_OWNERREFERENCE']._serialized_end=1277
-  _globals['_TIME']._serialized_start=1279
-  _globals['_TIME']._serialized_end=1317
+  _globals['_DELETEOPTIONS']._serialized_start=150
+  _globals['_DELETEOPTIONS']._serialized_end=398
+  _globals['_FIELDSV1']._serialized_start=400
+  _globals['_FIELDSV1']._serialized_end=423
+  _globals['_LABELSELECTOR']._serialized_start=426
+  _globals['_LABELSELECTOR']._serialized_end=678
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_start=628
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_end=678
+  _globals['_LABELSELECTORREQUIREMENT']._serialized_start=680
+  _globals['_LABELSELECTORREQUIREMENT']._serialized_end=753
+  _globals['_LISTMETA']._serialized_start=756
+  _globals['_LISTMETA']._serialized_end=925
+  _globals['_MANAGEDFIELDSENTRY']._serialized_start=928
+  _globals['_MANAGEDFIELDSENTRY']._serialized_end=1173
+  _globals['_OBJECTMETA']._serialized_start=1176
+  _globals['_OBJECTMETA']._serialized_end=1954
+  _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=1857
+  _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=1902
+  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_start=1904
+  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_end=1954
+  _globals['_OWNERREFERENCE']._serialized_start=1956
+  _globals['_OWNERREFERENCE']._serialized_end=2081
+  _globals['_PARTIALOBJECTMETADATA']._serialized_start=2083
+  _globals['_PARTIALOBJECTMETADATA']._serialized_end=2176
+  _globals['_PARTIALOBJECTMETADATALIST']._serialized_start=2179
+  _globals['_PARTIALOBJECTMETADATALIST']._serialized_end=2352
+  _globals['_PRECONDITIONS']._serialized_start=2354
+  _globals['_PRECONDITIONS']._serialized_end=2407
+  _globals['_SHARDINFO']._serialized_start=2409
+  _globals['_SHARDINFO']._serialized_end=2438
+  _globals['_STATUS']._serialized_start=2441
+  _globals['_STATUS']._serialized_end=2652
+  _globals['_STATUSCAUSE']._serialized_start=2654
+  _globals['_STATUSCAUSE']._serialized_end=2715
+  _globals['_STATUSDETAILS']._serialized_start=2718
+  _globals['_STATUSDETAILS']._serialized_end=2885
+  _globals['_TIME']._serialized_start=2887
+  _globals['_TIME']._serialized_end=2925
+  _globals['_WATCHEVENT']._serialized_start=2927
+  _globals['_WATCHEVENT']._serialized_end=3018
 # @@protoc_insertion_point(module_scope)
