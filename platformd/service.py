@@ -40,6 +40,7 @@ from platformd.codecs.negotiation import Negotiator
 from platformd.codecs.protobufcodec import ProtobufCodec
 from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.pki import PKIError, ensure_pki
+from platformd.tlstransport import PlatformTLSTransport
 from platformd.registry import core
 from platformd.registry.catalog import builtin
 from platformd.registry.namespaces import NamespaceController
@@ -144,6 +145,7 @@ class PlatformService(service.MultiService):
         # TLSMemoryBIOFactory is a WrappingFactory: it tracks live connections, which
         # stopService closes.
         self.factory = factory = TLSMemoryBIOFactory(self.tls, False, self.site)
+        factory.protocol = PlatformTLSTransport
         try:
             # A deep accept queue: thousands of watch clients may connect at once.
             self.port = self.reactor.listenTCP(self.options["secure-port"], factory,

@@ -31,6 +31,7 @@ from platformd.cache.watchcache import (
 )
 from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import dumps
+from platformd.tlstransport import immediate_writer
 
 log = Logger()
 
@@ -173,7 +174,7 @@ class WatchStream:
         # the framing of a shared event is computed once for every watcher, and each
         # delivery skips twisted.web's per-write bookkeeping.
         self._chunked = bool(request.chunked)
-        self._transport = request.channel.transport
+        self._write = immediate_writer(request.channel.transport)
         self._frame_key = (encoder.key, self._chunked)
         server.streams.add(self)
 
@@ -280,7 +281,7 @@ class WatchStream:
             if self._backlog_bytes > self.server.max_backlog:
                 self._too_slow()
             return
-        self._transport.write(data)
+        self._write(data)
 
     def pauseProducing(self) -> None:
         self._paused = True
@@ -291,7 +292,7 @@ class WatchStream:
         while backlog and not self._paused and not self.closed:
             data = backlog.popleft()
             self._backlog_bytes -= len(data)
-            self._transport.write(data)
+            self._write(data)
         if not backlog and self._closing:
             self._finish()
 

@@ -392,6 +392,15 @@ class WatchTableTests(ListTestCase):
         self.assertEqual([(e["type"], e["object"]["code"]) for e in events], [("ERROR", 504)])
 
 
+def kernel_send_buffer_max() -> int:
+    """The most a TCP socket's send buffer grows to (Linux ``tcp_wmem``'s maximum)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, IndexError, ValueError):
+        return 4 * 1024 * 1024
+
+
 class SlowWatcherTests(ListTestCase):
     @inlineCallbacks
     def test_slow_watcher_closed_fast_one_keeps_up(self):
@@ -402,18 +411,21 @@ class SlowWatcherTests(ListTestCase):
         slow_response, slow = yield open_watch(self.client, f"{CM}?watch=1&resourceVersion={rv}")
         fast_client = Client(self, self.server.pki_dir, self.server.port_number)
         fast_response, fast = yield open_watch(fast_client, f"{CM}?watch=1&resourceVersion={rv}")
-        slow.transport.pauseProducing()  # stop reading: the server's buffers fill
+        slow.transport.pauseProducing()  # stop reading: the kernel's buffers fill, then ours
         self.assertEqual(len(self.server.api.watcher.streams), 2)
+        # More events than the kernel's socket buffers hold (the server's send buffer
+        # grows up to tcp_wmem's maximum) plus the 256 KiB backlog bound.
         payload = {"blob": "x" * 60000}
-        for i in range(60):
+        count = (kernel_send_buffer_max() + 4 * 1024 * 1024) // 60000
+        for i in range(count):
             yield self.create(f"big{i}", data=payload)
-        events = yield fast.wait_for(60, timeout=30)
+        events = yield fast.wait_for(count, timeout=30)
         self.assertEqual([e["object"]["metadata"]["name"] for e in events],
-                         [f"big{i}" for i in range(60)])
+                         [f"big{i}" for i in range(count)])
         self.assertEqual(len(self.server.api.watcher.streams), 1)
         slow.transport.resumeProducing()
         yield slow.finished
-        self.assertLess(len(slow.events), 60)
+        self.assertLess(len(slow.events), count)
 
 
 class ShardTests(ListTestCase):

@@ -1,0 +1,169 @@
+"""
+Tests for platformd.tlstransport over loopback TLS with the real reactor: bytes written
+through the gathering ``write``, the immediate ``write_now`` and the eager socket send
+arrive complete and in order, and a peer that stops reading still pushes back on a
+producer.
+"""
+
+import socket
+import ssl
+import threading
+
+from twisted.internet import reactor, tcp
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IHandshakeListener, IPushProducer
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.threads import deferToThread
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.trial.unittest import TestCase
+from zope.interface import implementer
+
+from platformd.pki import ensure_pki
+from platformd.tlscontext import server_tls_options
+from platformd.tlstransport import PlatformTLSTransport, send_now
+
+
+@implementer(IPushProducer)
+class Flag:
+    """A producer that remembers whether it was asked to pause."""
+
+    def __init__(self):
+        self.paused = self.ever_paused = False
+        self.resumed = Deferred()
+
+    def pauseProducing(self):
+        self.paused = self.ever_paused = True
+
+    def resumeProducing(self):
+        self.paused = False
+        if not self.resumed.called:
+            self.resumed.callback(None)
+
+    def stopProducing(self):
+        pass
+
+
+@implementer(IHandshakeListener)
+class Writer(Protocol):
+    """Runs ``script(transport)`` once connected; ``handshaken`` fires with the transport."""
+
+    def __init__(self, script, handshaken):
+        self.script, self.handshaken = script, handshaken
+
+    def connectionMade(self):
+        self.script(self.transport)
+
+    def handshakeCompleted(self):
+        self.handshaken.callback(self.transport)
+
+
+def read_all(port, ca_cert, start: threading.Event) -> bytes:
+    """Connect, wait for ``start``, then read until the server closes (run in a thread)."""
+    context = ssl.create_default_context(cafile=ca_cert)
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            start.wait(20)
+            pieces = []
+            while True:
+                try:
+                    piece = tls.recv(1 << 20)
+                except ssl.SSLZeroReturnError:
+                    break
+                if not piece:
+                    break
+                pieces.append(piece)
+            return b"".join(pieces)
+
+
+class PlatformTLSTransportTests(TestCase):
+    timeout = 60
+
+    def serve(self, script):
+        """Listen with the HTTPS listener's stack: (port, Deferred of the handshaken transport)."""
+        paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:6443")
+        self.ca_cert = paths.ca_cert
+        handshaken = Deferred()
+        factory = TLSMemoryBIOFactory(
+            server_tls_options(paths.serving_cert, paths.serving_key), False,
+            Factory.forProtocol(lambda: Writer(script, handshaken)))
+        factory.protocol = PlatformTLSTransport
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        return port.getHost().port, handshaken
+
+    async def test_order_kept(self):
+        """Gathered, immediate and large writes arrive whole and in the order made."""
+        big = bytes(range(256)) * 24_000  # ~6 MB: more than one send takes
+        parts = [(b"a" * 10, "write"), (b"b" * 10, "write_now"), (b"c" * 3, "write"),
+                 (big, "write_now"), (b"d" * 5, "write"), (b"e", "write_now")]
+
+        def script(transport):
+            for data, how in parts:
+                getattr(transport, how)(data)
+            transport.loseConnection()
+
+        port, _ = self.serve(script)
+        start = threading.Event()
+        start.set()
+        received = await deferToThread(read_all, port, self.ca_cert, start)
+        self.assertEqual(received, b"".join(data for data, _ in parts))
+
+    async def test_peer_not_reading_pauses_producer(self):
+        """What the kernel does not take is queued, and the producer is paused until it drains."""
+        producer = Flag()
+        payload = b"x" * (24 * 1024 * 1024)  # more than loopback socket buffers hold
+
+        def script(transport):
+            transport.registerProducer(producer, True)
+
+        port, handshaken = self.serve(script)
+        start = threading.Event()
+        reading = deferToThread(read_all, port, self.ca_cert, start)
+        transport = await handshaken
+        transport.write_now(payload)
+        self.assertTrue(producer.paused)
+        start.set()
+        await producer.resumed
+        transport.unregisterProducer()
+        transport.loseConnection()
+        received = await reading
+        self.assertEqual(len(received), len(payload))
+        self.assertTrue(producer.ever_paused)
+
+
+
+class SendNowTests(TestCase):
+    """``send_now`` on a real TCP transport over a socket pair, driven by hand."""
+
+    def setUp(self):
+        ours, self.peer = socket.socketpair()
+        ours.setblocking(False)
+        self.peer.setblocking(False)
+        self.transport = tcp.Connection(ours, Protocol(), reactor)
+        self.transport.connected = True
+        self.addCleanup(self.close, ours)
+
+    def close(self, ours):
+        self.transport.stopWriting()
+        ours.close()
+        self.peer.close()
+
+    def received(self) -> bytes:
+        try:
+            return self.peer.recv(1 << 16)
+        except BlockingIOError:
+            return b""
+
+    def test_sends_at_once(self):
+        """With nothing queued, the bytes reach the socket without a reactor turn."""
+        send_now(self.transport, b"event")
+        self.assertEqual(self.received(), b"event")
+
+    def test_queues_behind_earlier_bytes(self):
+        """Bytes already queued on the transport go first: nothing overtakes them."""
+        self.transport.write(b"first,")
+        send_now(self.transport, b"second")
+        self.assertEqual(self.received(), b"")
+        self.transport.doWrite()
+        self.assertEqual(self.received(), b"first,second")
