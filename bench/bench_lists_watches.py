@@ -46,7 +46,6 @@ Not a test: it prints figures.  Takes a little over a minute.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import re
@@ -65,8 +64,8 @@ import urllib.parse
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    RBAC, TOKEN, free_port, scratch_dir, start_server, stop_server, tls_context,
-    wait_ready, wrk, write_tokens,
+    RBAC, TOKEN, Client, free_port, rss_mib, scratch_dir, start_server, stop_server,
+    tls_context, wait_ready, wrk, write_tokens,
 )
 
 NS = "bench"
@@ -111,14 +110,6 @@ def raise_nofile() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -138,28 +129,6 @@ def spread(values, fmt="{:,.1f}") -> str:
     if len(values) == 1:
         return fmt.format(med)
     return f"{fmt.format(med)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
-class Client:
-    """A keep-alive HTTPS client with the bench token."""
-
-    def __init__(self, port: int):
-        self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=tls_context(),
-                                                timeout=30)
-
-    def call(self, method: str, path: str, body=None,
-             content_type: str = "application/json"):
-        headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-            if not isinstance(body, bytes):
-                body = json.dumps(body).encode()
-        self.conn.request(method, path, body, headers)
-        response = self.conn.getresponse()
-        return response.status, response.read()
-
-    def close(self):
-        self.conn.close()
 
 
 def rolebinding(name: str, i: int, namespace: str) -> dict:

@@ -1,11 +1,14 @@
 """
 Helpers shared by the API benchmarks: a scratch platformd (twistd plugin) on a free
 port with bearer-token auth, a TLS context that skips verification of its self-signed
-certificate, and a runner for ``wrk`` (C HTTP load generator) that returns its figures.
+certificate, a keep-alive HTTPS client, the server's memory from ``/proc`` and a runner
+for ``wrk`` (C HTTP load generator) that returns its figures.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import re
 import signal
@@ -89,6 +92,49 @@ def wrk(args, seconds, url):
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
     return rate, int(bad.group(1)) if bad else 0, p99.group(1) if p99 else "?"
+
+
+class Client:
+    """A keep-alive HTTPS client with the bench token."""
+
+    def __init__(self, port: int, timeout: float = 30):
+        self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=tls_context(),
+                                                timeout=timeout)
+
+    def call(self, method: str, path: str, body=None,
+             content_type: str = "application/json"):
+        headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+            if not isinstance(body, bytes):
+                body = json.dumps(body).encode()
+        self.conn.request(method, path, body, headers)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+    def close(self):
+        self.conn.close()
+
+
+def proc_status(pid: int) -> dict:
+    """The ``kB`` figures of ``/proc/PID/status`` (VmRSS, VmHWM, ...), in KiB."""
+    figures = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if value.rstrip().endswith(" kB"):
+                figures[name] = int(value.split()[0])
+    return figures
+
+
+def rss_mib(pid: int) -> float:
+    return proc_status(pid).get("VmRSS", float("nan")) / 1024
+
+
+def reset_peak(pid: int) -> None:
+    """Reset the process's peak resident size (VmHWM) to its current one."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
 
 
 def scratch_dir() -> str:
