@@ -5,8 +5,10 @@ A body is the magic ``6b 38 73 00`` then a ``runtime.Unknown`` whose ``typeMeta`
 the object's apiVersion and kind and whose ``raw`` holds the object's message, with
 ``contentEncoding`` and ``contentType`` written empty — the bytes upstream's serializer
 (``runtime.Unknown.NestedMarshalTo``) writes.  Messages are the ones under ``proto/``,
-converted from and to the server's plain dicts by ``protoconvert``; map keys are sorted
-(``deterministic``), as upstream's generated marshallers sort them.
+converted from and to the server's plain dicts by ``protoconvert`` in its upstream mode:
+the fields upstream's Go marshallers write even when zero (``gopresence``) are written
+too, map keys are sorted (``deterministic``), as upstream's generated marshallers sort
+them, and decoding gives what upstream's JSON would show.
 
 Only kinds with a message can be served (``serves``): negotiation skips this codec for
 any other kind (a custom resource, or the Table view, which upstream never serves in
@@ -83,7 +85,7 @@ class ProtobufCodec:
             raise CodecError(f"no Protobuf message for {value.get('apiVersion')}, "
                              f"Kind={value.get('kind')}")
         try:
-            message = protoconvert.to_message(value, cls)
+            message = protoconvert.to_message(value, cls, upstream=True)
         except (protoconvert.ConversionError, TypeError, ValueError) as e:
             raise CodecError(f"cannot encode as Protobuf: {e}") from None
         return message.SerializeToString(deterministic=True)
@@ -107,7 +109,8 @@ class ProtobufCodec:
             message = cls.FromString(unknown.raw)
         except DecodeError as e:
             raise CodecError(f"invalid Protobuf {kind}: {e}") from None
-        value = {"kind": kind, "apiVersion": api_version, **protoconvert.from_message(message)}
+        value = {"kind": kind, "apiVersion": api_version,
+                 **protoconvert.from_message(message, upstream=True)}
         if kind.endswith("List") and "items" in value:
             # List items carry no TypeMeta on the wire; give them the list's, as JSON shows them.
             item_type = {"kind": kind[:-len("List")], "apiVersion": api_version}
@@ -120,7 +123,7 @@ class ProtobufCodec:
         item (its message bytes, from ``items``) as one field 2, then the trailer.
         Joined, they equal ``encode`` of the whole list.
         """
-        head = _field(1, protoconvert.to_message(meta_value, meta.ListMeta)
+        head = _field(1, protoconvert.to_message(meta_value, meta.ListMeta, upstream=True)
                       .SerializeToString(deterministic=True))
         size = len(head) + sum(len(item) + 1 + _varint_size(len(item)) for item in items)
         yield MAGIC + _field(1, _type_meta(api_version, kind)) + b"\x12" + _varint(size) + head

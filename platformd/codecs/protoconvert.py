@@ -16,8 +16,24 @@ types are encoded differently in the two forms and are handled by message type:
 Fields the message does not define are dropped, as upstream drops unknown fields when it
 decodes into a typed struct: the messages model what the schemas model, and free-form
 parts of the schema (``ContainerState``) keep only upstream's fields.  ``None`` values
-mean "absent".  Field presence (proto2 ``optional``) keeps an explicit ``""``, ``0`` or
-``false`` distinct from an absent field both ways.
+mean "absent".
+
+Two modes:
+
+* presence (the default; the node-local pods service): proto2 presence keeps an explicit
+  ``""``, ``0`` or ``false`` distinct from an absent field both ways, and a message holds
+  exactly the fields the dict has.
+* ``upstream=True`` (the HTTP Protobuf codec): the bytes upstream's Go marshallers write
+  for the same object.  ``to_message`` also sets every field ``gopresence.ALWAYS`` lists
+  that the dict lacks, to its zero value (a message field: present, with its own
+  always-written fields; a ``Time``: present and empty), and writes times as upstream's
+  ``Timestamp`` (nanos always written, always 0).  ``from_message`` returns what
+  upstream's JSON encoding of the decoded Go struct shows: an always-written field whose
+  JSON omits its zero value (``?`` in the table) is left out when zero, one JSON always
+  shows is present even when the bytes lack it (zero, or ``{}`` for a struct), a zero
+  ``Time`` (``null`` upstream) is left out.  So ``from_message(to_message(x))`` is ``x``
+  in upstream's JSON canonical form, and re-encoding a decoded upstream message gives
+  the same bytes.
 """
 
 from __future__ import annotations
@@ -30,9 +46,13 @@ import orjson
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from platformd.codecs import gopresence
+
 TIME = "platform.apimachinery.pkg.apis.meta.v1.Time"
 QUANTITY = "platform.apimachinery.pkg.api.resource.Quantity"
 FIELDS_V1 = "platform.apimachinery.pkg.apis.meta.v1.FieldsV1"
+#: ``time.Time{}`` (0001-01-01T00:00:00Z) in Unix seconds: upstream's zero time.
+ZERO_TIME_SECONDS = -62135596800
 
 
 class ConversionError(ValueError):
@@ -43,6 +63,7 @@ class ConversionError(ValueError):
 (_SCALAR, _REPEATED_SCALAR, _MESSAGE, _REPEATED_MESSAGE, _MAP_SCALAR, _MAP_MESSAGE,
  _BYTES, _MAP_BYTES) = range(8)
 _plans: dict = {}
+_ZERO = {FieldDescriptor.CPPTYPE_STRING: "", FieldDescriptor.CPPTYPE_BOOL: False}
 
 
 def _plan(descriptor) -> dict:
@@ -66,16 +87,71 @@ def _plan(descriptor) -> dict:
     return plan
 
 
-def to_message(obj: dict, message_class):
+class _GoPlan:
+    """
+    What upstream mode needs of one message type, from ``gopresence``: ``template``, a
+    message of the type holding exactly its always-written fields at their zero values,
+    recursively (merged into a message before its dict is applied; None when it has
+    none); ``filled``, its always-written message fields (the template already filled
+    them); ``omit_zero``, the always-written fields JSON leaves out when zero; ``show``,
+    those JSON shows even when zero, with that zero (None for a message: its own plain
+    form).
+    """
+
+    __slots__ = ("template", "filled", "omit_zero", "show")
+
+    def __init__(self, message_class):
+        descriptor = message_class.DESCRIPTOR
+        template = message_class()
+        filled, omit, show = set(), set(), []
+        for name, omitted in gopresence.fields(descriptor.full_name):
+            field = descriptor.fields_by_name[name]
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                sub = getattr(template, name)
+                sub.SetInParent()
+                if field.message_type.full_name != TIME:
+                    sub_template = _go_plan(type(sub)).template
+                    if sub_template is not None:
+                        sub.MergeFrom(sub_template)
+                filled.add(name)
+                zero = None
+            else:
+                zero = _ZERO.get(field.cpp_type, 0)
+                setattr(template, name, zero)
+            if omitted:
+                omit.add(name)
+            else:
+                show.append((name, zero))
+        self.template = template if template.ListFields() else None
+        self.filled, self.omit_zero, self.show = frozenset(filled), frozenset(omit), tuple(show)
+
+
+_go_plans: dict = {}
+
+
+def _go_plan(message_class) -> _GoPlan:
+    plan = _go_plans.get(message_class)
+    if plan is None:
+        plan = _go_plans[message_class] = _GoPlan(message_class)
+    return plan
+
+
+def to_message(obj: dict, message_class, upstream: bool = False):
     """A new ``message_class`` holding ``obj`` (see the module docstring)."""
     message = message_class()
-    _fill(message, obj)
+    if upstream:
+        _fill_go(message, obj)
+    else:
+        _fill(message, obj)
     return message
 
 
-def from_message(message) -> dict:
-    """The plain value of ``message``: only the fields it has set."""
-    return _plain(message)
+def from_message(message, upstream: bool = False) -> dict:
+    """
+    The plain value of ``message``: only the fields it has set, or (``upstream``) what
+    upstream's JSON shows of it.
+    """
+    return _plain_go(message) if upstream else _plain(message)
 
 
 def _fill(message, value) -> None:
@@ -118,6 +194,54 @@ def _fill(message, value) -> None:
                 _fill(field[key], element)
 
 
+def _fill_go(message, value, filled: bool = False) -> None:
+    """
+    ``_fill`` for upstream's bytes: always-written fields first (unless ``filled``: an
+    always-written field of a parent, whose template held them), then the dict.
+    """
+    full_name = message.DESCRIPTOR.full_name
+    if full_name == TIME:
+        _set_go_time(message, value)
+        return
+    if full_name == QUANTITY:
+        message.string = value
+        return
+    if full_name == FIELDS_V1:
+        message.Raw = orjson.dumps(value)
+        return
+    go = _go_plan(type(message))
+    if not filled:
+        if go.template is None:
+            message.SetInParent()
+        else:
+            message.MergeFrom(go.template)
+    plan = _plan(message.DESCRIPTOR)
+    for name, item in value.items():
+        how = plan.get(name)
+        if how is None or item is None:
+            continue
+        if how == _SCALAR:
+            setattr(message, name, item)
+        elif how == _MESSAGE:
+            _fill_go(getattr(message, name), item, name in go.filled)
+        elif how == _REPEATED_SCALAR:
+            getattr(message, name).extend(item)
+        elif how == _REPEATED_MESSAGE:
+            field = getattr(message, name)
+            for element in item:
+                _fill_go(field.add(), element)
+        elif how == _MAP_SCALAR:
+            getattr(message, name).update(item)
+        elif how == _BYTES:
+            setattr(message, name, _unbase64(item))
+        elif how == _MAP_BYTES:
+            getattr(message, name).update({k: _unbase64(v) for k, v in item.items()})
+        else:
+            field = getattr(message, name)
+            for key, element in item.items():
+                _fill_go(field[key], element)
+
+
 def _unbase64(text) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
@@ -125,22 +249,40 @@ def _unbase64(text) -> bytes:
         raise ConversionError(f"{text!r} is not base64: {e}") from None
 
 
-def _set_time(message, text) -> None:
+def _parse_time(text) -> Timestamp:
     stamp = Timestamp()
     try:
         stamp.FromJsonString(text)
     except (ValueError, TypeError, AttributeError) as e:
         raise ConversionError(f"{text!r} is not an RFC 3339 time: {e}") from None
+    return stamp
+
+
+def _set_time(message, text) -> None:
+    stamp = _parse_time(text)
     message.seconds = stamp.seconds
     if stamp.nanos:
         message.nanos = stamp.nanos
 
 
+def _set_go_time(message, text) -> None:
+    """Upstream's ``Time``: nothing for the zero time, else seconds and nanos = 0."""
+    stamp = _parse_time(text)
+    if stamp.seconds == ZERO_TIME_SECONDS and not stamp.nanos:
+        message.SetInParent()
+        return
+    message.seconds = stamp.seconds
+    message.nanos = 0
+
+
+def _format_time(seconds) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _plain(message):
     full_name = message.DESCRIPTOR.full_name
     if full_name == TIME:
-        moment = datetime.fromtimestamp(message.seconds, timezone.utc)
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _format_time(message.seconds)
     if full_name == QUANTITY:
         return message.string
     if full_name == FIELDS_V1:
@@ -165,4 +307,47 @@ def _plain(message):
             value[field.name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
         else:
             value[field.name] = {key: _plain(element) for key, element in item.items()}
+    return value
+
+
+def _plain_go(message):
+    """What upstream's JSON shows of ``message`` (None: a zero ``Time``, shown as null)."""
+    full_name = message.DESCRIPTOR.full_name
+    if full_name == TIME:
+        if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
+            return None
+        return _format_time(message.seconds)
+    if full_name == QUANTITY:
+        return message.string
+    if full_name == FIELDS_V1:
+        return orjson.loads(message.Raw) if message.Raw else {}
+    plan = _plan(message.DESCRIPTOR)
+    go = _go_plan(type(message))
+    omit_zero = go.omit_zero
+    value = {}
+    for field, item in message.ListFields():
+        name = field.name
+        how = plan[name]
+        if how == _SCALAR:
+            if item or name not in omit_zero:
+                value[name] = item
+        elif how == _MESSAGE:
+            item = _plain_go(item)
+            if item is not None:
+                value[name] = item
+        elif how == _REPEATED_SCALAR:
+            value[name] = list(item)
+        elif how == _REPEATED_MESSAGE:
+            value[name] = [_plain_go(element) for element in item]
+        elif how == _MAP_SCALAR:
+            value[name] = dict(item)
+        elif how == _BYTES:
+            value[name] = base64.b64encode(item).decode("ascii")
+        elif how == _MAP_BYTES:
+            value[name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
+        else:
+            value[name] = {key: _plain_go(element) for key, element in item.items()}
+    for name, zero in go.show:
+        if name not in value:
+            value[name] = zero if zero is not None else _plain_go(getattr(message, name))
     return value

@@ -1,0 +1,162 @@
+"""
+The fields upstream's Go marshallers write even when they hold their zero value, for
+every message under ``proto/`` — the one table ``protoconvert`` needs to produce
+upstream's exact bytes (``to_message(..., upstream=True)``) and to read them back the way
+upstream's JSON shows them (``from_message(..., upstream=True)``).
+
+Where it comes from.  Upstream's messages are marshalled by the code go-to-protobuf
+generates with gogo-protobuf (``MarshalToSizedBuffer`` in ``k8s.io/api/core/v1``,
+``k8s.io/api/rbac/v1`` and ``k8s.io/apimachinery/pkg/apis/meta/v1``
+``generated.pb.go``).  That code follows the Go type of each struct field, not proto2
+presence:
+
+* a non-pointer ``string``, integer or ``bool`` is written unconditionally —
+  ``i -= len(m.Name); copy(dAtA[i:], m.Name); ...; dAtA[i] = 0xa`` with no ``if``
+  around it — so ``""``/``0``/``false`` go on the wire as tag + zero;
+* a non-pointer struct (``ObjectMeta metadata``, ``ListMeta metadata``, ``PodSpec spec``,
+  ``RoleRef roleRef``, ``metav1.Time creationTimestamp``, ...) is written
+  unconditionally as tag + length + its own encoding, which holds its own
+  always-written fields;
+* pointers (``*string``, ``*int64``, ``*bool``, ``*metav1.Time``, ``*Struct``) only when
+  non-nil (``if m.X != nil``), slices per element and maps per entry (``if len(m.X) >
+  0``), map entries sorted by key with both key and value written (a ``[]byte`` value
+  only when non-nil, which a decoded value always is);
+* fields come out in ascending field-number order (the marshaller fills the buffer
+  backwards from the highest number), as the Python library writes them.
+
+Custom marshallers, handled by type in ``protoconvert``: ``metav1.Time``
+(``time_proto.go``: a zero time is written as nothing — an always-written Time field is
+then tag + ``00`` —, any other time as ``Timestamp{seconds, nanos}`` with both fields
+always written and nanos always 0, ``ProtoTime`` dropping them); ``resource.Quantity``
+(``quantity_proto.go``: field 1, its canonical string, always); ``FieldsV1`` (``Raw``
+when non-nil); ``runtime.Unknown``/``RawExtension`` (the envelope and watch frames,
+written by ``protobufcodec`` itself).
+
+Checked against: the Marshal/Size functions of ``core/v1/generated.pb.go`` (ConfigMap,
+Container, ContainerPort, ContainerState*, ContainerStatus, EnvVar,
+LocalObjectReference, Namespace*, ObjectReference, PodCondition, PodIP, PodList, PodSpec,
+PodStatus, Secret, SecretList), ``rbac/v1/generated.pb.go`` (all),
+``meta/v1/generated.pb.go`` (LabelSelector*, ListMeta, ManagedFieldsEntry, ObjectMeta,
+OwnerReference, PartialObjectMetadata*, Preconditions, Status*, Timestamp, WatchEvent),
+``time_proto.go``; field types and JSON tags in ``meta/v1/types.go`` (1.37-era: the
+``ClusterName`` tombstone, ``ShardInfo *ShardInfo``, ``creationTimestamp``
+``omitempty,omitzero``), ``rbac/v1/types.go`` and ``core/v1/types.go``.
+
+Notation.  ``ALWAYS[message]`` lists the fields written even when zero.  A trailing
+``?`` marks a field whose zero value upstream's JSON leaves out (an ``omitempty``
+scalar, a zero ``metav1.Time``); without it JSON always shows the field (a scalar with
+no ``omitempty`` — ``ready: false``, ``roleRef.apiGroup: ""`` —, or a struct, shown as
+``{}`` when empty: Go's ``omitempty`` never omits a struct).  An empty string means the
+message has none (every field a pointer, slice or map).  Every message of the three
+files has an entry, so a new one fails ``tests/codecs/test_gopresence.py`` until someone
+reads its Go type.
+
+``NOT_MODELED`` lists upstream's always-written fields our ``.proto`` files do not
+carry (platformd's schemas do not model them).  Upstream writes them as zeros, we cannot
+write them at all, so messages holding them — the Pod family — differ from upstream's
+bytes by exactly those tags until the fields are copied into ``proto/``.
+"""
+
+from __future__ import annotations
+
+META = "platform.apimachinery.pkg.apis.meta.v1."
+RUNTIME = "platform.apimachinery.pkg.runtime."
+RESOURCE = "platform.apimachinery.pkg.api.resource."
+CORE = "platform.api.core.v1."
+RBAC = "platform.api.rbac.v1."
+
+#: Types with a hand-written marshaller upstream (see the module docstring).
+CUSTOM = frozenset({META + "Time", META + "FieldsV1", RESOURCE + "Quantity"})
+
+ALWAYS = {
+    # k8s.io/apimachinery/pkg/apis/meta/v1
+    META + "DeleteOptions": "",
+    META + "FieldsV1": "",
+    META + "LabelSelector": "",
+    META + "LabelSelectorRequirement": "key operator",
+    META + "ListMeta": "selfLink? resourceVersion? continue?",
+    META + "ManagedFieldsEntry": "manager? operation? apiVersion? fieldsType? subresource?",
+    META + "ObjectMeta": "name? generateName? namespace? selfLink? uid? resourceVersion? "
+                         "generation? creationTimestamp?",
+    META + "OwnerReference": "apiVersion kind name uid",
+    META + "PartialObjectMetadata": "metadata",
+    META + "PartialObjectMetadataList": "metadata",
+    META + "Preconditions": "",
+    META + "ShardInfo": "selector",
+    META + "Status": "metadata status? message? reason? code?",
+    META + "StatusCause": "reason? message? field?",
+    META + "StatusDetails": "name? group? kind? uid? retryAfterSeconds?",
+    META + "Time": "",
+    META + "WatchEvent": "type object",
+    # k8s.io/apimachinery/pkg/runtime (written by protobufcodec, listed for completeness)
+    RUNTIME + "RawExtension": "",
+    RUNTIME + "TypeMeta": "apiVersion? kind?",
+    RUNTIME + "Unknown": "typeMeta contentEncoding contentType",
+    # k8s.io/apimachinery/pkg/api/resource
+    RESOURCE + "Quantity": "",
+    # k8s.io/api/core/v1
+    CORE + "ConfigMap": "metadata",
+    CORE + "ConfigMapList": "metadata",
+    CORE + "Container": "name image? workingDir? resources terminationMessagePath? "
+                        "imagePullPolicy? terminationMessagePolicy?",
+    CORE + "ContainerPort": "name? hostPort? containerPort protocol? hostIP?",
+    CORE + "ContainerState": "",
+    CORE + "ContainerStateRunning": "startedAt?",
+    CORE + "ContainerStateTerminated": "exitCode signal? reason? message? startedAt? "
+                                       "finishedAt? containerID?",
+    CORE + "ContainerStateWaiting": "reason? message?",
+    CORE + "ContainerStatus": "name state lastState ready restartCount image imageID "
+                              "containerID?",
+    CORE + "EnvVar": "name value?",
+    CORE + "LocalObjectReference": "name?",
+    CORE + "Namespace": "metadata spec status",
+    CORE + "NamespaceCondition": "type status lastTransitionTime? reason? message?",
+    CORE + "NamespaceList": "metadata",
+    CORE + "NamespaceSpec": "",
+    CORE + "NamespaceStatus": "phase?",
+    CORE + "ObjectReference": "kind? namespace? name? uid? apiVersion? resourceVersion? "
+                              "fieldPath?",
+    CORE + "Pod": "metadata spec status",
+    CORE + "PodCondition": "type status lastProbeTime? lastTransitionTime? reason? message?",
+    CORE + "PodIP": "ip",
+    CORE + "PodList": "metadata",
+    CORE + "PodSpec": "restartPolicy? dnsPolicy? serviceAccountName? nodeName? "
+                      "hostNetwork? hostname? schedulerName?",
+    CORE + "PodStatus": "phase? message? reason? hostIP? podIP? qosClass?",
+    CORE + "ResourceRequirements": "",
+    CORE + "Secret": "metadata type?",
+    CORE + "SecretList": "metadata",
+    CORE + "ServiceAccount": "metadata",
+    CORE + "ServiceAccountList": "metadata",
+    # k8s.io/api/rbac/v1
+    RBAC + "AggregationRule": "",
+    RBAC + "ClusterRole": "metadata",
+    RBAC + "ClusterRoleBinding": "metadata roleRef",
+    RBAC + "ClusterRoleBindingList": "metadata",
+    RBAC + "ClusterRoleList": "metadata",
+    RBAC + "PolicyRule": "",
+    RBAC + "Role": "metadata",
+    RBAC + "RoleBinding": "metadata roleRef",
+    RBAC + "RoleBindingList": "metadata",
+    RBAC + "RoleList": "metadata",
+    RBAC + "RoleRef": "apiGroup kind name",
+    RBAC + "Subject": "kind apiGroup? name namespace?",
+}
+
+#: Upstream's always-written fields missing from our .proto files: (field number, JSON
+#: name) per message.  The first three groups are in every release the stored
+#: generated.pb.go covers; the PodStatus/PodCondition ``observedGeneration`` fields
+#: (int64, 1.33+, PodObservedGenerationTracking) are from the types and version dependent.
+NOT_MODELED = {
+    CORE + "Container": ((16, "stdin"), (17, "stdinOnce"), (18, "tty")),
+    CORE + "PodSpec": ((9, "serviceAccount"), (12, "hostPID"), (13, "hostIPC"),
+                       (17, "subdomain"), (24, "priorityClassName")),
+    CORE + "PodStatus": ((11, "nominatedNodeName"), (14, "resize"),
+                         (17, "observedGeneration")),
+    CORE + "PodCondition": ((7, "observedGeneration"),),
+}
+
+
+def fields(full_name: str) -> list:
+    """``[(field name, JSON omits its zero value)]`` for the message, in table order."""
+    return [(word.rstrip("?"), word.endswith("?")) for word in ALWAYS[full_name].split()]
