@@ -8,9 +8,9 @@ version`` otherwise); Exact N reads the state at N from the event history (or, w
 ``ListFromCacheSnapshot`` off, from the store), 410 when N has left the history;
 Continuation resumes the snapshot a continue token names.
 
-JSON and Protobuf lists are assembled from each object's already-encoded bytes (its
-cached JSON, or its Protobuf message, cached per version by ``CachedObject.encoded``):
-no object is encoded again to answer a list.
+JSON, Protobuf and CBOR lists are assembled from each object's already-encoded bytes
+(its cached JSON, or its Protobuf message or CBOR data item, cached per version by
+``CachedObject.encoded``): no object is encoded again to answer a get or a list.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from platformd.api.listoptions import (
 from platformd.cache import continuetokens
 from platformd.api import views
 from platformd.api.streaming import PieceWriter
+from platformd.codecs import cborcodec
 from platformd.codecs.jsoncodec import dumps
 from platformd.codecs.protobufcodec import PROTOBUF, envelope
 from platformd.cache.watchcache import CachedObject
@@ -34,6 +35,12 @@ TOO_LARGE_WAIT = 3.0
 #: Lists of at least this many bytes of items are streamed (spec 4.2.5).
 STREAM_THRESHOLD = 4 * 1024 * 1024
 JSON = "application/json"
+#: The encodings whose codecs make an object's own bytes (``message_bytes``, cached per
+#: object version) and a list from them (``list_pieces``): how a GET's body wraps them.
+ASSEMBLED = {
+    PROTOBUF: envelope,
+    cborcodec.CBOR: lambda _api_version, _kind, item: cborcodec.SELF_DESCRIBED + item,
+}
 
 
 class Reader:
@@ -61,9 +68,9 @@ class Reader:
         codec = choice.codec
         if choice.view is None and codec.media_type == JSON and not call.pretty:
             body = entry.json
-        elif choice.view is None and codec.media_type == PROTOBUF:
-            body = envelope(call.kind.api_version, call.kind.kind,
-                            entry.encoded(PROTOBUF, codec.message_bytes))
+        elif choice.view is None and codec.media_type in ASSEMBLED:
+            item = entry.encoded(codec.media_type, codec.message_bytes)
+            body = ASSEMBLED[codec.media_type](call.kind.api_version, call.kind.kind, item)
         else:
             value = views.object_view(choice, call.kind, entry.obj,
                                       views.include_object(call), self.cache.clock.seconds())
@@ -152,15 +159,15 @@ class Reader:
 
     def render(self, call, kind, meta: dict, page: list):
         """
-        The list in the negotiated form.  Plain JSON and Protobuf are assembled from each
-        object's cached bytes; above ``STREAM_THRESHOLD`` they are streamed piece by piece
-        instead of being joined into one string.
+        The list in the negotiated form.  Plain JSON, Protobuf and CBOR are assembled
+        from each object's cached bytes; above ``STREAM_THRESHOLD`` they are streamed
+        piece by piece instead of being joined into one string.
         """
         choice = call.pick(views.LIST_VIEWS)
         media = responses.content_type(choice)
         codec = choice.codec
-        if choice.view is None and codec.media_type == PROTOBUF:
-            items = [e.encoded(PROTOBUF, codec.message_bytes) for e in page]
+        if choice.view is None and codec.media_type in ASSEMBLED:
+            items = [e.encoded(codec.media_type, codec.message_bytes) for e in page]
             pieces = codec.list_pieces(kind.api_version, kind.list_kind, meta, items)
             if sum(len(item) for item in items) >= STREAM_THRESHOLD:
                 return self.stream(call, media, pieces)

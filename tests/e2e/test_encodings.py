@@ -14,6 +14,9 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SkipTest, TestCase
 
+from platformd.api import reads
+from platformd.api.streaming import PieceWriter
+from platformd.codecs.cborcodec import CBORCodec
 from tests.e2e.harness import Client, open_watch, start_server
 from tests.e2e.test_clients import kubectl_binary
 
@@ -235,6 +238,58 @@ class CBORTests(EncodingTestCase):
         self.assertEqual(cbor2.loads(r.body)["kind"], "ConfigMapList")
         r = yield self.get(f"{CM}/cb", "application/cbor;as=PartialObjectMetadata;g=meta.platform.io;v=v1")
         self.assertEqual(cbor2.loads(r.body)["kind"], "PartialObjectMetadata")
+
+    @inlineCallbacks
+    def same_as_json(self, path, **headers):
+        """The CBOR answer, and that it is byte for byte cbor2's encoding of the JSON one."""
+        r = yield self.get(path, "application/cbor", **headers)
+        self.assertEqual((r.code, r.header("Content-Type")), (200, "application/cbor"))
+        body = gzip.decompress(r.body) if r.header("Content-Encoding") == "gzip" else r.body
+        json_form = (yield self.get(path, "application/json")).json()
+        self.assertEqual(CBORCodec().decode(body), json_form)
+        self.assertEqual(body, b"\xd9\xd9\xf7" + cbor2.dumps(json_form))
+        return r
+
+    @inlineCallbacks
+    def test_get_and_list_from_item_bytes(self):
+        """GET and LIST in CBOR, assembled from each object's cached data item, equal
+        cbor2's encoding of the same value: empty list, one item, many, a paged list."""
+        check = self.same_as_json
+        yield check(CM)
+        yield self.client.post(CM, {"metadata": {"name": "one"}, "data": {"k": "v"}})
+        yield check(CM)
+        yield check(f"{CM}/one")
+        for i in range(30):
+            yield self.client.post(CM, {"metadata": {"name": f"m{i:02d}"}})
+        r = yield check(CM)
+        self.assertEqual(list(cbor2.loads(r.body)), ["kind", "apiVersion", "metadata", "items"])
+        self.assertEqual(len(cbor2.loads(r.body)["items"]), 31)
+        r = yield self.get(f"{CM}?limit=10", "application/cbor")
+        page = cbor2.loads(r.body)
+        self.assertEqual((len(page["items"]), page["metadata"]["remainingItemCount"]), (10, 21))
+        yield check(f"{CM}?limit=10&continue={page['metadata']['continue']}")
+
+    @inlineCallbacks
+    def test_large_list_streamed(self):
+        """A CBOR list of several MB is written in pieces (chunked), gzipped or not."""
+        for i in range(60):
+            yield self.client.post(CM, {"metadata": {"name": f"s{i:02d}"},
+                                        "data": {"d": "y" * 100000}})
+        streamed = []
+
+        class Recording(PieceWriter):
+            def __init__(self, request, pieces, gzip):
+                streamed.append(request.responseHeaders.getRawHeaders(b"Content-Type")[0])
+                super().__init__(request, pieces, gzip)
+
+        self.patch(reads, "PieceWriter", Recording)
+        check = self.same_as_json
+        r = yield check(CM)
+        self.assertEqual(streamed, [b"application/cbor", b"application/json"])
+        self.assertEqual([i["metadata"]["name"] for i in cbor2.loads(r.body)["items"]],
+                         [f"s{i:02d}" for i in range(60)])
+        r = yield check(CM, **{"Accept-Encoding": "gzip"})
+        self.assertEqual(r.header("Content-Encoding"), "gzip")
 
     @inlineCallbacks
     def test_watch_cbor_seq(self):
