@@ -51,10 +51,11 @@ message has none (every field a pointer, slice or map).  Every message of the th
 files has an entry, so a new one fails ``tests/codecs/test_gopresence.py`` until someone
 reads its Go type.
 
-``NOT_MODELED`` lists upstream's always-written fields our ``.proto`` files do not
-carry (platformd's schemas do not model them).  Upstream writes them as zeros, we cannot
-write them at all, so messages holding them — the Pod family — differ from upstream's
-bytes by exactly those tags until the fields are copied into ``proto/``.
+Our messages carry every always-written field of upstream's, even where platformd acts
+on none of them (``Container.stdin``, ``PodSpec.hostPID``, ``PodStatus.resize``, ...):
+a field upstream writes as a zero and we could not write would make every Pod's bytes
+differ from upstream's.  The int64 ``observedGeneration`` fields of PodStatus and
+PodCondition are 1.33+ (PodObservedGenerationTracking) and read from the types.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ ALWAYS = {
     CORE + "ConfigMap": "metadata",
     CORE + "ConfigMapList": "metadata",
     CORE + "Container": "name image? workingDir? resources terminationMessagePath? "
-                        "imagePullPolicy? terminationMessagePolicy?",
+                        "imagePullPolicy? stdin? stdinOnce? tty? terminationMessagePolicy?",
     CORE + "ContainerPort": "name? hostPort? containerPort protocol? hostIP?",
     CORE + "ContainerState": "",
     CORE + "ContainerStateRunning": "startedAt?",
@@ -117,12 +118,15 @@ ALWAYS = {
     CORE + "ObjectReference": "kind? namespace? name? uid? apiVersion? resourceVersion? "
                               "fieldPath?",
     CORE + "Pod": "metadata spec status",
-    CORE + "PodCondition": "type status lastProbeTime? lastTransitionTime? reason? message?",
+    CORE + "PodCondition": "type status lastProbeTime? lastTransitionTime? reason? message? "
+                           "observedGeneration?",
     CORE + "PodIP": "ip",
     CORE + "PodList": "metadata",
-    CORE + "PodSpec": "restartPolicy? dnsPolicy? serviceAccountName? nodeName? "
-                      "hostNetwork? hostname? schedulerName?",
-    CORE + "PodStatus": "phase? message? reason? hostIP? podIP? qosClass?",
+    CORE + "PodSpec": "restartPolicy? dnsPolicy? serviceAccountName? serviceAccount? "
+                      "nodeName? hostNetwork? hostPID? hostIPC? hostname? subdomain? "
+                      "schedulerName? priorityClassName?",
+    CORE + "PodStatus": "phase? message? reason? hostIP? podIP? qosClass? "
+                        "nominatedNodeName? resize? observedGeneration?",
     CORE + "ResourceRequirements": "",
     CORE + "Secret": "metadata type?",
     CORE + "SecretList": "metadata",
@@ -142,20 +146,6 @@ ALWAYS = {
     RBAC + "RoleRef": "apiGroup kind name",
     RBAC + "Subject": "kind apiGroup? name namespace?",
 }
-
-#: Upstream's always-written fields missing from our .proto files: (field number, JSON
-#: name) per message.  The first three groups are in every release the stored
-#: generated.pb.go covers; the PodStatus/PodCondition ``observedGeneration`` fields
-#: (int64, 1.33+, PodObservedGenerationTracking) are from the types and version dependent.
-NOT_MODELED = {
-    CORE + "Container": ((16, "stdin"), (17, "stdinOnce"), (18, "tty")),
-    CORE + "PodSpec": ((9, "serviceAccount"), (12, "hostPID"), (13, "hostIPC"),
-                       (17, "subdomain"), (24, "priorityClassName")),
-    CORE + "PodStatus": ((11, "nominatedNodeName"), (14, "resize"),
-                         (17, "observedGeneration")),
-    CORE + "PodCondition": ((7, "observedGeneration"),),
-}
-
 
 def fields(full_name: str) -> list:
     """``[(field name, JSON omits its zero value)]`` for the message, in table order."""

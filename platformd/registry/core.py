@@ -78,6 +78,9 @@ CONTAINER = _struct("Container", {
     "imagePullPolicy": Prop(STRING, "Always, Never or IfNotPresent."),
     "terminationMessagePath": Prop(STRING, "Path of the container's termination message."),
     "terminationMessagePolicy": Prop(STRING, "File or FallbackToLogsOnError."),
+    "stdin": Prop(BOOLEAN, "Whether the container allocates a buffer for stdin."),
+    "stdinOnce": Prop(BOOLEAN, "Whether stdin is closed after the first attach ends."),
+    "tty": Prop(BOOLEAN, "Whether the container allocates a TTY; needs stdin."),
 }, "A single application container to run within a pod.")
 
 POD_SPEC = _struct("PodSpec", {
@@ -92,10 +95,15 @@ POD_SPEC = _struct("PodSpec", {
     "dnsPolicy": Prop(STRING, "DNS policy; defaults to ClusterFirst."),
     "nodeSelector": Prop(MapOf(STRING), "Labels a node must have to run this pod."),
     "serviceAccountName": Prop(STRING, "The ServiceAccount the pod runs as."),
+    "serviceAccount": Prop(STRING, "Deprecated alias of serviceAccountName."),
     "automountServiceAccountToken": Prop(BOOLEAN, "Whether a token is mounted automatically."),
     "hostNetwork": Prop(BOOLEAN, "Use the host's network namespace."),
+    "hostPID": Prop(BOOLEAN, "Use the host's pid namespace."),
+    "hostIPC": Prop(BOOLEAN, "Use the host's ipc namespace."),
     "hostname": Prop(STRING, "The pod's hostname."),
+    "subdomain": Prop(STRING, "The pod's subdomain, a DNS label."),
     "schedulerName": Prop(STRING, "The scheduler that dispatches the pod."),
+    "priorityClassName": Prop(STRING, "The PriorityClass giving the pod's priority."),
     "priority": Prop(INT32, "The priority value."),
     "imagePullSecrets": Prop(ListOf(LOCAL_OBJECT_REFERENCE, "map", ("name",), "merge", "name"),
                              "Secrets for pulling images."),
@@ -108,6 +116,7 @@ POD_CONDITION = _struct("PodCondition", {
     "lastTransitionTime": Prop(TIME, "Last time the condition changed."),
     "reason": Prop(STRING, "One-word reason for the last transition."),
     "message": Prop(STRING, "Human-readable details of the last transition."),
+    "observedGeneration": Prop(INT64, "The metadata.generation the condition was set for."),
 }, "A condition of a pod.")
 
 POD_IP = _struct("PodIP", {
@@ -142,6 +151,9 @@ POD_STATUS = _struct("PodStatus", {
     "containerStatuses": Prop(ListOf(CONTAINER_STATUS), "Status of each container."),
     "initContainerStatuses": Prop(ListOf(CONTAINER_STATUS), "Status of each init container."),
     "qosClass": Prop(STRING, "The quality-of-service class."),
+    "nominatedNodeName": Prop(STRING, "The node this pod preempts pods on, if any."),
+    "resize": Prop(STRING, "Deprecated status of a pending resize."),
+    "observedGeneration": Prop(INT64, "The metadata.generation the status was set for."),
 }, "The most recently observed status of a pod.")
 
 NAMESPACE_SPEC = _struct("NamespaceSpec", {
@@ -183,6 +195,14 @@ def _default_pod(obj: dict) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
+    # Upstream's v1 conversion keeps the deprecated alias in step: an old client's
+    # serviceAccount fills an empty serviceAccountName, and every pod shows both.
+    if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
+        spec["serviceAccountName"] = spec["serviceAccount"]
+    if spec.get("serviceAccountName"):
+        spec["serviceAccount"] = spec["serviceAccountName"]
+    else:
+        spec.pop("serviceAccount", None)
     for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         image = container.get("image", "")
         if "imagePullPolicy" not in container:
@@ -257,6 +277,9 @@ def _validate_pod(obj: dict) -> list:
     node = spec.get("nodeName")
     if node:
         causes.extend(fe.invalid("spec.nodeName", node, p) for p in dns_subdomain(node))
+    subdomain = spec.get("subdomain")
+    if subdomain:
+        causes.extend(fe.invalid("spec.subdomain", subdomain, p) for p in dns_label(subdomain))
     phase = (obj.get("status") or {}).get("phase")
     if phase is not None and phase not in _PHASES:
         causes.append(fe.not_supported("status.phase", phase, _PHASES))

@@ -121,11 +121,10 @@ class HandBuiltTests(SynchronousTestCase):
 
     def test_pod_with_one_container(self):
         """
-        A Pod with one container, byte for byte as upstream for every field our messages
-        model.  Upstream additionally writes the always-present fields of
-        ``gopresence.NOT_MODELED`` (Container stdin/stdinOnce/tty after field 14, PodSpec
-        serviceAccount/hostPID/hostIPC/subdomain/priorityClassName, PodStatus
-        nominatedNodeName/resize), which our .proto files do not carry.
+        A Pod with one container, byte for byte as upstream: every non-pointer field of
+        Container, PodSpec and PodStatus is on the wire, zero or not, in field order —
+        including the ones platformd does not act on (stdin/stdinOnce/tty, hostPID/hostIPC,
+        the deprecated serviceAccount and resize).
         """
         obj = {"kind": "Pod", "apiVersion": "v1",
                "metadata": {"name": "p", "namespace": "default"},
@@ -134,10 +133,13 @@ class HandBuiltTests(SynchronousTestCase):
                         "terminationGracePeriodSeconds": 30}}
         container = (s(1, "c") + s(2, "nginx") + s(5, "")
                      + m(6, s(1, ""), v(2, 0), v(3, 80), s(4, ""), s(5, ""))
-                     + m(8) + s(13, "") + s(14, "") + s(20, ""))
-        spec = (m(2, container) + s(3, "") + v(4, 30) + s(6, "") + s(8, "") + s(10, "")
-                + v(11, 0) + s(16, "") + s(19, ""))
-        status = s(1, "") + s(3, "") + s(4, "") + s(5, "") + s(6, "") + s(9, "")
+                     + m(8) + s(13, "") + s(14, "") + v(16, 0) + v(17, 0) + v(18, 0)
+                     + s(20, ""))
+        spec = (m(2, container) + s(3, "") + v(4, 30) + s(6, "") + s(8, "") + s(9, "")
+                + s(10, "") + v(11, 0) + v(12, 0) + v(13, 0) + s(16, "") + s(17, "")
+                + s(19, "") + s(24, ""))
+        status = (s(1, "") + s(3, "") + s(4, "") + s(5, "") + s(6, "") + s(9, "")
+                  + s(11, "") + s(14, "") + v(17, 0))
         raw = m(1, object_meta("p", "default")) + m(2, spec) + m(3, status)
         decoded = {**obj, "status": {}}
         decoded["spec"] = {**obj["spec"], "containers": [
@@ -152,9 +154,10 @@ class HandBuiltTests(SynchronousTestCase):
                     "state": {"running": {"startedAt": CREATED}}, "lastState": {}}]}}
         status_entry = (s(1, "c") + m(2, m(2, m(1, time(CREATED_SECONDS)))) + m(3)
                         + v(4, 0) + v(5, 0) + s(6, "i") + s(7, "") + s(8, ""))
-        spec = s(3, "") + s(6, "") + s(8, "") + s(10, "") + v(11, 0) + s(16, "") + s(19, "")
+        spec = (s(3, "") + s(6, "") + s(8, "") + s(9, "") + s(10, "") + v(11, 0) + v(12, 0)
+                + v(13, 0) + s(16, "") + s(17, "") + s(19, "") + s(24, ""))
         status = (s(1, "Running") + s(3, "") + s(4, "") + s(5, "") + s(6, "")
-                  + m(8, status_entry) + s(9, ""))
+                  + m(8, status_entry) + s(9, "") + s(11, "") + s(14, "") + v(17, 0))
         raw = m(1, object_meta("p")) + m(2, spec) + m(3, status)
         self.check(obj, raw, {**obj, "spec": {}})
 
@@ -319,11 +322,3 @@ class TableTests(SynchronousTestCase):
         for full_name in gopresence.CUSTOM:
             self.assertEqual(gopresence.ALWAYS[full_name], "", full_name)
 
-    def test_not_modeled_really_missing(self):
-        """NOT_MODELED names fields our messages lack, by number and name."""
-        messages = _messages()
-        for full_name, missing in gopresence.NOT_MODELED.items():
-            descriptor = messages[full_name]
-            for number, name in missing:
-                self.assertNotIn(number, descriptor.fields_by_number, f"{full_name}.{name}")
-                self.assertNotIn(name, descriptor.fields_by_name, f"{full_name}.{name}")

@@ -46,6 +46,37 @@ class PodTests(SynchronousTestCase):
         self.assertEqual(causes, [("FieldValueInvalid", "metadata.name")])
 
 
+    def test_deprecated_service_account_alias(self):
+        """serviceAccount fills an empty serviceAccountName and always mirrors it."""
+        containers = [{"name": "a", "image": "i"}]
+        obj, _ = check(core.POD, {"spec": {"containers": containers, "serviceAccount": "old"}})
+        self.assertEqual((obj["spec"]["serviceAccountName"], obj["spec"]["serviceAccount"]),
+                         ("old", "old"))
+        obj, _ = check(core.POD, {"spec": {"containers": containers,
+                                           "serviceAccountName": "new",
+                                           "serviceAccount": "old"}})
+        self.assertEqual(obj["spec"]["serviceAccount"], "new")
+        obj, _ = check(core.POD, {"spec": {"containers": containers}})
+        self.assertNotIn("serviceAccount", obj["spec"])
+
+    def test_upstream_only_fields_kept(self):
+        """Fields upstream writes in every Pod's Protobuf are schema fields here too."""
+        obj, causes = check(core.POD, {
+            "spec": {"containers": [{"name": "a", "image": "i", "stdin": True, "tty": True}],
+                     "hostPID": True, "subdomain": "web", "priorityClassName": "high"},
+            "status": {"nominatedNodeName": "n1", "observedGeneration": 2,
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "observedGeneration": 2}]}})
+        self.assertEqual(causes, [])
+        self.assertTrue(obj["spec"]["containers"][0]["tty"])
+        self.assertEqual(obj["status"]["conditions"][0]["observedGeneration"], 2)
+
+    def test_subdomain_is_a_dns_label(self):
+        """spec.subdomain is validated as a DNS-1123 label, as upstream."""
+        _, causes = check(core.POD, {"spec": {"containers": [{"name": "a", "image": "i"}],
+                                              "subdomain": "a.b"}})
+        self.assertEqual(causes, [("FieldValueInvalid", "spec.subdomain")])
+
 class NamespaceTests(SynchronousTestCase):
     def test_label_and_name(self):
         """A namespace carries its name as a label; its name is a DNS label."""
