@@ -37,13 +37,12 @@ import base64
 import os
 import shutil
 import sys
-import threading
 import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    TOKEN, Client, free_port, proc_status, reset_peak, scratch_dir, start_server,
+    TOKEN, Client, free_port, post_all, proc_status, reset_peak, scratch_dir, start_server,
     stop_server, tls_context, wait_ready, write_tokens,
 )
 
@@ -64,21 +63,8 @@ def configmap(index: int, size: int) -> dict:
 
 
 def create_all(port: int, count: int, size: int, threads: int) -> None:
-    failures = []
-
-    def work(first: int):
-        client = Client(port, timeout=120)
-        for i in range(first, count, threads):
-            status, body = client.call("POST", CM, configmap(i, size))
-            if status != 201:
-                failures.append((status, body[:300]))
-        client.close()
-
-    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    failures = post_all(port, CM, [configmap(i, size) for i in range(count)], threads,
+                        timeout=120)
     if failures:
         sys.exit(f"{len(failures)} creates failed, first: {failures[0]}")
 

@@ -64,7 +64,7 @@ import urllib.parse
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    RBAC, TOKEN, Client, free_port, rss_mib, scratch_dir, start_server, stop_server,
+    RBAC, TOKEN, Client, free_port, post_all, rss_mib, scratch_dir, start_server, stop_server,
     tls_context, wait_ready, wrk, write_tokens,
 )
 
@@ -168,23 +168,8 @@ def rolebinding(name: str, i: int, namespace: str) -> dict:
 
 def create_many(port: int, namespace: str, count: int, threads: int = 4) -> int:
     """Create rb-0000.. in ``namespace`` over ``threads`` keep-alive connections."""
-    failures = []
-
-    def work(start: int):
-        client = Client(port)
-        path = f"{RBAC}/namespaces/{namespace}/rolebindings"
-        for i in range(start, count, threads):
-            status, body = client.call("POST", path,
-                                       rolebinding(f"rb-{i:04d}", i, namespace))
-            if status != 201:
-                failures.append((status, body[:200]))
-        client.close()
-
-    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    bodies = [rolebinding(f"rb-{i:04d}", i, namespace) for i in range(count)]
+    failures = post_all(port, f"{RBAC}/namespaces/{namespace}/rolebindings", bodies, threads)
     if failures:
         print(f"  ! {len(failures)} creates failed, first: {failures[0]}")
     return count - len(failures)

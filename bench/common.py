@@ -1,7 +1,7 @@
 """
 Helpers shared by the API benchmarks: a scratch platformd (twistd plugin) on a free
 port with bearer-token auth, a TLS context that skips verification of its self-signed
-certificate, a keep-alive HTTPS client, the server's memory from ``/proc`` and a runner
+certificate, a keep-alive HTTPS client and parallel creates, the server's memory from ``/proc`` and a runner
 for ``wrk`` (C HTTP load generator) that returns its figures.
 """
 
@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -114,6 +115,29 @@ class Client:
 
     def close(self):
         self.conn.close()
+
+
+def post_all(port: int, path: str, bodies, threads: int, timeout: float = 30) -> list:
+    """
+    POST each of ``bodies`` (a sequence) to ``path`` over ``threads`` keep-alive
+    connections; the failures as ``(status, body head)``.
+    """
+    failures = []
+
+    def work(first: int):
+        client = Client(port, timeout=timeout)
+        for i in range(first, len(bodies), threads):
+            status, body = client.call("POST", path, bodies[i])
+            if status != 201:
+                failures.append((status, body[:300]))
+        client.close()
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return failures
 
 
 def proc_status(pid: int) -> dict:

@@ -122,7 +122,7 @@ def bad_request(message: str, causes=()) -> StatusError:
 def method_not_allowed(verb: str, what: str) -> StatusError:
     return StatusError(
         405, "MethodNotAllowed", f"{verb} is not supported on resources of kind {what!r}"
-        if what else f"the server does not allow this method on the requested resource",
+        if what else "the server does not allow this method on the requested resource",
     )
 
 

@@ -132,9 +132,7 @@ class APIServer:
         call.kind = kind
         handler = _HANDLERS.get(info.verb)
         if handler is None:
-            raise errors.StatusError(
-                405, "MethodNotAllowed",
-                f"the server does not allow this method on the requested resource")
+            raise errors.method_not_allowed(info.verb, "")
         if info.verb in ("create",) and info.name:
             raise errors.StatusError(405, "MethodNotAllowed",
                                      "the server does not allow this method on the requested "

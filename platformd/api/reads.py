@@ -20,7 +20,7 @@ from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 from platformd import errors
 from platformd.api import listoptions, responses
 from platformd.api.listoptions import (
-    ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER,
+    CONTINUATION, EXACTLY, NOT_OLDER,
 )
 from platformd.cache import continuetokens
 from platformd.api import views

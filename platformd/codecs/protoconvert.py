@@ -156,42 +156,10 @@ def from_message(message, upstream: bool = False) -> dict:
 
 def _fill(message, value) -> None:
     """Set ``message`` from the plain ``value`` of its type."""
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == TIME:
-        _set_time(message, value)
-        return
-    if full_name == QUANTITY:
-        message.string = value
-        return
-    if full_name == FIELDS_V1:
-        message.Raw = orjson.dumps(value)
+    if _fill_custom(message, value, _set_time):
         return
     message.SetInParent()
-    plan = _plan(message.DESCRIPTOR)
-    for name, item in value.items():
-        how = plan.get(name)
-        if how is None or item is None:
-            continue
-        if how == _SCALAR:
-            setattr(message, name, item)
-        elif how == _MESSAGE:
-            _fill(getattr(message, name), item)
-        elif how == _REPEATED_SCALAR:
-            getattr(message, name).extend(item)
-        elif how == _REPEATED_MESSAGE:
-            field = getattr(message, name)
-            for element in item:
-                _fill(field.add(), element)
-        elif how == _MAP_SCALAR:
-            getattr(message, name).update(item)
-        elif how == _BYTES:
-            setattr(message, name, _unbase64(item))
-        elif how == _MAP_BYTES:
-            getattr(message, name).update({k: _unbase64(v) for k, v in item.items()})
-        else:
-            field = getattr(message, name)
-            for key, element in item.items():
-                _fill(field[key], element)
+    _set_fields(message, value, _fill)
 
 
 def _fill_go(message, value, filled: bool = False) -> None:
@@ -199,15 +167,7 @@ def _fill_go(message, value, filled: bool = False) -> None:
     ``_fill`` for upstream's bytes: always-written fields first (unless ``filled``: an
     always-written field of a parent, whose template held them), then the dict.
     """
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == TIME:
-        _set_go_time(message, value)
-        return
-    if full_name == QUANTITY:
-        message.string = value
-        return
-    if full_name == FIELDS_V1:
-        message.Raw = orjson.dumps(value)
+    if _fill_custom(message, value, _set_go_time):
         return
     go = _go_plan(type(message))
     if not filled:
@@ -215,6 +175,32 @@ def _fill_go(message, value, filled: bool = False) -> None:
             message.SetInParent()
         else:
             message.MergeFrom(go.template)
+    _set_fields(message, value, _fill_go, go.filled, _fill_go_filled)
+
+
+def _fill_go_filled(message, value) -> None:
+    _fill_go(message, value, filled=True)
+
+
+def _fill_custom(message, value, set_time) -> bool:
+    """Set a message of a type with its own JSON form; False for any other type."""
+    full_name = message.DESCRIPTOR.full_name
+    if full_name == TIME:
+        set_time(message, value)
+    elif full_name == QUANTITY:
+        message.string = value
+    elif full_name == FIELDS_V1:
+        message.Raw = orjson.dumps(value)
+    else:
+        return False
+    return True
+
+
+def _set_fields(message, value, fill, filled=frozenset(), fill_filled=None) -> None:
+    """
+    Set ``message``'s fields from the dict ``value``, message-typed ones through
+    ``fill`` (``fill_filled`` for the singular ones named in ``filled``).
+    """
     plan = _plan(message.DESCRIPTOR)
     for name, item in value.items():
         how = plan.get(name)
@@ -223,13 +209,13 @@ def _fill_go(message, value, filled: bool = False) -> None:
         if how == _SCALAR:
             setattr(message, name, item)
         elif how == _MESSAGE:
-            _fill_go(getattr(message, name), item, name in go.filled)
+            (fill_filled if name in filled else fill)(getattr(message, name), item)
         elif how == _REPEATED_SCALAR:
             getattr(message, name).extend(item)
         elif how == _REPEATED_MESSAGE:
             field = getattr(message, name)
             for element in item:
-                _fill_go(field.add(), element)
+                fill(field.add(), element)
         elif how == _MAP_SCALAR:
             getattr(message, name).update(item)
         elif how == _BYTES:
@@ -239,7 +225,7 @@ def _fill_go(message, value, filled: bool = False) -> None:
         else:
             field = getattr(message, name)
             for key, element in item.items():
-                _fill_go(field[key], element)
+                fill(field[key], element)
 
 
 def _unbase64(text) -> bytes:
@@ -280,50 +266,45 @@ def _format_time(seconds) -> str:
 
 
 def _plain(message):
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == TIME:
+    if message.DESCRIPTOR.full_name == TIME:
         return _format_time(message.seconds)
-    if full_name == QUANTITY:
-        return message.string
-    if full_name == FIELDS_V1:
-        return orjson.loads(message.Raw) if message.Raw else {}
-    plan = _plan(message.DESCRIPTOR)
-    value = {}
-    for field, item in message.ListFields():
-        how = plan[field.name]
-        if how == _SCALAR:
-            value[field.name] = item
-        elif how == _MESSAGE:
-            value[field.name] = _plain(item)
-        elif how == _REPEATED_SCALAR:
-            value[field.name] = list(item)
-        elif how == _REPEATED_MESSAGE:
-            value[field.name] = [_plain(element) for element in item]
-        elif how == _MAP_SCALAR:
-            value[field.name] = dict(item)
-        elif how == _BYTES:
-            value[field.name] = base64.b64encode(item).decode("ascii")
-        elif how == _MAP_BYTES:
-            value[field.name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
-        else:
-            value[field.name] = {key: _plain(element) for key, element in item.items()}
-    return value
+    custom = _plain_custom(message)
+    return custom if custom is not None else _plain_fields(message, _plain)
 
 
 def _plain_go(message):
     """What upstream's JSON shows of ``message`` (None: a zero ``Time``, shown as null)."""
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == TIME:
+    if message.DESCRIPTOR.full_name == TIME:
         if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
             return None
         return _format_time(message.seconds)
+    custom = _plain_custom(message)
+    if custom is not None:
+        return custom
+    go = _go_plan(type(message))
+    value = _plain_fields(message, _plain_go, go.omit_zero)
+    for name, zero in go.show:
+        if name not in value:
+            value[name] = zero if zero is not None else _plain_go(getattr(message, name))
+    return value
+
+
+def _plain_custom(message):
+    """The plain value of a Quantity or FieldsV1; None for any other type."""
+    full_name = message.DESCRIPTOR.full_name
     if full_name == QUANTITY:
         return message.string
     if full_name == FIELDS_V1:
         return orjson.loads(message.Raw) if message.Raw else {}
+    return None
+
+
+def _plain_fields(message, plain, omit_zero=frozenset()) -> dict:
+    """
+    The dict of ``message``'s set fields, message-typed ones through ``plain`` (left
+    out when it gives None); zero scalars named in ``omit_zero`` left out.
+    """
     plan = _plan(message.DESCRIPTOR)
-    go = _go_plan(type(message))
-    omit_zero = go.omit_zero
     value = {}
     for field, item in message.ListFields():
         name = field.name
@@ -332,13 +313,13 @@ def _plain_go(message):
             if item or name not in omit_zero:
                 value[name] = item
         elif how == _MESSAGE:
-            item = _plain_go(item)
+            item = plain(item)
             if item is not None:
                 value[name] = item
         elif how == _REPEATED_SCALAR:
             value[name] = list(item)
         elif how == _REPEATED_MESSAGE:
-            value[name] = [_plain_go(element) for element in item]
+            value[name] = [plain(element) for element in item]
         elif how == _MAP_SCALAR:
             value[name] = dict(item)
         elif how == _BYTES:
@@ -346,8 +327,5 @@ def _plain_go(message):
         elif how == _MAP_BYTES:
             value[name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
         else:
-            value[name] = {key: _plain_go(element) for key, element in item.items()}
-    for name, zero in go.show:
-        if name not in value:
-            value[name] = zero if zero is not None else _plain_go(getattr(message, name))
+            value[name] = {key: plain(element) for key, element in item.items()}
     return value

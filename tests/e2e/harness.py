@@ -13,6 +13,7 @@ import attrs
 from twisted.internet import reactor, ssl
 from twisted.internet.defer import Deferred, inlineCallbacks, returnValue, succeed
 from twisted.internet.protocol import Protocol
+from twisted.trial.unittest import TestCase
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IPolicyForHTTPS
@@ -125,6 +126,23 @@ def start_server(testcase, *args, data_dir=None):
     service.data_dir = data_dir
     service.port_number = service.port.getHost().port
     returnValue(service)
+
+
+class ServerTestCase(TestCase):
+    """A test case with its own platformd (started with ``server_args``) and an admin client."""
+
+    timeout = 60
+    server_args = ()
+
+    @inlineCallbacks
+    def setUp(self):
+        self.server = yield start_server(self, *self.server_args)
+        self.client = Client(self, self.server.pki_dir, self.server.port_number)
+
+    @inlineCallbacks
+    def create_namespace(self, name):
+        r = yield self.client.post("/api/v1/namespaces", {"metadata": {"name": name}})
+        self.assertEqual(r.code, 201, r.body)
 
 
 class WatchReader(Protocol):

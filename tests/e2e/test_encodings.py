@@ -12,12 +12,12 @@ import subprocess
 import cbor2
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import SkipTest, TestCase
+from twisted.trial.unittest import SkipTest
 
 from platformd.api import reads
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.cborcodec import CBORCodec
-from tests.e2e.harness import Client, open_watch, start_server
+from tests.e2e.harness import ServerTestCase, open_watch
 from tests.e2e.test_clients import kubectl_binary
 
 RBAC = "/apis/rbac.authorization.platform.io/v1"
@@ -34,14 +34,7 @@ def binding(name):
                          {"kind": "ServiceAccount", "name": "bot", "namespace": "ops"}]}
 
 
-class EncodingTestCase(TestCase):
-    timeout = 60
-    server_args = ()
-
-    @inlineCallbacks
-    def setUp(self):
-        self.server = yield start_server(self, *self.server_args)
-        self.client = Client(self, self.server.pki_dir, self.server.port_number)
+class EncodingTestCase(ServerTestCase):
 
     def get(self, path, accept, **headers):
         return self.client.get(path, headers=dict(headers, Accept=accept))

@@ -5,10 +5,9 @@ tables of 4.9, paging while writes land, expiry, compaction, slow watchers, shar
 
 from twisted.internet import reactor, task
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import TestCase
 from twisted.web.iweb import UNKNOWN_LENGTH
 
-from tests.e2e.harness import Client, open_watch, start_server
+from tests.e2e.harness import ServerTestCase, Client, open_watch
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -21,16 +20,12 @@ def names(response):
     return [i["metadata"]["name"] for i in response.json()["items"]]
 
 
-class ListTestCase(TestCase):
-    timeout = 60
-    server_args = ()
-
+class ListTestCase(ServerTestCase):
     @inlineCallbacks
     def setUp(self):
-        self.server = yield start_server(self, *self.server_args)
+        yield super().setUp()
         self.server.api.reader.wait = 0.2  # "a short while" for too-large versions, in tests
         self.server.api.watcher.wait = 0.2
-        self.client = Client(self, self.server.pki_dir, self.server.port_number)
 
     @inlineCallbacks
     def create(self, name, data=None, labels=None):

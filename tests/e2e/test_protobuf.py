@@ -4,12 +4,11 @@ wrong-magic refusal, fallback to JSON, and the metadata-only view.
 """
 
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import TestCase
 
 from platformd.codecs.protobufcodec import (
     PROTOBUF, PROTOBUF_WATCH, ProtobufCodec, read_watch_frames,
 )
-from tests.e2e.harness import Client, open_watch, start_server
+from tests.e2e.harness import ServerTestCase, open_watch
 from tests.e2e.test_encodings import RB, binding
 
 RBAC = "rbac.authorization.platform.io/v1"
@@ -22,13 +21,7 @@ def protobuf_binding(name):
     return codec.encode(dict(binding(name), kind="RoleBinding", apiVersion=RBAC))
 
 
-class ProtobufTests(TestCase):
-    timeout = 60
-
-    @inlineCallbacks
-    def setUp(self):
-        self.server = yield start_server(self)
-        self.client = Client(self, self.server.pki_dir, self.server.port_number)
+class ProtobufTests(ServerTestCase):
 
     def get(self, path, accept):
         return self.client.get(path, headers={"Accept": accept})

@@ -6,7 +6,7 @@ RBAC kinds, cluster-scoped and namespaced (spec 2.1, 4.1).
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from tests.e2e.harness import Client, start_server
+from tests.e2e.harness import ServerTestCase, Client, start_server
 
 RBAC = "/apis/rbac.authorization.platform.io/v1"
 GROUP = "rbac.authorization.platform.io"
@@ -21,20 +21,6 @@ def rolebinding(name, role="viewer", subjects=None):
 def pod(name, **labels):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
             "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}
-
-
-class ServerTestCase(TestCase):
-    timeout = 60
-
-    @inlineCallbacks
-    def setUp(self):
-        self.server = yield start_server(self)
-        self.client = Client(self, self.server.pki_dir, self.server.port_number)
-
-    @inlineCallbacks
-    def create_namespace(self, name):
-        r = yield self.client.post("/api/v1/namespaces", {"metadata": {"name": name}})
-        self.assertEqual(r.code, 201, r.body)
 
 
 class NamespacedRBACTests(ServerTestCase):

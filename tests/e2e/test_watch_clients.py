@@ -23,10 +23,10 @@ from twisted.internet.protocol import ProcessProtocol, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
-from twisted.trial.unittest import SkipTest, TestCase
+from twisted.trial.unittest import SkipTest
 from twisted.web.http import _ChunkedTransferDecoder
 
-from tests.e2e.harness import Client, start_server
+from tests.e2e.harness import ServerTestCase
 from tests.e2e.test_clients import kubectl_binary
 
 log = Logger()
@@ -245,14 +245,11 @@ class _ProcessOutput(ProcessProtocol):
         self.ended.callback(reason.value.exitCode)
 
 
-class WatchTestCase(TestCase):
-    timeout = 60
-
+class WatchTestCase(ServerTestCase):
     @inlineCallbacks
     def setUp(self):
-        self.server = yield start_server(self)
+        yield super().setUp()
         self.port = self.server.port_number
-        self.client = Client(self, self.server.pki_dir, self.port)
         pki = self.server.pki_dir
         with open(os.path.join(pki, "ca.crt"), "rb") as f:
             ca = ssl.Certificate.loadPEM(f.read())
@@ -743,8 +740,7 @@ class RawWatchTests(WatchTestCase):
     def test_namespace_isolation(self):
         """A watch on one namespace does not see another namespace's objects; a watch on
         all namespaces sees both."""
-        r = yield self.client.post("/api/v1/namespaces", {"metadata": {"name": "other"}})
-        self.assertEqual(r.code, 201, r.body)
+        yield self.create_namespace("other")
         rv = yield self.list_rv()
         one = yield self.open(f"{CONFIGMAPS}?watch=1&resourceVersion={rv}")
         every = yield self.open(f"/api/v1/configmaps?watch=1&resourceVersion={rv}")

@@ -4,12 +4,10 @@ run, field validation, two-phase and unsafe delete.
 """
 
 import json
-import os
 
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import TestCase
 
-from tests.e2e.harness import Client, open_watch, start_server
+from tests.e2e.harness import ServerTestCase, open_watch
 
 CM = "/api/v1/namespaces/default/configmaps"
 PODS = "/api/v1/namespaces/default/pods"
@@ -27,14 +25,7 @@ def managers(obj):
             for e in obj["metadata"].get("managedFields", [])}
 
 
-class WritesTestCase(TestCase):
-    timeout = 60
-    server_args = ()
-
-    @inlineCallbacks
-    def setUp(self):
-        self.server = yield start_server(self, *self.server_args)
-        self.client = Client(self, self.server.pki_dir, self.server.port_number)
+class WritesTestCase(ServerTestCase):
 
     def apply(self, path, body, manager, force=False, query=""):
         q = f"?fieldManager={manager}" + ("&force=true" if force else "") + query
@@ -206,9 +197,9 @@ class PatchTests(WritesTestCase):
     def test_json_patch_test_fails(self):
         """A failed test op is 422 and changes nothing."""
         before = yield self.client.get(f"{CM}/c")
-        r = yield self.expect(self.json_patch([{"op": "test", "path": "/data/x", "value": "9"},
-                                               {"op": "add", "path": "/data/q", "value": "1"}]),
-                              422, "Invalid")
+        yield self.expect(self.json_patch([{"op": "test", "path": "/data/x", "value": "9"},
+                                           {"op": "add", "path": "/data/q", "value": "1"}]),
+                          422, "Invalid")
         after = yield self.client.get(f"{CM}/c")
         self.assertEqual(before.json(), after.json())
         yield self.expect(self.json_patch([{"op": "remove", "path": "/data/nope"}]), 422)
