@@ -11,8 +11,8 @@ import gzip
 
 from platformd import errors
 
-#: Responses at least this large are compressed for clients that accept gzip
-#: (upstream's threshold, 128 KiB).
+#: Responses larger than this are compressed for clients that accept gzip
+#: (upstream's ``defaultGzipThresholdBytes``, 128 KiB).
 GZIP_THRESHOLD = 128 * 1024
 
 _COMMON_HEADERS = (
@@ -55,16 +55,20 @@ def success_status(kind, name: str, uid: str = "") -> dict:
 
 
 def accepts_gzip(call) -> bool:
-    """Whether a get or list response may be compressed (spec 4.2.9)."""
+    """
+    Whether a get or list response may be compressed (spec 4.2.9).  As upstream's
+    ``negotiateContentEncoding``: only a bare ``gzip`` among the comma-separated codings
+    counts; ``gzip;q=…`` and ``*`` do not (so ``gzip;q=0`` is never compressed).
+    """
     if not call.gates["APIResponseCompression"]:
         return False
     header = call.request.getHeader(b"accept-encoding") or b""
-    return any(part.split(b";")[0].strip() == b"gzip" for part in header.split(b","))
+    return any(part.strip() == b"gzip" for part in header.split(b","))
 
 
 def compressed(call, body: bytes) -> bytes:
     """``body``, gzipped when it is large and the client takes gzip (headers set)."""
-    if len(body) < GZIP_THRESHOLD or not accepts_gzip(call):
+    if len(body) <= GZIP_THRESHOLD or not accepts_gzip(call):
         return body
     headers = call.request.responseHeaders
     headers.setRawHeaders(b"Content-Encoding", [b"gzip"])

@@ -173,6 +173,17 @@ class GzipTests(EncodingTestCase):
         r = yield self.client.get(CM)
         self.assertIsNone(r.header("Content-Encoding"))
 
+    @inlineCallbacks
+    def test_only_a_bare_gzip_token(self):
+        """Only a bare ``gzip`` coding counts, as upstream: q-values and ``*`` do not."""
+        for i in range(40):
+            yield self.client.post(CM, {"metadata": {"name": f"c{i}"}, "data": {"d": "x" * 5000}})
+        for header, expected in (("deflate, gzip", "gzip"), ("br ,gzip , zstd", "gzip"),
+                                 ("gzip;q=0", None), ("gzip;q=1.0", None), ("*", None),
+                                 ("deflate", None)):
+            r = yield self.client.get(CM, headers={"Accept-Encoding": header})
+            self.assertEqual(r.header("Content-Encoding"), expected, header)
+
 
 class GzipOffTests(EncodingTestCase):
     server_args = ("--feature-gates", "APIResponseCompression=false")
