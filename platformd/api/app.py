@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deletes, requestinfo, responses, writes
+from platformd.api import deletes, query, requestinfo, responses, writes
 from platformd.api.call import Call
 from platformd.auth import authorizers
 from platformd.auth.interfaces import AuthenticationError
@@ -114,7 +114,7 @@ class APIServer:
         if user is None:
             raise errors.unauthorized()
         path = unquote(request.path.decode("utf-8", "replace"))
-        watch = requestinfo.parse_watch_flag((request.args.get(b"watch") or (None,))[0])
+        watch = query.flag(query.values(request, b"watch"))
         info = requestinfo.parse(request.method, path, watch)
         authorizers.check(self.authorizer, user, info)
         call = Call(request, info, user, self.negotiator, self.authorizer, self.gates)

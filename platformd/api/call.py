@@ -10,9 +10,8 @@ from typing import Optional
 import attrs
 
 from platformd import errors
+from platformd.api import query
 from platformd.auth import authorizers
-
-_TRUE = ("true", "1", "True")
 
 
 class Call:
@@ -30,7 +29,7 @@ class Call:
         self.warnings: list = []
         self.negotiator = negotiator
         self._args = request.args
-        self.pretty = self.arg("pretty") in _TRUE
+        self.pretty = query.pretty_requested(request)
 
     @property
     def response_codec(self):
@@ -60,28 +59,14 @@ class Call:
 
     def values(self, name: str):
         """
-        Every value of query parameter ``name`` (bytes), or None when absent.  A bare
-        ``?dryRun`` (no ``=``) counts as one empty value: twisted.web's query parser
-        drops such items, but spec 4.8.5 gives them a meaning.
+        Every value of query parameter ``name`` (bytes), or None when absent; a bare
+        ``?dryRun`` (no ``=``) is one empty value, as upstream (``query.values``).
         """
-        key = name.encode()
-        values = self._args.get(key)
-        if values is not None:
-            return values
-        _, _, query = self.request.uri.partition(b"?")
-        if any(item == key for item in query.split(b"&")):
-            return [b""]
-        return None
+        return query.values(self.request, name.encode())
 
     def bool_arg(self, name: str) -> bool:
-        value = self.arg(name)
-        if value is None or value == "":
-            return False
-        if value in _TRUE:
-            return True
-        if value in ("false", "0", "False"):
-            return False
-        raise errors.bad_request(f'{name}: Invalid value: "{value}": must be a boolean')
+        """A boolean parameter, read as upstream does (``query.flag``)."""
+        return query.flag(self.values(name))
 
     def int_arg(self, name: str) -> Optional[int]:
         value = self.arg(name)

@@ -8,8 +8,6 @@ handlers all work from this one reading of the URL, so they cannot disagree.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import attrs
 
 #: Subresources of a namespace, reached as ``/api/v1/namespaces/{name}/{sub}``.
@@ -82,5 +80,3 @@ def parse(method: bytes, path: str, watch: bool) -> RequestInfo:
                        namespace, name, collection)
 
 
-def parse_watch_flag(value: Optional[bytes]) -> bool:
-    return value in (b"1", b"true", b"True")

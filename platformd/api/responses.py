@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 
 from platformd import errors
+from platformd.api import query
 
 #: Responses larger than this are compressed for clients that accept gzip
 #: (upstream's ``defaultGzipThresholdBytes``, 128 KiB).
@@ -39,10 +40,12 @@ def write_value(call, code: int, value) -> bytes:
     return write(call.request, code, codec.encode(value, call.pretty), codec.media_type)
 
 
-def write_error(request, error: errors.StatusError, codec, pretty: bool = False) -> bytes:
+def write_error(request, error: errors.StatusError, codec) -> bytes:
+    """The error's ``Status`` in ``codec``; indented when asked for, as any response."""
     if error.retry_after is not None:
         request.responseHeaders.setRawHeaders(b"Retry-After", [str(error.retry_after).encode()])
-    return write(request, error.code, codec.encode(error.to_status(), pretty), codec.media_type)
+    body = codec.encode(error.to_status(), query.pretty_requested(request))
+    return write(request, error.code, body, codec.media_type)
 
 
 def success_status(kind, name: str, uid: str = "") -> dict:

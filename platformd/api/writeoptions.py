@@ -57,13 +57,10 @@ def parse(call, apply: bool = False) -> WriteOptions:
                                      "characters"))
     force = False
     if call.has_arg("force"):
-        value = call.arg("force")
         if call.info.verb != "patch" or not apply:
             causes.append(fe.forbidden("force", "may not be specified for non-apply patch"))
-        elif value not in ("", "true", "false", "1", "0", "True", "False"):
-            causes.append(fe.invalid("force", value, "must be a boolean"))
         else:
-            force = value in ("", "true", "1", "True")
+            force = call.bool_arg("force")
     if apply and not manager:
         causes.append(fe.required("fieldManager", "is required for apply patch"))
     if causes:

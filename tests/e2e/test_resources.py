@@ -432,9 +432,23 @@ class ProtocolTests(ServerTestCase):
 
     @inlineCallbacks
     def test_pretty(self):
-        """pretty=true indents the JSON."""
-        r = yield self.client.get("/api/v1/namespaces/default?pretty=true")
-        self.assertTrue(r.body.startswith(b'{\n  "'))
+        """
+        As upstream: a non-empty ``pretty`` decides (Go's ParseBool spellings); without
+        one, curl, Wget and browsers get indented JSON, other clients compact JSON.
+        """
+        path = "/api/v1/namespaces/default"
+        curl = {"User-Agent": "curl/8.5.0"}
+        for query, headers, indented in (("?pretty=true", {}, True), ("?pretty=T", {}, True),
+                                         ("?pretty=yes", {}, False), ("", {}, False),
+                                         ("", curl, True), ("?pretty=", curl, True),
+                                         ("?pretty=0", curl, False),
+                                         ("", {"User-Agent": "kubectl/v1.31"}, False)):
+            r = yield self.client.get(path + query, headers=headers)
+            self.assertEqual(r.body.startswith(b'{\n  "'), indented, (query, headers))
+            self.assertEqual(r.json()["metadata"]["name"], "default")
+        r = yield self.client.get(f"{path}/nope", headers=curl)
+        self.assertEqual(r.code, 404)
+        self.assertTrue(r.body.startswith(b'{\n  "'), "errors are indented too")
 
     @inlineCallbacks
     def test_field_validation(self):
