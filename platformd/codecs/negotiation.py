@@ -1,12 +1,16 @@
 """
 Content negotiation: which codec reads a request body and which writes the response.
 
-``Accept`` is parsed as RFC 9110 media ranges with q-values.  Ranges carrying
-parameters this server does not serve (``as=Table``, aggregated discovery's
-``as=APIGroupDiscoveryList`` ...) are skipped, so a client that lists a plain type after
-them falls back to it, exactly as upstream clients expect.  A codec that serves only some
-kinds (``ITypedCodec``: Protobuf) is skipped for the others, so ``Accept: <protobuf>,
-application/json`` answers a kind without a message in JSON.
+``Accept`` is parsed as RFC 9110 media ranges with q-values, best first; among equal
+q-values a concrete type comes before a wildcard (goautoneg's order).  The parameters are
+read as upstream's ``acceptMediaTypeOptions`` reads them: ``as``/``g``/``v`` ask for a
+view, and a range asking for one this server does not serve (aggregated discovery's
+``as=APIGroupDiscoveryList``, another group or version, a Table in anything but JSON or
+YAML) is skipped, so a client that lists a plain type after it falls back to it;
+``stream`` must be ``watch``; any other parameter (``charset``, ``includeObject``,
+``profile`` ...) is ignored.  A codec that serves only some kinds (``ITypedCodec``:
+Protobuf) is skipped for the others, so ``Accept: <protobuf>, application/json``
+answers a kind without a message in JSON.
 """
 
 from __future__ import annotations
@@ -57,13 +61,13 @@ def parse_accept(header: str) -> list:
             elif key:
                 params[key] = value
         if q > 0:
-            ranges.append((-q, index, MediaRange(main, sub, params, q)))
-    ranges.sort(key=lambda r: (r[0], r[1]))
-    return [r[2] for r in ranges]
+            ranges.append((-q, main == "*", sub == "*", index, MediaRange(main, sub, params, q)))
+    ranges.sort(key=lambda r: r[:4])
+    return [r[4] for r in ranges]
 
 
-#: Parameters that only select an encoding's options, not a different representation.
-_HARMLESS_PARAMS = frozenset({"charset", "pretty", "stream"})
+#: The encodings a Table is served in (upstream's ``AllowsMediaTypeTransform``).
+TABLE_MEDIA_TYPES = frozenset({"application/json", "application/yaml"})
 #: The group and version of the views (Table, PartialObjectMetadata) this server serves.
 #: ``meta.k8s.io`` is accepted too, as an alias for clients hard-wired to upstream's group
 #: (kubectl asks for its tables that way); the answer then names the group asked for.
@@ -113,19 +117,21 @@ class Negotiator:
         out = []
         for media in parse_accept(accept):
             params = media.params
+            if params.get("stream", "watch") not in ("", "watch"):
+                continue
             view = params.get("as")
-            if view is not None:
+            if view is not None or "g" in params or "v" in params:
                 if view not in VIEWS or params.get("g") not in VIEW_GROUPS \
                         or params.get("v") != VIEW_VERSION:
                     continue  # a view of another group or version: not served here
-            if set(params) - _HARMLESS_PARAMS - {"as", "g", "v"}:
-                continue
-            if media.type == "*" or (media.subtype == "*" and media.type == "application"):
+            if media.full in ("*/*", "application/*"):
                 codec = self.default
             else:
                 codec = self.codecs.get(media.full)
                 if codec is None:
                     continue
+            if view == TABLE and codec.media_type not in TABLE_MEDIA_TYPES:
+                continue
             choice = Choice(codec, view, params.get("g", VIEW_GROUP))
             if choice not in out:
                 out.append(choice)

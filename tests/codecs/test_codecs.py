@@ -2,6 +2,7 @@
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.interface import CodecError
 from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.negotiation import Negotiator, parse_accept
@@ -52,6 +53,35 @@ class NegotiationTests(SynchronousTestCase):
         """*/* and application/* give JSON."""
         for accept in ("*/*", "application/*", "text/html, */*;q=0.1"):
             self.assertEqual(self.n.pick(accept).codec.media_type, "application/json")
+
+    def test_parameters_read_as_upstream(self):
+        """
+        Unknown parameters (charset, includeObject, profile) are ignored; stream must be
+        watch; g/v without as, or a Table outside JSON and YAML, skip the range.
+        """
+        table = "as=Table;g=meta.platform.io;v=v1"
+        n = Negotiator([JSONCodec(), YAMLCodec(), CBORCodec()])
+        cases = [
+            ("application/yaml;charset=utf-8", ("application/yaml", None)),
+            (f"application/json;{table};includeObject=Object", ("application/json", "Table")),
+            ("application/json;stream=watch", ("application/json", None)),
+            ("application/yaml;stream=other, application/json", ("application/json", None)),
+            ("application/yaml;g=meta.platform.io;v=v1, application/json",
+             ("application/json", None)),
+            (f"application/cbor;{table}, application/yaml;{table}", ("application/yaml", "Table")),
+            (f"application/cbor;{table}, application/cbor", ("application/cbor", None)),
+            ("*/json, application/yaml", ("application/yaml", None)),
+        ]
+        for accept, expected in cases:
+            choice = n.pick(accept, frozenset({"Table"}))
+            self.assertEqual((choice.codec.media_type, choice.view), expected, accept)
+
+    def test_concrete_before_wildcard(self):
+        """Among equal q-values a concrete type wins over */* whatever the order."""
+        self.assertEqual(self.n.pick("*/*, application/yaml").codec.media_type,
+                         "application/yaml")
+        self.assertEqual(self.n.pick("*/*;q=1, application/yaml;q=0.5").codec.media_type,
+                         "application/json")
 
     def test_not_acceptable(self):
         """Nothing acceptable is a 406."""
