@@ -71,30 +71,30 @@ class APIServer:
         path = request.path
         if path in HEALTH_PATHS:
             return self._health(request)
-        codec = self.negotiator.error_codec(request.getHeader(b"accept"))
+        errors_in = self.negotiator.error_choice(request.getHeader(b"accept"))
         try:
-            result = self._dispatch(request, codec)
+            result = self._dispatch(request)
         except errors.StatusError as e:
-            return responses.write_error(request, e, codec)
+            return responses.write_error(request, e, errors_in)
         except CorruptObjectError as e:
-            return responses.write_error(request, _read_error(request, e), codec)
+            return responses.write_error(request, _read_error(request, e), errors_in)
         except Exception:
             log.failure("request failed: {method} {path}", method=request.method, path=path)
-            return responses.write_error(request, errors.internal("unexpected error"), codec)
+            return responses.write_error(request, errors.internal("unexpected error"), errors_in)
         if isinstance(result, Deferred):
-            return result.addErrback(self._failed, request, codec)
+            return result.addErrback(self._failed, request, errors_in)
         return result
 
-    def _failed(self, failure: Failure, request, codec):
+    def _failed(self, failure: Failure, request, errors_in):
         if failure.check(CancelledError):
             return None  # the client went away; nothing to answer
         if failure.check(errors.StatusError):
-            return responses.write_error(request, failure.value, codec)
+            return responses.write_error(request, failure.value, errors_in)
         if failure.check(CorruptObjectError):
-            return responses.write_error(request, _read_error(request, failure.value), codec)
+            return responses.write_error(request, _read_error(request, failure.value), errors_in)
         log.failure("request failed: {method} {path}", failure,
                     method=request.method, path=request.path)
-        return responses.write_error(request, errors.internal("unexpected error"), codec)
+        return responses.write_error(request, errors.internal("unexpected error"), errors_in)
 
     def _health(self, request):
         if request.method not in (b"GET", b"HEAD"):
@@ -103,7 +103,7 @@ class APIServer:
             return responses.write(request, 503, b"not ready", "text/plain; charset=utf-8")
         return responses.write(request, 200, b"ok", "text/plain; charset=utf-8")
 
-    def _dispatch(self, request, codec):
+    def _dispatch(self, request):
         if not self.readiness():
             raise errors.StatusError(503, "ServiceUnavailable",
                                      "the server is starting; try again shortly", retry_after=1)

@@ -31,10 +31,9 @@ class Call:
         self._args = request.args
         self.pretty = query.pretty_requested(request)
 
-    @property
-    def response_codec(self):
-        """The codec of a plain (view-less) response; 406 when none is acceptable."""
-        return self.negotiator.pick(self.accept, kind=self.kind).codec
+    def indented(self, choice) -> bool:
+        """Whether the response as ``choice`` is indented (query, User-Agent or Accept)."""
+        return self.pretty or choice.pretty
 
     def pick(self, views):
         """The best acceptable (codec, view) among plain and ``views``; 406 if none."""

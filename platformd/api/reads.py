@@ -66,7 +66,7 @@ class Reader:
         choice = call.pick(views.GET_VIEWS)
         entry = store.get(call.info.namespace or None, call.info.name)
         codec = choice.codec
-        if choice.view is None and codec.media_type == JSON and not call.pretty:
+        if choice.view is None and codec.media_type == JSON and not call.indented(choice):
             body = entry.json
         elif choice.view is None and codec.media_type in ASSEMBLED:
             item = entry.encoded(codec.media_type, codec.message_bytes)
@@ -74,7 +74,7 @@ class Reader:
         else:
             value = views.object_view(choice, call.kind, entry.obj,
                                       views.include_object(call), self.cache.clock.seconds())
-            body = choice.codec.encode(value, call.pretty)
+            body = choice.codec.encode(value, call.indented(choice))
         return responses.write(call.request, 200, responses.compressed(call, body),
                                responses.content_type(choice))
 
@@ -172,7 +172,7 @@ class Reader:
             if sum(len(item) for item in items) >= STREAM_THRESHOLD:
                 return self.stream(call, media, pieces)
             body = b"".join(pieces)
-        elif choice.view is None and codec.media_type == JSON and not call.pretty:
+        elif choice.view is None and codec.media_type == JSON and not call.indented(choice):
             head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
                 kind.list_kind.encode(), kind.api_version.encode(), dumps(meta))
             size = sum(len(e.json) for e in page)
@@ -182,7 +182,7 @@ class Reader:
         else:
             value = views.list_view(choice, kind, [e.obj for e in page], meta,
                                     views.include_object(call), self.cache.clock.seconds())
-            body = codec.encode(value, call.pretty)
+            body = codec.encode(value, call.indented(choice))
         return responses.write(call.request, 200, responses.compressed(call, body), media)
 
     @staticmethod

@@ -36,15 +36,18 @@ def write_value(call, code: int, value) -> bytes:
     for text in call.warnings:
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         call.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
-    codec = call.response_codec
-    return write(call.request, code, codec.encode(value, call.pretty), codec.media_type)
+    choice = call.pick(())
+    codec = choice.codec
+    return write(call.request, code, codec.encode(value, call.indented(choice)),
+                 codec.media_type)
 
 
-def write_error(request, error: errors.StatusError, codec) -> bytes:
-    """The error's ``Status`` in ``codec``; indented when asked for, as any response."""
+def write_error(request, error: errors.StatusError, choice) -> bytes:
+    """The error's ``Status`` as ``choice`` (a plain ``Choice``) says, indented if asked."""
     if error.retry_after is not None:
         request.responseHeaders.setRawHeaders(b"Retry-After", [str(error.retry_after).encode()])
-    body = codec.encode(error.to_status(), query.pretty_requested(request))
+    codec = choice.codec
+    body = codec.encode(error.to_status(), choice.pretty or query.pretty_requested(request))
     return write(request, error.code, body, codec.media_type)
 
 

@@ -86,6 +86,8 @@ class Choice:
     codec: object
     view: Optional[str] = None
     group: str = VIEW_GROUP
+    #: The range asked for indented output (``pretty=1``, upstream's ``options.Pretty``).
+    pretty: bool = False
 
 
 class Negotiator:
@@ -132,17 +134,17 @@ class Negotiator:
                     continue
             if view == TABLE and codec.media_type not in TABLE_MEDIA_TYPES:
                 continue
-            choice = Choice(codec, view, params.get("g", VIEW_GROUP))
+            choice = Choice(codec, view, params.get("g", VIEW_GROUP), params.get("pretty") == "1")
             if choice not in out:
                 out.append(choice)
         return tuple(out)
 
-    def error_codec(self, accept):
-        """The codec an error is written in: the best plain one acceptable, else JSON."""
+    def error_choice(self, accept) -> Choice:
+        """How an error is written: the best plain choice acceptable, else JSON."""
         for choice in self.choices(accept):
             if choice.view is None:
-                return choice.codec
-        return self.default
+                return choice
+        return Choice(self.default)
 
     def pick(self, accept, views=frozenset(), kind=None) -> Choice:
         """

@@ -434,7 +434,8 @@ class ProtocolTests(ServerTestCase):
     def test_pretty(self):
         """
         As upstream: a non-empty ``pretty`` decides (Go's ParseBool spellings); without
-        one, curl, Wget and browsers get indented JSON, other clients compact JSON.
+        one, curl, Wget and browsers get indented JSON, other clients compact JSON; an
+        Accept range with ``pretty=1`` is indented too.
         """
         path = "/api/v1/namespaces/default"
         curl = {"User-Agent": "curl/8.5.0"}
@@ -442,13 +443,16 @@ class ProtocolTests(ServerTestCase):
                                          ("?pretty=yes", {}, False), ("", {}, False),
                                          ("", curl, True), ("?pretty=", curl, True),
                                          ("?pretty=0", curl, False),
-                                         ("", {"User-Agent": "kubectl/v1.31"}, False)):
+                                         ("", {"User-Agent": "kubectl/v1.31"}, False),
+                                         ("", {"Accept": "application/json;pretty=1"}, True),
+                                         ("", {"Accept": "application/json;pretty=0"}, False)):
             r = yield self.client.get(path + query, headers=headers)
             self.assertEqual(r.body.startswith(b'{\n  "'), indented, (query, headers))
             self.assertEqual(r.json()["metadata"]["name"], "default")
-        r = yield self.client.get(f"{path}/nope", headers=curl)
-        self.assertEqual(r.code, 404)
-        self.assertTrue(r.body.startswith(b'{\n  "'), "errors are indented too")
+        for headers in (curl, {"Accept": "application/json;pretty=1"}):
+            r = yield self.client.get(f"{path}/nope", headers=headers)
+            self.assertEqual(r.code, 404)
+            self.assertTrue(r.body.startswith(b'{\n  "'), f"errors are indented too: {headers}")
 
     @inlineCallbacks
     def test_field_validation(self):
