@@ -46,7 +46,9 @@ def parse_accept(header: str) -> list:
             continue
         mime, *raw_params = item.split(";")
         mime = mime.strip().lower()
-        if "/" not in mime:
+        if mime == "*":
+            mime = "*/*"  # goautoneg reads a lone * as */*
+        elif "/" not in mime:
             continue
         main, _, sub = mime.partition("/")
         params, q = {}, 1.0

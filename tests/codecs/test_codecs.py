@@ -50,8 +50,8 @@ class NegotiationTests(SynchronousTestCase):
         self.assertEqual(self.n.pick(accept).codec.media_type, "application/json")
 
     def test_wildcards(self):
-        """*/* and application/* give JSON."""
-        for accept in ("*/*", "application/*", "text/html, */*;q=0.1"):
+        """*/*, a lone * and application/* give JSON."""
+        for accept in ("*/*", "application/*", "text/html, */*;q=0.1", "*"):
             self.assertEqual(self.n.pick(accept).codec.media_type, "application/json")
 
     def test_parameters_read_as_upstream(self):
