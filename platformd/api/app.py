@@ -134,18 +134,14 @@ class APIServer:
         if handler is None:
             raise errors.method_not_allowed(info.verb, "")
         if info.verb in ("create",) and info.name:
-            raise errors.StatusError(405, "MethodNotAllowed",
-                                     "the server does not allow this method on the requested "
-                                     "resource")
+            raise errors.method_not_allowed(info.verb, "")
         return handler(call, self)
 
 
     def _non_resource(self, call):
         request = call.request
         if request.method not in (b"GET", b"HEAD"):
-            raise errors.StatusError(
-                405, "MethodNotAllowed",
-                "the server does not allow this method on the requested resource")
+            raise errors.method_not_allowed(call.info.verb, "")
         body = self.documents.lookup(call.info.path)
         if body is None:
             raise errors.not_found_path()
