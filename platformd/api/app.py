@@ -23,6 +23,7 @@ from platformd.api.call import Call
 from platformd.auth import authorizers
 from platformd.auth.interfaces import AuthenticationError
 from platformd.cache.watchcache import CorruptObjectError
+from platformd.codecs.jsoncodec import JSON
 
 log = Logger()
 
@@ -142,10 +143,18 @@ class APIServer:
         request = call.request
         if request.method not in (b"GET", b"HEAD"):
             raise errors.method_not_allowed(call.info.verb, "")
-        body = self.documents.lookup(call.info.path)
-        if body is None:
+        document = self.documents.lookup(call.info.path)
+        if document is None:
             raise errors.not_found_path()
-        return responses.write(request, 200, body, "application/json")
+        if document.value is None:
+            return responses.write(request, 200, document.json, JSON)
+        choice = call.negotiator.pick(call.accept, (), document)
+        codec = choice.codec
+        if call.indented(choice):
+            body = codec.encode(document.value, True)
+        else:
+            body = document.encoded(codec)
+        return responses.write(request, 200, body, codec.media_type)
 
 
 def _read_error(request, error: CorruptObjectError) -> errors.StatusError:

@@ -4,6 +4,12 @@ Discovery and OpenAPI documents, encoded once and served as cached bytes.
 They depend only on the catalog, so each is built on first request and kept: startup
 stays fast and every later request is a dict lookup.  OpenAPI v3 documents are encoded
 with ``openapi.encode_document``, the bytes the index's hashes are computed over.
+
+Discovery documents (``APIVersions``, ``APIGroupList``, ``APIGroup``,
+``APIResourceList``) are negotiated like any object, as upstream writes them with
+``WriteObjectNegotiated``: JSON, YAML, Protobuf or CBOR, each encoding made once.  The
+OpenAPI documents and ``/version`` are JSON whatever the ``Accept`` (upstream writes
+``/version`` as raw JSON, and the OpenAPI handlers' other form is their own Protobuf).
 """
 
 from __future__ import annotations
@@ -12,9 +18,40 @@ import platform
 import sys
 from typing import Optional
 
+import attrs
+
 from platformd import __version__
 from platformd.api import discovery, openapi
-from platformd.codecs.jsoncodec import dumps
+from platformd.codecs.jsoncodec import JSON, dumps
+
+
+@attrs.frozen
+class Document:
+    """
+    A document's JSON bytes and, for a discovery document, its value (None: served as
+    JSON only) and its other encodings, made on first request.
+    """
+
+    json: bytes
+    value: Optional[dict] = None
+    _encodings: dict = attrs.field(factory=dict, eq=False)
+
+    @property
+    def api_version(self) -> str:
+        return self.value.get("apiVersion", "")
+
+    @property
+    def kind(self) -> str:
+        return self.value["kind"]
+
+    def encoded(self, codec) -> bytes:
+        """The document in ``codec``'s encoding, made once."""
+        if codec.media_type == JSON:
+            return self.json
+        body = self._encodings.get(codec.media_type)
+        if body is None:
+            body = self._encodings[codec.media_type] = codec.encode(self.value)
+        return body
 
 
 class Documents:
@@ -24,8 +61,8 @@ class Documents:
         self._cache: dict = {}
         self._v3 = None
 
-    def lookup(self, path: str) -> Optional[bytes]:
-        """JSON bytes of the document at ``path``, or None when there is none."""
+    def lookup(self, path: str) -> Optional[Document]:
+        """The document at ``path``, or None when there is none."""
         path = path.rstrip("/")
         doc = self._cache.get(path)
         if doc is None:
@@ -40,17 +77,18 @@ class Documents:
             self._v3 = openapi.openapi_v3_documents(self.catalog)
         return self._v3
 
-    def _build(self, path: str) -> Optional[bytes]:
+    def _build(self, path: str) -> Optional[Document]:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["openapi", "v3"]:
             if len(parts) == 2:
-                return dumps(openapi.openapi_v3_index(self.catalog, encode=openapi.encode_document))
+                return Document(dumps(openapi.openapi_v3_index(
+                    self.catalog, encode=openapi.encode_document)))
             document = self._v3_documents().get("/".join(parts[2:]))
-            return None if document is None else openapi.encode_document(document)
+            return None if document is None else Document(openapi.encode_document(document))
         if parts == ["openapi", "v2"]:
-            return dumps(openapi.openapi_v2(self.catalog, __version__))
+            return Document(dumps(openapi.openapi_v2(self.catalog, __version__)))
         if parts == ["version"]:
-            return dumps(version_info())
+            return Document(dumps(version_info()))
         if parts == ["api"]:
             value = discovery.api_versions(self.server_address)
         elif parts == ["apis"]:
@@ -63,7 +101,7 @@ class Documents:
             value = discovery.api_resource_list(self.catalog, parts[1], parts[2])
         else:
             value = None
-        return None if value is None else dumps(value)
+        return None if value is None else Document(dumps(value), value)
 
 
 def version_info() -> dict:

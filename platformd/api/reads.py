@@ -26,7 +26,7 @@ from platformd.cache import continuetokens
 from platformd.api import views
 from platformd.api.streaming import PieceWriter
 from platformd.codecs import cborcodec
-from platformd.codecs.jsoncodec import dumps
+from platformd.codecs.jsoncodec import JSON, dumps
 from platformd.codecs.protobufcodec import PROTOBUF, envelope
 from platformd.cache.watchcache import CachedObject
 
@@ -34,7 +34,6 @@ from platformd.cache.watchcache import CachedObject
 TOO_LARGE_WAIT = 3.0
 #: Lists of at least this many bytes of items are streamed (spec 4.2.5).
 STREAM_THRESHOLD = 4 * 1024 * 1024
-JSON = "application/json"
 #: The encodings whose codecs make an object's own bytes (``message_bytes``, cached per
 #: object version) and a list from them (``list_pieces``): how a GET's body wraps them.
 ASSEMBLED = {

@@ -30,7 +30,7 @@ from platformd.cache.watchcache import (
     ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
 )
 from platformd.codecs import cborcodec, protobufcodec
-from platformd.codecs.jsoncodec import dumps
+from platformd.codecs.jsoncodec import JSON, dumps
 from platformd.tlstransport import immediate_writer
 
 log = Logger()
@@ -40,7 +40,6 @@ INITIAL_EVENTS_END = "platform.io/initial-events-end"
 MAX_BACKLOG = 8 * 1024 * 1024
 #: Seconds between periodic bookmarks (upstream sends about one a minute).
 BOOKMARK_INTERVAL = 60.0
-JSON = "application/json"
 #: The media types a watch can be streamed in (CBOR as a CBOR sequence, Protobuf as
 #: length-prefixed WatchEvent messages).
 WATCH_MEDIA = (JSON, cborcodec.CBOR, protobufcodec.PROTOBUF)

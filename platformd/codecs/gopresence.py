@@ -29,14 +29,16 @@ Custom marshallers, handled by type in ``protoconvert``: ``metav1.Time``
 then tag + ``00`` —, any other time as ``Timestamp{seconds, nanos}`` with both fields
 always written and nanos always 0, ``ProtoTime`` dropping them); ``resource.Quantity``
 (``quantity_proto.go``: field 1, its canonical string, always); ``FieldsV1`` (``Raw``
-when non-nil); ``runtime.Unknown``/``RawExtension`` (the envelope and watch frames,
+when non-nil); ``Verbs`` (a ``[]string`` type whose message holds ``items``, written when
+non-nil: a JSON list); ``runtime.Unknown``/``RawExtension`` (the envelope and watch frames,
 written by ``protobufcodec`` itself).
 
 Checked against: the Marshal/Size functions of ``core/v1/generated.pb.go`` (ConfigMap,
 Container, ContainerPort, ContainerState*, ContainerStatus, EnvVar,
 LocalObjectReference, Namespace*, ObjectReference, PodCondition, PodIP, PodList, PodSpec,
 PodStatus, Secret, SecretList), ``rbac/v1/generated.pb.go`` (all),
-``meta/v1/generated.pb.go`` (LabelSelector*, ListMeta, ManagedFieldsEntry, ObjectMeta,
+``meta/v1/generated.pb.go`` (APIGroup*, APIResource*, APIVersions,
+GroupVersionForDiscovery, ServerAddressByClientCIDR, Verbs, LabelSelector*, ListMeta, ManagedFieldsEntry, ObjectMeta,
 OwnerReference, PartialObjectMetadata*, Preconditions, Status*, Timestamp, WatchEvent),
 ``time_proto.go``; field types and JSON tags in ``meta/v1/types.go`` (1.37-era: the
 ``ClusterName`` tombstone, ``ShardInfo *ShardInfo``, ``creationTimestamp``
@@ -67,12 +69,19 @@ CORE = "platform.api.core.v1."
 RBAC = "platform.api.rbac.v1."
 
 #: Types with a hand-written marshaller upstream (see the module docstring).
-CUSTOM = frozenset({META + "Time", META + "FieldsV1", RESOURCE + "Quantity"})
+CUSTOM = frozenset({META + "Time", META + "FieldsV1", META + "Verbs", RESOURCE + "Quantity"})
 
 ALWAYS = {
     # k8s.io/apimachinery/pkg/apis/meta/v1
+    META + "APIGroup": "name preferredVersion",
+    META + "APIGroupList": "",
+    META + "APIResource": "name namespaced kind singularName group? version? "
+                          "storageVersionHash?",
+    META + "APIResourceList": "groupVersion",
+    META + "APIVersions": "",
     META + "DeleteOptions": "",
     META + "FieldsV1": "",
+    META + "GroupVersionForDiscovery": "groupVersion version",
     META + "LabelSelector": "",
     META + "LabelSelectorRequirement": "key operator",
     META + "ListMeta": "selfLink? resourceVersion? continue?",
@@ -83,11 +92,13 @@ ALWAYS = {
     META + "PartialObjectMetadata": "metadata",
     META + "PartialObjectMetadataList": "metadata",
     META + "Preconditions": "",
+    META + "ServerAddressByClientCIDR": "clientCIDR serverAddress",
     META + "ShardInfo": "selector",
     META + "Status": "metadata status? message? reason? code?",
     META + "StatusCause": "reason? message? field?",
     META + "StatusDetails": "name? group? kind? uid? retryAfterSeconds?",
     META + "Time": "",
+    META + "Verbs": "",
     META + "WatchEvent": "type object",
     # k8s.io/apimachinery/pkg/runtime (written by protobufcodec, listed for completeness)
     RUNTIME + "RawExtension": "",

@@ -14,6 +14,8 @@ from zope.interface import implementer
 from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec
 
+JSON = "application/json"
+
 _decoder = json.JSONDecoder(object_pairs_hook=from_pairs)
 
 
@@ -24,7 +26,7 @@ def dumps(value) -> bytes:
 
 @implementer(ICodec)
 class JSONCodec:
-    media_type = "application/json"
+    media_type = JSON
 
     def decode(self, data: bytes):
         try:

@@ -47,6 +47,9 @@ _CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount")
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 #: Kinds every group version serves (upstream registers them in each).
 _ANY_VERSION = {"Status": meta.Status, "DeleteOptions": meta.DeleteOptions}
+#: The discovery documents: upstream's unversioned ``v1`` kinds, written without an
+#: ``apiVersion`` on the legacy ``/api`` paths.
+_DISCOVERY_KINDS = ("APIGroup", "APIGroupList", "APIResourceList", "APIVersions")
 #: The trailer of every envelope: contentEncoding and contentType, both empty.
 _TRAILER = b"\x1a\x00\x22\x00"
 
@@ -61,6 +64,9 @@ def builtin_messages() -> dict:
     for api_version in META_VERSIONS:
         table[(api_version, "PartialObjectMetadata")] = meta.PartialObjectMetadata
         table[(api_version, "PartialObjectMetadataList")] = meta.PartialObjectMetadataList
+    for kind in _DISCOVERY_KINDS:
+        for api_version in ("", "v1"):
+            table[(api_version, kind)] = getattr(meta, kind)
     return table
 
 
@@ -80,9 +86,9 @@ class ProtobufCodec:
 
     def message_bytes(self, value: dict) -> bytes:
         """The object's own message (no envelope): what a list item or ``raw`` holds."""
-        cls = self.message_class(value.get("apiVersion"), value.get("kind"))
+        cls = self.message_class(value.get("apiVersion", ""), value.get("kind"))
         if cls is None:
-            raise CodecError(f"no Protobuf message for {value.get('apiVersion')}, "
+            raise CodecError(f"no Protobuf message for {value.get('apiVersion', '')}, "
                              f"Kind={value.get('kind')}")
         try:
             message = protoconvert.to_message(value, cls, upstream=True)
@@ -91,7 +97,7 @@ class ProtobufCodec:
         return message.SerializeToString(deterministic=True)
 
     def encode(self, value, pretty: bool = False) -> bytes:
-        return envelope(value["apiVersion"], value["kind"], self.message_bytes(value))
+        return envelope(value.get("apiVersion", ""), value["kind"], self.message_bytes(value))
 
     def decode(self, data: bytes) -> dict:
         if not data.startswith(MAGIC):
@@ -109,7 +115,7 @@ class ProtobufCodec:
             message = cls.FromString(unknown.raw)
         except DecodeError as e:
             raise CodecError(f"invalid Protobuf {kind}: {e}") from None
-        value = {"kind": kind, "apiVersion": api_version,
+        value = {"kind": kind, **({"apiVersion": api_version} if api_version else {}),
                  **protoconvert.from_message(message, upstream=True)}
         if kind.endswith("List") and "items" in value:
             # List items carry no TypeMeta on the wire; give them the list's, as JSON shows them.

@@ -10,6 +10,7 @@ types are encoded differently in the two forms and are handled by message type:
   upstream, JSON has second precision: nanos are dropped on the way back.
 * ``resource.Quantity``: its canonical string in JSON, ``{string}`` in Protobuf.
 * ``meta.v1.FieldsV1``: a JSON object in JSON, that object's JSON bytes in ``Raw``.
+* ``meta.v1.Verbs`` (``APIResource.verbs``): a list in JSON, ``{items}`` in Protobuf.
 * ``bytes`` fields (``Secret.data``, ``ConfigMap.binaryData``): base64 text in JSON, the
   bytes themselves in Protobuf.
 
@@ -50,6 +51,7 @@ from platformd.codecs import gopresence
 
 TIME = "platform.apimachinery.pkg.apis.meta.v1.Time"
 QUANTITY = "platform.apimachinery.pkg.api.resource.Quantity"
+VERBS = "platform.apimachinery.pkg.apis.meta.v1.Verbs"
 FIELDS_V1 = "platform.apimachinery.pkg.apis.meta.v1.FieldsV1"
 #: ``time.Time{}`` (0001-01-01T00:00:00Z) in Unix seconds: upstream's zero time.
 ZERO_TIME_SECONDS = -62135596800
@@ -191,6 +193,9 @@ def _fill_custom(message, value, set_time) -> bool:
         message.string = value
     elif full_name == FIELDS_V1:
         message.Raw = orjson.dumps(value)
+    elif full_name == VERBS:
+        message.SetInParent()
+        message.items.extend(value)
     else:
         return False
     return True
@@ -296,6 +301,8 @@ def _plain_custom(message):
         return message.string
     if full_name == FIELDS_V1:
         return orjson.loads(message.Raw) if message.Raw else {}
+    if full_name == VERBS:
+        return list(message.items)
     return None
 
 

@@ -78,10 +78,36 @@ class HandBuiltTests(SynchronousTestCase):
     def check(self, obj, raw, decoded=None):
         """``obj`` encodes to exactly ``raw`` in its envelope and decodes back."""
         data = self.codec.encode(obj)
-        self.assertEqual(data.hex(" "), envelope(obj["apiVersion"], obj["kind"], raw).hex(" "))
+        self.assertEqual(data.hex(" "),
+                         envelope(obj.get("apiVersion", ""), obj["kind"], raw).hex(" "))
         self.assertEqual(self.codec.decode(data), obj if decoded is None else decoded)
         # Re-encoding what was decoded gives the same bytes.
         self.assertEqual(self.codec.encode(self.codec.decode(data)), data)
+
+    def test_api_resource_list(self):
+        """
+        Discovery: APIResource writes name, namespaced, kind, singularName, group,
+        version and storageVersionHash even when empty; verbs is a Verbs{items} message.
+        """
+        obj = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "g.io/v1",
+               "resources": [{"name": "widgets", "singularName": "widget", "namespaced": True,
+                              "kind": "Widget", "verbs": ["get", "list"],
+                              "shortNames": ["wd"], "storageVersionHash": "abc="}]}
+        resource = (s(1, "widgets") + v(2, 1) + s(3, "Widget") + m(4, s(1, "get"), s(1, "list"))
+                    + s(5, "wd") + s(6, "widget") + s(8, "") + s(9, "") + s(10, "abc="))
+        self.check(obj, s(1, "g.io/v1") + m(2, resource))
+
+    def test_api_versions_and_groups(self):
+        """/api's APIVersions has no apiVersion; APIGroup always writes preferredVersion."""
+        versions = {"kind": "APIVersions", "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                                    "serverAddress": "10.0.0.1:6443"}]}
+        self.check(versions, s(1, "v1") + m(2, s(1, "0.0.0.0/0"), s(2, "10.0.0.1:6443")))
+        group = {"kind": "APIGroup", "apiVersion": "v1", "name": "g.io",
+                 "versions": [{"groupVersion": "g.io/v1", "version": "v1"}],
+                 "preferredVersion": {"groupVersion": "g.io/v1", "version": "v1"}}
+        gv = s(1, "g.io/v1") + s(2, "v1")
+        self.check(group, s(1, "g.io") + m(2, gv) + m(3, gv))
 
     def test_rolebinding(self):
         """Only name, roleRef and one subject: every empty string and 0 is still written."""

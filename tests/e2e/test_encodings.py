@@ -10,6 +10,7 @@ import os
 import subprocess
 
 import cbor2
+import yaml
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SkipTest
@@ -17,6 +18,7 @@ from twisted.trial.unittest import SkipTest
 from platformd.api import reads
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.cborcodec import CBORCodec
+from platformd.codecs.protobufcodec import PROTOBUF, ProtobufCodec
 from tests.e2e.harness import ServerTestCase, open_watch
 from tests.e2e.test_clients import kubectl_binary
 
@@ -320,3 +322,34 @@ class CBORTests(EncodingTestCase):
         r = yield self.client.patch(f"{CM}/ap", cbor2.dumps({"data": {}}),
                                     content_type="application/merge-patch+cbor")
         self.assertEqual(r.code, 415)
+
+
+class DiscoveryEncodingTests(EncodingTestCase):
+    """Discovery documents are negotiated like objects; OpenAPI and /version stay JSON."""
+
+    server_args = ("--feature-gates", "CBORServingAndStorage=true")
+    PATHS = ("/api", "/api/v1", "/apis", "/apis/rbac.authorization.platform.io", RBAC)
+
+    @inlineCallbacks
+    def test_every_encoding(self):
+        """Protobuf, YAML and CBOR carry the same document as JSON."""
+        decoders = {PROTOBUF: ProtobufCodec().decode, "application/yaml": yaml.safe_load,
+                    "application/cbor": CBORCodec().decode}
+        for path in self.PATHS:
+            plain = yield self.get(path, "application/json")
+            for media, decode in decoders.items():
+                r = yield self.get(path, media)
+                self.assertEqual((r.code, r.header("Content-Type")), (200, media), path)
+                self.assertEqual(decode(r.body), plain.json(), (path, media))
+
+    @inlineCallbacks
+    def test_negotiation(self):
+        """406 when nothing is acceptable; aggregated discovery falls back to JSON."""
+        r = yield self.get("/apis", "text/html")
+        self.assertEqual((r.code, r.json()["reason"]), (406, "NotAcceptable"))
+        r = yield self.get("/apis", "application/json;g=apidiscovery.k8s.io;v=v2;"
+                                    "as=APIGroupDiscoveryList,application/json")
+        self.assertEqual((r.code, r.json()["kind"]), (200, "APIGroupList"))
+        for path in ("/version", "/openapi/v2"):
+            r = yield self.get(path, "application/yaml")
+            self.assertEqual((r.code, r.header("Content-Type")), (200, "application/json"))
