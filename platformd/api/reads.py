@@ -72,7 +72,8 @@ class Reader:
             body = ASSEMBLED[codec.media_type](call.kind.api_version, call.kind.kind, item)
         else:
             value = views.object_view(choice, call.kind, entry.obj,
-                                      views.include_object(call), self.cache.clock.seconds())
+                                      views.include_object(call, choice),
+                                      self.cache.clock.seconds())
             body = choice.codec.encode(value, call.indented(choice))
         return responses.write(call.request, 200, responses.compressed(call, body),
                                responses.content_type(choice))
@@ -180,7 +181,8 @@ class Reader:
             body = head + b",".join(e.json for e in page) + b"]}"
         else:
             value = views.list_view(choice, kind, [e.obj for e in page], meta,
-                                    views.include_object(call), self.cache.clock.seconds())
+                                    views.include_object(call, choice),
+                                    self.cache.clock.seconds())
             body = codec.encode(value, call.indented(choice))
         return responses.write(call.request, 200, responses.compressed(call, body), media)
 

@@ -1,7 +1,8 @@
 """
 The views a client may ask for instead of the object itself (spec 4.2.7, 4.2.8):
-``as=Table`` and ``as=PartialObjectMetadata`` / ``as=PartialObjectMetadataList`` of
-group ``meta.platform.io``, version ``v1``, in any served encoding.
+``as=Table`` (JSON and YAML) and ``as=PartialObjectMetadata`` /
+``as=PartialObjectMetadataList`` (every served encoding) of group ``meta.platform.io``,
+version ``v1``.
 """
 
 from __future__ import annotations
@@ -23,15 +24,25 @@ def partial(obj: dict, group: str = META_GROUP) -> dict:
             "metadata": obj.get("metadata") or {}}
 
 
-def include_object(call) -> str:
+def include_object(call, choice) -> str:
+    """
+    The Table's ``includeObject`` (default ``Metadata``).  As upstream's
+    ``ValidateTableOptions``, it is read only when a Table is asked for.
+    """
     value = call.arg("includeObject") or "Metadata"
-    if value not in INCLUDE_OBJECT:
-        raise errors.bad_request(f'includeObject: Unsupported value: "{value}": supported '
-                                 'values: "None", "Metadata", "Object"')
+    if choice.view == TABLE and value not in INCLUDE_OBJECT:
+        raise errors.bad_request(f'Unable to convert to Table as requested: includeObject: '
+                                 f'Invalid value: "{value}": must be \'Metadata\', '
+                                 f'\'Object\', \'None\', or empty')
     return value
 
 
-def table(kind, objects, meta: dict, include: str, now: float, group: str = META_GROUP) -> dict:
+def table(kind, objects, meta: dict, include: str, now: float, group: str = META_GROUP,
+          headers: bool = True) -> dict:
+    """
+    The Table of ``objects``.  Without ``headers`` (a watch's events after its first,
+    upstream's ``NoHeaders``) ``columnDefinitions`` is null.
+    """
     columns = columns_for(kind)
     rows = []
     for obj in objects:
@@ -42,15 +53,17 @@ def table(kind, objects, meta: dict, include: str, now: float, group: str = META
             row["object"] = partial(obj, group)
         rows.append(row)
     return {"kind": "Table", "apiVersion": f"{group}/v1", "metadata": meta,
-            "columnDefinitions": [c.definition() for c in columns], "rows": rows}
+            "columnDefinitions": [c.definition() for c in columns] if headers else None,
+            "rows": rows}
 
 
-def object_view(choice, kind, obj: dict, include: str, now: float) -> dict:
-    """One object in ``choice``'s view (None: itself)."""
+def object_view(choice, kind, obj: dict, include: str, now: float,
+                headers: bool = True) -> dict:
+    """One object in ``choice``'s view (None: itself); ``headers`` as ``table``'s."""
     view = choice.view
     if view == TABLE:
         return table(kind, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
-                     include, now, choice.group)
+                     include, now, choice.group, headers)
     if view in (METADATA, METADATA_LIST):
         return partial(obj, choice.group)
     return obj

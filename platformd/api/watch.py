@@ -50,6 +50,9 @@ class FrameEncoder:
     Encodes watch events for one (media type, view): ``frame`` for a cached object,
     ``value_frame`` for any value (bookmarks, errors).  ``key`` names the encoding, so
     ``CacheEvent.frame`` can share the bytes between every watcher that uses it.
+
+    A Table watch, as upstream's, carries the column definitions in its first object
+    event only (``headers``); later events have ``columnDefinitions: null``.
     """
 
     def __init__(self, choice, kind, include: str, clock):
@@ -64,8 +67,9 @@ class FrameEncoder:
                              else protobufcodec.PROTOBUF_WATCH if self.protobuf
                              else responses.content_type(choice))
         self.key = (responses.content_type(choice), include if choice.view else "")
+        self.table = choice.view == views.TABLE
 
-    def frame(self, type_: str, entry) -> bytes:
+    def frame(self, type_: str, entry, headers: bool = True) -> bytes:
         if self.choice.view is None and self.protobuf:
             codec = self.choice.codec
             return protobufcodec.watch_frame(type_, protobufcodec.envelope(
@@ -74,7 +78,7 @@ class FrameEncoder:
         if self.choice.view is None and not self.cbor:
             return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
         return self.value_frame(type_, views.object_view(
-            self.choice, self.kind, entry.obj, self.include, self.clock.seconds()))
+            self.choice, self.kind, entry.obj, self.include, self.clock.seconds(), headers))
 
     def value_frame(self, type_: str, value: dict) -> bytes:
         if self.cbor:
@@ -103,7 +107,7 @@ class WatchServer:
         if choice.codec.media_type not in WATCH_MEDIA:
             raise errors.not_acceptable(list(WATCH_MEDIA))
         options = listoptions.parse(call, self.gates, watch=True)
-        encoder = FrameEncoder(choice, call.kind, views.include_object(call), self.clock)
+        encoder = FrameEncoder(choice, call.kind, views.include_object(call, choice), self.clock)
         kind_cache = store.cache
         namespace = call.info.namespace if call.kind.namespaced else ""
         stream = WatchStream(self, call.request, call.kind, kind_cache, namespace or "",
@@ -175,6 +179,8 @@ class WatchStream:
         self._chunked = bool(request.chunked)
         self._write = immediate_writer(request.channel.transport)
         self._frame_key = (encoder.key, self._chunked)
+        #: A Table watch's next object event carries the column definitions (the first).
+        self._headers_pending = encoder.table
         server.streams.add(self)
 
     # -- starting ------------------------------------------------------------------------
@@ -186,7 +192,8 @@ class WatchStream:
         matches = self.options.matches
         for entry in initial:
             if matches(entry.obj):
-                self._send(self.encoder.frame(ADDED, entry))
+                self._send(self.encoder.frame(ADDED, entry, self._headers_pending))
+                self._headers_pending = False
         if end_bookmark is not None:
             self._send(self._bookmark_frame(end_bookmark, initial_end=True))
         for event in replay:
@@ -228,14 +235,18 @@ class WatchStream:
             return  # already sent by this watcher's replay of history
         self.last_revision = event.revision
         try:
-            data = event.frame(type_, self._frame_key, self._encode_event)
+            if self._headers_pending:
+                self._headers_pending = False
+                data = self._framed(self.encoder.frame(type_, event.object_for(type_)))
+            else:
+                data = event.frame(type_, self._frame_key, self._encode_event)
         except CorruptObjectError:
             # An undecodable object deleted by an unsafe delete: say what can be said.
             data = self._framed(self.encoder.value_frame(type_, event.gone().stub(self.kind)))
         self._emit(data)
 
     def _encode_event(self, type_: str, entry) -> bytes:
-        return self._framed(self.encoder.frame(type_, entry))
+        return self._framed(self.encoder.frame(type_, entry, not self.encoder.table))
 
     def _framed(self, frame: bytes) -> bytes:
         return b"%x\r\n%s\r\n" % (len(frame), frame) if self._chunked else frame

@@ -153,13 +153,16 @@ class CacheEvent:
             self._gone = self.old.at(self.revision)
         return self._gone
 
+    def object_for(self, type_: str):
+        """The object a watch event of ``type_`` carries: the last state for a deletion."""
+        return self.gone() if type_ == DELETED else self.new
+
     def frame(self, type_: str, media: str, encode: Callable) -> bytes:
         """This event as a watch event of ``type_``, encoded by ``encode(type_, object)``."""
         cache_key = (type_, media)
         frame = self._frames.get(cache_key)
         if frame is None:
-            frame = self._frames[cache_key] = encode(
-                type_, self.gone() if type_ == DELETED else self.new)
+            frame = self._frames[cache_key] = encode(type_, self.object_for(type_))
         return frame
 
 

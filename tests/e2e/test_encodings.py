@@ -91,6 +91,11 @@ class TableTests(EncodingTestCase):
         self.assertEqual(r.json()["rows"][0]["object"]["roleRef"]["name"], "view")
         r = yield self.get(f"{RB}/rb?includeObject=Some", TABLE)
         self.assertEqual(r.code, 400)
+        self.assertEqual(r.json()["message"],
+                         "Unable to convert to Table as requested: includeObject: Invalid "
+                         "value: \"Some\": must be 'Metadata', 'Object', 'None', or empty")
+        r = yield self.get(f"{RB}/rb?includeObject=Some", "application/json")
+        self.assertEqual(r.code, 200, "includeObject is read only for a Table")
 
     @inlineCallbacks
     def test_not_acceptable_and_fallback(self):
@@ -105,13 +110,33 @@ class TableTests(EncodingTestCase):
 
     @inlineCallbacks
     def test_watch_table(self):
-        """A watch in Table form carries one-row tables."""
-        _, reader = yield open_watch(self.client, f"{RB}?watch=1", accept=TABLE)
+        """
+        A watch in Table form carries one-row tables; as upstream, only the first event
+        has the column definitions, later ones ``columnDefinitions: null`` — for each
+        watcher, whether its first event is from the initial state or live.
+        """
+        yield self.client.post(RB, binding("before"))
+        listed = yield self.client.get(RB)
+        rv = listed.json()["metadata"]["resourceVersion"]
+        _, fresh = yield open_watch(self.client, f"{RB}?watch=1", accept=TABLE)
+        _, first_live = yield open_watch(self.client, f"{RB}?watch=1&resourceVersion={rv}",
+                                         accept=TABLE)
+        events = yield fresh.wait_for(1)
+        self.assertEqual(events[0]["object"]["rows"][0]["cells"][0], "before")
         yield self.client.post(RB, binding("w"))
-        events = yield reader.wait_for(1)
-        self.assertEqual(events[0]["object"]["kind"], "Table")
-        self.assertEqual(events[0]["object"]["rows"][0]["cells"][0], "w")
-        reader.transport.stopProducing()
+        yield self.client.post(RB, binding("x"))
+        events = yield fresh.wait_for(3)
+        tables = [e["object"] for e in events]
+        self.assertEqual([t["kind"] for t in tables], ["Table"] * 3)
+        self.assertEqual([t["rows"][0]["cells"][0] for t in tables], ["before", "w", "x"])
+        self.assertEqual(tables[0]["columnDefinitions"][0]["name"], "Name")
+        self.assertEqual([t["columnDefinitions"] for t in tables[1:]], [None, None])
+        events = yield first_live.wait_for(2)
+        self.assertEqual([e["object"]["rows"][0]["cells"][0] for e in events], ["w", "x"])
+        self.assertEqual([e["object"]["columnDefinitions"] is None for e in events],
+                         [False, True])
+        fresh.transport.stopProducing()
+        first_live.transport.stopProducing()
 
     @inlineCallbacks
     def test_kubectl_wide(self):
