@@ -8,9 +8,10 @@ router becomes a ``Status`` body with the code, reason and headers upstream uses
 from __future__ import annotations
 
 import gzip
+import time
 
 from platformd import errors
-from platformd.api import query
+from platformd.api import query, views
 
 #: Responses larger than this are compressed for clients that accept gzip
 #: (upstream's ``defaultGzipThresholdBytes``, 128 KiB).
@@ -32,14 +33,22 @@ def write(request, code: int, body: bytes, content_type: str) -> bytes:
 
 
 def write_value(call, code: int, value) -> bytes:
-    """Encode ``value`` with the call's response codec (and send queued warnings)."""
+    """
+    Encode a write's or delete's answer as negotiated (and send queued warnings).  As
+    upstream's ``transformResponseObject``, an object asked for as a Table or as
+    PartialObjectMetadata is answered in that view; a ``Status`` is always itself.
+    """
     for text in call.warnings:
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         call.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
-    choice = call.pick(())
+    choice = call.pick(views.GET_VIEWS)
     codec = choice.codec
-    return write(call.request, code, codec.encode(value, call.indented(choice)),
-                 codec.media_type)
+    media = codec.media_type
+    if choice.view is not None and value.get("kind") != "Status":
+        value = views.object_view(choice, call.kind, value, views.include_object(call, choice),
+                                  time.time())
+        media = content_type(choice)
+    return write(call.request, code, codec.encode(value, call.indented(choice)), media)
 
 
 def write_error(request, error: errors.StatusError, choice) -> bytes:

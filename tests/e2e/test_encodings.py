@@ -103,10 +103,29 @@ class TableTests(EncodingTestCase):
         yield self.client.post(RB, binding("rb"))
         r = yield self.get(RB, "application/json;as=Table;g=other.io;v=v1")
         self.assertEqual((r.code, r.json()["reason"]), (406, "NotAcceptable"))
-        r = yield self.client.post(RB, binding("x"), headers={"Accept": TABLE})
-        self.assertEqual(r.code, 406)
+        r = yield self.client.post(RB, binding("x"), headers={"Accept": META_LIST})
+        self.assertEqual(r.code, 406, "a write's answer is one object, never a list view")
         r = yield self.get(RB, "application/json;as=Table;g=other.io;v=v1, application/json")
         self.assertEqual((r.code, r.json()["kind"]), (200, "RoleBindingList"))
+
+    @inlineCallbacks
+    def test_write_answers_in_views(self):
+        """
+        As upstream's transformResponseObject: create, update, patch and delete answer
+        in the Table or PartialObjectMetadata asked for; a delete's Status stays itself.
+        """
+        r = yield self.client.post(RB, binding("v"), headers={"Accept": TABLE})
+        self.assertEqual((r.code, r.header("Content-Type")), (201, TABLE))
+        self.assertEqual(r.json()["rows"][0]["cells"][:2], ["v", "ClusterRole/view"])
+        r = yield self.client.patch(f"{RB}/v", {"metadata": {"labels": {"a": "b"}}},
+                                    headers={"Accept": META})
+        self.assertEqual((r.code, r.header("Content-Type")), (200, META))
+        self.assertEqual(r.json()["kind"], "PartialObjectMetadata")
+        self.assertEqual(r.json()["metadata"]["labels"], {"a": "b"})
+        self.assertNotIn("roleRef", r.json())
+        r = yield self.client.delete(f"{RB}/v", headers={"Accept": TABLE})
+        self.assertEqual((r.code, r.json()["kind"]), (200, "Status"))
+        self.assertEqual(r.header("Content-Type"), "application/json")
 
     @inlineCallbacks
     def test_watch_table(self):
