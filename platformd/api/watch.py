@@ -264,12 +264,21 @@ class WatchStream:
         self._timers.append(self.server.clock.callLater(self.server.bookmark_interval, self._tick))
 
     def _bookmark_frame(self, revision: int, initial_end: bool = False) -> bytes:
+        """
+        A bookmark: an object of the watched kind holding only its resourceVersion (and
+        the initial-events-end annotation), in the watch's view as upstream transforms
+        every event's object (a PartialObjectMetadata, or a Table row, for those views).
+        """
         meta = {"resourceVersion": str(revision)}
         if initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        return self.encoder.value_frame(BOOKMARK, {"kind": self.kind.kind,
-                                                   "apiVersion": self.kind.api_version,
-                                                   "metadata": meta})
+        value = {"kind": self.kind.kind, "apiVersion": self.kind.api_version, "metadata": meta}
+        encoder = self.encoder
+        if encoder.choice.view is not None:
+            value = views.object_view(encoder.choice, self.kind, value, encoder.include,
+                                      encoder.clock.seconds(), self._headers_pending)
+            self._headers_pending = False
+        return encoder.value_frame(BOOKMARK, value)
 
     def _timed_out(self) -> None:
         if self.options.allow_bookmarks:

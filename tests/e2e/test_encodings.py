@@ -203,6 +203,26 @@ class MetadataTests(EncodingTestCase):
         self.assertEqual(events[0]["object"]["kind"], "PartialObjectMetadata")
         reader.transport.stopProducing()
 
+    @inlineCallbacks
+    def test_metadata_watch_bookmarks(self):
+        """
+        A metadata-only watch's bookmarks are PartialObjectMetadata too (a metadata
+        informer decodes nothing else), the initial-events-end one included.
+        """
+        yield self.client.post(RB, binding("m"))
+        _, reader = yield open_watch(
+            self.client, f"{RB}?watch=1&sendInitialEvents=true&resourceVersionMatch="
+                         f"NotOlderThan&allowWatchBookmarks=true", accept=META)
+        events = yield reader.wait_for(2)
+        self.assertEqual([e["type"] for e in events], ["ADDED", "BOOKMARK"])
+        bookmark = events[1]["object"]
+        self.assertEqual((bookmark["kind"], bookmark["apiVersion"]),
+                         ("PartialObjectMetadata", "meta.platform.io/v1"))
+        self.assertEqual(bookmark["metadata"]["annotations"],
+                         {"platform.io/initial-events-end": "true"})
+        self.assertTrue(bookmark["metadata"]["resourceVersion"])
+        reader.transport.stopProducing()
+
 
 class GzipTests(EncodingTestCase):
     @inlineCallbacks
