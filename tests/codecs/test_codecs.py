@@ -17,6 +17,38 @@ class CodecTests(SynchronousTestCase):
         j = JSONCodec().decode(b'{"a": 1, "t": "2020-01-01T00:00:00Z", "l": ["x", "y"]}')
         self.assertEqual(y, j)
 
+    def test_yaml_written_as_upstream(self):
+        """
+        Keys in go-yaml's order (non-letters first, digit runs by value), strings that would read back as
+        another type double-quoted, multi-line strings as literal blocks, the rest plain
+        (or single-quoted where plain YAML cannot hold them, as libyaml does).
+        """
+        value = {"kind": "ConfigMap", "apiVersion": "v1",
+                 "metadata": {"name": "x", "resourceVersion": "5",
+                              "creationTimestamp": "2026-11-23T13:30:28Z",
+                              "labels": {"a10": "", "a2": "yes", "B": "on", "_": "a: b"}},
+                 "data": {"script": "line1\nline2\n", "n": "12", "s": "plain text"}}
+        self.assertEqual(YAMLCodec().encode(value).decode(), """\
+apiVersion: v1
+data:
+  n: "12"
+  s: plain text
+  script: |
+    line1
+    line2
+kind: ConfigMap
+metadata:
+  creationTimestamp: "2026-11-23T13:30:28Z"
+  labels:
+    _: 'a: b'
+    B: "on"
+    a2: "yes"
+    a10: ""
+  name: x
+  resourceVersion: "5"
+""")
+        self.assertEqual(YAMLCodec().decode(YAMLCodec().encode(value)), value)
+
     def test_yaml_duplicates(self):
         """Repeated YAML keys are marked for field validation."""
         value = YAMLCodec().decode(b"a: 1\na: 2\n")
