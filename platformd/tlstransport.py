@@ -7,9 +7,12 @@ turn — pays hundreds of times over:
 
 1. it gathers the small writes of a turn and encrypts them together on the next one,
    each connection scheduling its own ``callLater(0)`` flush.  Good for a response
-   written as headers then body (one TLS record, not two); for a watch stream, whose
-   every write is already a whole event, ``write_now`` skips it (anything still gathered
-   is flushed first, so order is kept);
+   written as headers then a small body (one TLS record, not two); for a watch stream,
+   whose every write is already a whole event, ``write_now`` skips it (anything still
+   gathered is flushed first, so order is kept).  A large write (a list body) skips it
+   too: gathering would join it with the headers, copying the whole body once more, and
+   those big short-lived copies are what made LIST throughput swing between ~400 and
+   ~1,000 a second (glibc's malloc handing them out as fresh, page-faulting memory);
 2. the TCP transport never sends at once: it buffers, registers the socket with epoll,
    sends when the next poll says it is writable, and unregisters it.  ``_flushSendBIO``
    here sends the encrypted bytes at once when nothing is queued before them and queues
@@ -27,8 +30,29 @@ from twisted.internet import tcp
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 
 
+#: Writes at least this large are encrypted at once instead of gathered (Twisted's
+#: aggregator flushes at 64 KiB anyway).
+DIRECT_WRITE = 64 * 1024
+
+
 class PlatformTLSTransport(BufferingTLSTransport):
-    """``BufferingTLSTransport`` with an unbuffered ``write_now`` and eager sends."""
+    """
+    ``BufferingTLSTransport`` with an unbuffered ``write_now``, large writes unbuffered,
+    and eager sends.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        gather, now = self._aggregator.write, self.write_now
+
+        def write(data: bytes) -> None:
+            if len(data) >= DIRECT_WRITE:
+                now(data)
+            else:
+                gather(data)
+
+        # An instance attribute, as the base class sets it (and resets it on close).
+        self.write = write
 
     def write_now(self, data: bytes) -> None:
         """Encrypt and send ``data`` now, after whatever earlier writes are gathered."""

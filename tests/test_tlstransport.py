@@ -14,13 +14,13 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.threads import deferToThread
-from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
 from platformd.pki import ensure_pki
 from platformd.tlscontext import server_tls_options
-from platformd.tlstransport import PlatformTLSTransport, send_now
+from platformd.tlstransport import DIRECT_WRITE, PlatformTLSTransport, send_now
 
 
 @implementer(IPushProducer)
@@ -96,7 +96,8 @@ class PlatformTLSTransportTests(TestCase):
         """Gathered, immediate and large writes arrive whole and in the order made."""
         big = bytes(range(256)) * 24_000  # ~6 MB: more than one send takes
         parts = [(b"a" * 10, "write"), (b"b" * 10, "write_now"), (b"c" * 3, "write"),
-                 (big, "write_now"), (b"d" * 5, "write"), (b"e", "write_now")]
+                 (big, "write_now"), (b"d" * 5, "write"), (b"e", "write_now"),
+                 (b"f" * 7, "write"), (big[:DIRECT_WRITE], "write"), (b"g", "write")]
 
         def script(transport):
             for data, how in parts:
@@ -108,6 +109,35 @@ class PlatformTLSTransportTests(TestCase):
         start.set()
         received = await deferToThread(read_all, port, self.ca_cert, start)
         self.assertEqual(received, b"".join(data for data, _ in parts))
+
+    async def test_large_writes_not_gathered(self):
+        """
+        Small writes wait for the turn's end to be encrypted together; a large one is
+        encrypted at once (after them), never copied into a joined buffer.
+        """
+        port, handshaken = self.serve(lambda transport: None)
+        start = threading.Event()
+        reading = deferToThread(read_all, port, self.ca_cert, start)
+        transport = await handshaken
+        encrypted = []
+        real_write = TLSMemoryBIOProtocol._write
+
+        def spy(protocol, data):
+            encrypted.append(data)
+            return real_write(protocol, data)
+
+        self.patch(TLSMemoryBIOProtocol, "_write", spy)
+        body = b"b" * DIRECT_WRITE
+        try:
+            transport.write(b"headers")
+            self.assertEqual(encrypted, [])
+            transport.write(body)
+            self.assertEqual(encrypted, [b"headers", body])
+            self.assertIs(encrypted[1], body)
+        finally:
+            start.set()
+            transport.loseConnection()
+        self.assertEqual(await reading, b"headers" + body)
 
     async def test_peer_not_reading_pauses_producer(self):
         """What the kernel does not take is queued, and the producer is paused until it drains."""

@@ -178,7 +178,7 @@ class Reader:
             size = sum(len(e.json) for e in page)
             if size >= STREAM_THRESHOLD:
                 return self.stream(call, media, _pieces(head, page))
-            body = head + b",".join(e.json for e in page) + b"]}"
+            body = b"".join(_pieces(head, page))
         else:
             value = views.list_view(choice, kind, [e.obj for e in page], meta,
                                     views.include_object(call, choice),
