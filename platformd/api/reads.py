@@ -190,7 +190,7 @@ class Reader:
     def stream(call, media: str, pieces):
         gzip = responses.accepts_gzip(call)
         request = call.request
-        responses.write(request, 200, b"", media)
+        responses.start(request, 200, media)
         if gzip:
             request.responseHeaders.setRawHeaders(b"Content-Encoding", [b"gzip"])
             request.responseHeaders.setRawHeaders(b"Vary", [b"Accept-Encoding"])

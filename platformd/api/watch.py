@@ -167,10 +167,7 @@ class WatchStream:
         #: The stream should end as soon as the backlog is written.
         self._closing = False
         self._timers: list = []
-        request.setResponseCode(200)
-        request.responseHeaders.setRawHeaders(b"Content-Type",
-                                              [encoder.content_type.encode()])
-        request.responseHeaders.setRawHeaders(b"Cache-Control", [b"no-cache, private"])
+        responses.start(request, 200, encoder.content_type)
         request.registerProducer(self, True)
         request.write(b"")  # the headers go out now; events follow as they come
         # Events are written straight to the transport, already framed as HTTP chunks:

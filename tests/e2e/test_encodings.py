@@ -233,6 +233,7 @@ class GzipTests(EncodingTestCase):
         r = yield self.client.get(CM, headers={"Accept-Encoding": "gzip"})
         self.assertEqual(r.header("Content-Encoding"), "gzip")
         self.assertEqual(r.header("Vary"), "Accept-Encoding")
+        self.assertEqual(r.header("Content-Length"), str(len(r.body)))
         self.assertEqual(len(json.loads(gzip.decompress(r.body))["items"]), 40)
         r = yield self.client.get(f"{CM}/c0", headers={"Accept-Encoding": "gzip"})
         self.assertIsNone(r.header("Content-Encoding"))
@@ -272,9 +273,13 @@ class StreamingTests(EncodingTestCase):
                                         "data": {"d": "y" * 100000}})
         r = yield self.client.get(CM)
         self.assertEqual(r.code, 200)
+        self.assertIsNone(r.header("Content-Length"), "streamed: chunked, length unknown")
         body = r.json()
         self.assertEqual([i["metadata"]["name"] for i in body["items"]],
                          [f"s{i:02d}" for i in range(60)])
+        r = yield self.client.get(f"{CM}/s00")
+        self.assertEqual(r.header("Content-Length"), str(len(r.body)),
+                         "a whole body goes with its length")
         r = yield self.client.get(CM, headers={"Accept-Encoding": "gzip"})
         self.assertEqual(r.header("Content-Encoding"), "gzip")
         self.assertEqual(len(json.loads(gzip.decompress(r.body))["items"]), 60)
