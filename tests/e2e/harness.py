@@ -28,6 +28,8 @@ class Response:
     code: int
     headers: Headers
     body: bytes
+    #: The Content-Length sent (Twisted's client keeps it out of ``headers``), or None.
+    length: object = None
 
     def json(self):
         return json.loads(self.body)
@@ -91,7 +93,8 @@ class Client:
         response = yield self.agent.request(method.encode(), (self.base + path).encode(), h,
                                             producer)
         data = yield readBody(response)
-        returnValue(Response(response.code, response.headers, data))
+        length = response.length if isinstance(response.length, int) else None
+        returnValue(Response(response.code, response.headers, data, length))
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
