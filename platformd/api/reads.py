@@ -25,22 +25,14 @@ from platformd.api.listoptions import (
 from platformd.cache import continuetokens
 from platformd.api import views
 from platformd.api.streaming import PieceWriter
-from platformd.codecs import cborcodec
+from platformd.codecs.interface import IItemCodec
 from platformd.codecs.jsoncodec import JSON, dumps
-from platformd.codecs.protobufcodec import PROTOBUF, envelope
 from platformd.cache.watchcache import CachedObject
 
 #: How long a read of a version the cache has not reached waits for it (spec 4.9).
 TOO_LARGE_WAIT = 3.0
 #: Lists of at least this many bytes of items are streamed (spec 4.2.5).
 STREAM_THRESHOLD = 4 * 1024 * 1024
-#: The encodings whose codecs make an object's own bytes (``message_bytes``, cached per
-#: object version) and a list from them (``list_pieces``): how a GET's body wraps them.
-ASSEMBLED = {
-    PROTOBUF: envelope,
-    cborcodec.CBOR: lambda _api_version, _kind, item: cborcodec.SELF_DESCRIBED + item,
-}
-
 
 class Reader:
     """Serves get and list for every kind from one watch cache."""
@@ -67,9 +59,9 @@ class Reader:
         codec = choice.codec
         if choice.view is None and codec.media_type == JSON and not call.indented(choice):
             body = entry.json
-        elif choice.view is None and codec.media_type in ASSEMBLED:
-            item = entry.encoded(codec.media_type, codec.message_bytes)
-            body = ASSEMBLED[codec.media_type](call.kind.api_version, call.kind.kind, item)
+        elif choice.view is None and IItemCodec.providedBy(codec):
+            item = entry.encoded(codec.media_type, codec.item_bytes)
+            body = codec.from_item(call.kind.api_version, call.kind.kind, item)
         else:
             value = views.object_view(choice, call.kind, entry.obj,
                                       views.include_object(call, choice),
@@ -166,8 +158,8 @@ class Reader:
         choice = call.pick(views.LIST_VIEWS)
         media = responses.content_type(choice)
         codec = choice.codec
-        if choice.view is None and codec.media_type in ASSEMBLED:
-            items = [e.encoded(codec.media_type, codec.message_bytes) for e in page]
+        if choice.view is None and IItemCodec.providedBy(codec):
+            items = [e.encoded(codec.media_type, codec.item_bytes) for e in page]
             pieces = codec.list_pieces(kind.api_version, kind.list_kind, meta, items)
             if sum(len(item) for item in items) >= STREAM_THRESHOLD:
                 return self.stream(call, media, pieces)

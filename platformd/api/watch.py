@@ -72,9 +72,9 @@ class FrameEncoder:
     def frame(self, type_: str, entry, headers: bool = True) -> bytes:
         if self.choice.view is None and self.protobuf:
             codec = self.choice.codec
-            return protobufcodec.watch_frame(type_, protobufcodec.envelope(
+            return protobufcodec.watch_frame(type_, codec.from_item(
                 self.kind.api_version, self.kind.kind,
-                entry.encoded(protobufcodec.PROTOBUF, codec.message_bytes)))
+                entry.encoded(protobufcodec.PROTOBUF, codec.item_bytes)))
         if self.choice.view is None and not self.cbor:
             return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
         return self.value_frame(type_, views.object_view(

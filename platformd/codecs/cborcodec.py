@@ -6,7 +6,7 @@ Responses are one data item prefixed with the self-described CBOR tag (55799,
 Watches are CBOR sequences (``application/cbor-seq``): one tagged data item per event.
 Repeated map keys are not reported (cbor2 has no hook for them); the last one wins.
 
-Like Protobuf's, a list is assembled from each item's own bytes (``message_bytes``, the
+Like Protobuf's, a list is assembled from each item's own bytes (``item_bytes``, the
 data item without the tag, cached per object version by ``CachedObject.encoded``):
 ``list_pieces`` writes the list's map up to the ``items`` array's head, the item count
 being known, and then the items as they are, byte for byte what ``encode`` of the
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import cbor2
 from zope.interface import implementer
 
-from platformd.codecs.interface import CodecError, ICodec
+from platformd.codecs.interface import CodecError, IItemCodec
 
 SELF_DESCRIBED = b"\xd9\xd9\xf7"
 CBOR = "application/cbor"
@@ -39,7 +39,7 @@ def encode(value) -> bytes:
     return SELF_DESCRIBED + cbor2.dumps(value)
 
 
-@implementer(ICodec)
+@implementer(IItemCodec)
 class CBORCodec:
     media_type = CBOR
 
@@ -58,9 +58,13 @@ class CBORCodec:
     def encode(self, value, pretty: bool = False) -> bytes:
         return encode(value)
 
-    def message_bytes(self, value: dict) -> bytes:
+    def item_bytes(self, value: dict) -> bytes:
         """One object's data item without the tag: what a list item holds."""
         return cbor2.dumps(value)
+
+    def from_item(self, api_version: str, kind: str, item: bytes) -> bytes:
+        """A response of one object: its data item behind the self-described tag."""
+        return SELF_DESCRIBED + item
 
     def list_pieces(self, api_version: str, kind: str, meta_value: dict, items: list):
         """

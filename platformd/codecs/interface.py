@@ -32,5 +32,25 @@ class ITypedCodec(ICodec):
         """Whether objects of (apiVersion, kind) can be encoded and decoded."""
 
 
+class IItemCodec(ICodec):
+    """
+    A codec whose lists are its items' bytes laid end to end between a head and a tail
+    (Protobuf, CBOR): each object's item is encoded once per object version and cached
+    (``CachedObject.encoded``), and a GET, a LIST or a watch event is assembled from it.
+    """
+
+    def item_bytes(value: dict) -> bytes:
+        """The object as a list of its kind holds it."""
+
+    def from_item(api_version: str, kind: str, item: bytes) -> bytes:
+        """The whole response body of one object, from its ``item_bytes``."""
+
+    def list_pieces(api_version: str, kind: str, meta_value: dict, items: list):
+        """
+        The list (kind ``kind``, ListMeta ``meta_value``) of ``items`` (``item_bytes``)
+        as byte pieces; joined, they equal ``encode`` of the whole list.
+        """
+
+
 class CodecError(Exception):
     """Bytes that are not a well-formed document of the codec's media type."""

@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 from zope.interface import implementer
 
 from platformd.codecs import protoconvert
-from platformd.codecs.interface import CodecError, ITypedCodec
+from platformd.codecs.interface import CodecError, IItemCodec, ITypedCodec
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
@@ -70,7 +70,7 @@ def builtin_messages() -> dict:
     return table
 
 
-@implementer(ITypedCodec)
+@implementer(ITypedCodec, IItemCodec)
 class ProtobufCodec:
     media_type = PROTOBUF
 
@@ -96,8 +96,20 @@ class ProtobufCodec:
             raise CodecError(f"cannot encode as Protobuf: {e}") from None
         return message.SerializeToString(deterministic=True)
 
+    def item_bytes(self, value: dict) -> bytes:
+        """
+        The object as a list holds it: field 2 (tag, length, message).  An envelope's
+        ``raw`` is the same field 2, so a GET's body is built around these bytes as is.
+        """
+        return _field(2, self.message_bytes(value))
+
+    def from_item(self, api_version: str, kind: str, item: bytes) -> bytes:
+        """The envelope of one object, from its ``item_bytes``."""
+        return MAGIC + _field(1, _type_meta(api_version, kind)) + item + _TRAILER
+
     def encode(self, value, pretty: bool = False) -> bytes:
-        return envelope(value.get("apiVersion", ""), value["kind"], self.message_bytes(value))
+        return self.from_item(value.get("apiVersion", ""), value["kind"],
+                              self.item_bytes(value))
 
     def decode(self, data: bytes) -> dict:
         if not data.startswith(MAGIC):
@@ -125,16 +137,15 @@ class ProtobufCodec:
 
     def list_pieces(self, api_version: str, kind: str, meta_value: dict, items: list):
         """
-        The enveloped list as byte pieces: the envelope's head, the ListMeta, then each
-        item (its message bytes, from ``items``) as one field 2, then the trailer.
-        Joined, they equal ``encode`` of the whole list.
+        The enveloped list as byte pieces: the envelope's head, the ListMeta, then the
+        items (``item_bytes``: each already the list's field 2) as they are, then the
+        trailer.  Joined, they equal ``encode`` of the whole list.
         """
         head = _field(1, protoconvert.to_message(meta_value, meta.ListMeta, upstream=True)
                       .SerializeToString(deterministic=True))
-        size = len(head) + sum(len(item) + 1 + _varint_size(len(item)) for item in items)
+        size = len(head) + sum(map(len, items))
         yield MAGIC + _field(1, _type_meta(api_version, kind)) + b"\x12" + _varint(size) + head
-        for item in items:
-            yield b"\x12" + _varint(len(item)) + item
+        yield from items
         yield _TRAILER
 
 
@@ -176,6 +187,3 @@ def _varint(n: int) -> bytes:
     out.append(n)
     return bytes(out)
 
-
-def _varint_size(n: int) -> int:
-    return len(_varint(n))

@@ -20,7 +20,7 @@ class ListPiecesTests(SynchronousTestCase):
 
     def assemble(self, meta: dict, objects: list):
         """(assembled bytes, cbor2's encoding of the same list as one value)."""
-        items = [self.codec.message_bytes(o) for o in objects]
+        items = [self.codec.item_bytes(o) for o in objects]
         pieces = list(self.codec.list_pieces("v1", "ConfigMapList", meta, items))
         self.assertEqual(len(pieces), 1 + len(objects))
         whole = {"kind": "ConfigMapList", "apiVersion": "v1", "metadata": meta,
@@ -30,8 +30,8 @@ class ListPiecesTests(SynchronousTestCase):
     def test_item_is_untagged_data_item(self):
         """An item's bytes are cbor2's, without the self-described tag."""
         obj = configmap(1)
-        self.assertEqual(self.codec.message_bytes(obj), cbor2.dumps(obj))
-        self.assertEqual(self.codec.encode(obj), SELF_DESCRIBED + self.codec.message_bytes(obj))
+        self.assertEqual(self.codec.item_bytes(obj), cbor2.dumps(obj))
+        self.assertEqual(self.codec.encode(obj), SELF_DESCRIBED + self.codec.item_bytes(obj))
 
     def test_equal_to_whole_list(self):
         """Empty, one, many items (array heads of 1, 2 and 3 bytes): the same bytes and

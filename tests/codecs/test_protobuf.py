@@ -197,7 +197,7 @@ class EnvelopeTests(SynchronousTestCase):
         """A list written item by item from cached item bytes equals the whole list's encoding."""
         obj = OBJECTS[1]
         value = _list_of(obj)
-        items = [self.codec.message_bytes(o) for o in value["items"]]
+        items = [self.codec.item_bytes(o) for o in value["items"]]
         pieces = list(self.codec.list_pieces("v1", "PodList", value["metadata"], items))
         self.assertEqual(b"".join(pieces), self.codec.encode(value))
         self.assertEqual(len(pieces), 4)

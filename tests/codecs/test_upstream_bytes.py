@@ -204,7 +204,7 @@ class HandBuiltTests(SynchronousTestCase):
         raw = m(1, s(1, ""), s(2, "7"), s(3, "")) + m(2, m(1, object_meta("r")))
         self.check(value, raw)
         pieces = self.codec.list_pieces(RBAC, "RoleList", value["metadata"],
-                                        [self.codec.message_bytes(item)])
+                                        [self.codec.item_bytes(item)])
         self.assertEqual(b"".join(pieces), envelope(RBAC, "RoleList", raw))
 
     def test_times(self):
@@ -297,14 +297,15 @@ class UpstreamGoldenTests(SynchronousTestCase):
             "kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "2345"}})
 
     def test_lists_with_items(self):
-        """Items' ObjectMeta and the list around them, as upstream's golden bytes."""
+        """Items' ObjectMeta and the list around them, as upstream's golden bytes (items
+        are given as ``item_bytes``: each the list's field 2)."""
         pieces = self.codec.list_pieces(
             "v1", "List", {"resourceVersion": "2345", "continue": "abc",
-                           "remainingItemCount": 1}, [self.carp("pod", "default")])
+                           "remainingItemCount": 1}, [s(2, self.carp("pod", "default"))])
         self.assertEqual(b"".join(pieces), base64.b64decode(_GOLDEN_ONE_WITH_CONTINUE))
         pieces = self.codec.list_pieces("v1", "List", {"resourceVersion": "2345"},
-                                        [self.carp("pod", "default"),
-                                         self.carp("pod2", "default2")])
+                                        [s(2, self.carp("pod", "default")),
+                                         s(2, self.carp("pod2", "default2"))])
         self.assertEqual(b"".join(pieces), base64.b64decode(_GOLDEN_TWO))
 
 
