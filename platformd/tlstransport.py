@@ -54,6 +54,10 @@ class PlatformTLSTransport(BufferingTLSTransport):
         # An instance attribute, as the base class sets it (and resets it on close).
         self.write = write
 
+    def writeSequence(self, sequence) -> None:
+        """As ``write`` (the base class hands any joined sequence to the gatherer)."""
+        self.write(b"".join(sequence))
+
     def write_now(self, data: bytes) -> None:
         """Encrypt and send ``data`` now, after whatever earlier writes are gathered."""
         if self.disconnecting and self._producer is None:

@@ -97,18 +97,22 @@ class PlatformTLSTransportTests(TestCase):
         big = bytes(range(256)) * 24_000  # ~6 MB: more than one send takes
         parts = [(b"a" * 10, "write"), (b"b" * 10, "write_now"), (b"c" * 3, "write"),
                  (big, "write_now"), (b"d" * 5, "write"), (b"e", "write_now"),
-                 (b"f" * 7, "write"), (big[:DIRECT_WRITE], "write"), (b"g", "write")]
+                 (b"f" * 7, "write"), (big[:DIRECT_WRITE], "write"), (b"g", "write"),
+                 ((b"h" * 9, big[:DIRECT_WRITE]), "writeSequence"), (b"i", "write")]
 
         def script(transport):
             for data, how in parts:
                 getattr(transport, how)(data)
             transport.loseConnection()
 
+        def joined(data):
+            return b"".join(data) if isinstance(data, tuple) else data
+
         port, _ = self.serve(script)
         start = threading.Event()
         start.set()
         received = await deferToThread(read_all, port, self.ca_cert, start)
-        self.assertEqual(received, b"".join(data for data, _ in parts))
+        self.assertEqual(received, b"".join(joined(data) for data, _ in parts))
 
     async def test_large_writes_not_gathered(self):
         """
@@ -134,10 +138,12 @@ class PlatformTLSTransportTests(TestCase):
             transport.write(body)
             self.assertEqual(encrypted, [b"headers", body])
             self.assertIs(encrypted[1], body)
+            transport.writeSequence([b"chunk head ", body])
+            self.assertEqual(encrypted[2:], [b"chunk head " + body])
         finally:
             start.set()
             transport.loseConnection()
-        self.assertEqual(await reading, b"headers" + body)
+        self.assertEqual(await reading, b"headers" + body + b"chunk head " + body)
 
     async def test_peer_not_reading_pauses_producer(self):
         """What the kernel does not take is queued, and the producer is paused until it drains."""

@@ -190,9 +190,12 @@ class Reader:
 
 
 def _pieces(head: bytes, page: list):
+    """A JSON list as pieces: the items' cached bytes as they are, commas between."""
     yield head
     for i, entry in enumerate(page):
-        yield b"," + entry.json if i else entry.json
+        if i:
+            yield b","
+        yield entry.json
     yield b"]}"
 
 
