@@ -6,6 +6,14 @@ Responses are one data item prefixed with the self-described CBOR tag (55799,
 Watches are CBOR sequences (``application/cbor-seq``): one tagged data item per event.
 Repeated map keys are not reported (cbor2 has no hook for them); the last one wins.
 
+A decoded body is made plain in one iterative pass (``_plain``), with the choices of
+upstream's decode mode where they matter: map keys must be text; a byte string becomes
+text (UTF-8, else 400); a time tag becomes its RFC 3339 string; NaN, infinities and
+integers past int64 are refused, as are values with no JSON form (sets, UUIDs, decimals,
+the other semantic tags cbor2 understands) and shared values (tags 28/29: upstream does
+not resolve them, and a few hundred bytes of shared references expand to gigabytes);
+nesting is bounded by ``limits.MAX_DEPTH``.
+
 Like Protobuf's, a list is assembled from each item's own bytes (``item_bytes``, the
 data item without the tag, cached per object version by ``CachedObject.encoded``):
 ``list_pieces`` writes the list's map up to the ``items`` array's head, the item count
@@ -14,10 +22,12 @@ whole list writes.
 """
 
 from collections.abc import Mapping
+from datetime import datetime, timezone
 
 import cbor2
 from zope.interface import implementer
 
+from platformd.codecs import limits
 from platformd.codecs.interface import CodecError, IItemCodec
 
 SELF_DESCRIBED = b"\xd9\xd9\xf7"
@@ -25,14 +35,60 @@ CBOR = "application/cbor"
 CBOR_SEQ = "application/cbor-seq"
 
 
-def _thaw(value):
-    """cbor2 returns immutable maps under the self-described tag (its ``frozendict``, not
-    a ``dict``) and arrays as tuples: make plain values."""
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    return value
+def _plain(value):
+    """
+    The decoded ``value`` as plain dicts, lists and JSON scalars (cbor2 gives immutable
+    maps and tuples under the self-described tag), checked as the module docstring says.
+    """
+    holder = [None]
+    seen: set = set()
+    stack = [(value, holder, 0, 1)]
+    while stack:
+        item, target, slot, depth = stack.pop()
+        if isinstance(item, Mapping):
+            out, children = {}, item.items()
+        elif isinstance(item, (list, tuple)):
+            out, children = [None] * len(item), enumerate(item)
+        else:
+            target[slot] = _scalar(item)
+            continue
+        if depth > limits.MAX_DEPTH:
+            raise limits.too_deep()
+        if item:  # an empty container may be a shared singleton, harmlessly
+            if id(item) in seen:
+                raise CodecError("invalid CBOR: shared values (tags 28, 29) are not supported")
+            seen.add(id(item))
+        target[slot] = out
+        for key, child in children:
+            if out.__class__ is dict and not isinstance(key, str):
+                raise CodecError(f"invalid CBOR: map key {key!r} is not a text string")
+            stack.append((child, out, key, depth + 1))
+    return holder[0]
+
+
+def _scalar(item):
+    if item is None or isinstance(item, (str, bool)):
+        return item
+    if isinstance(item, (int, float)):
+        limits.check_scalar(item)
+        return item
+    if isinstance(item, bytes):
+        try:
+            return item.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CodecError("invalid CBOR: a byte string is not UTF-8 text") from None
+    if isinstance(item, datetime):
+        return _rfc3339(item)
+    raise CodecError(f"invalid CBOR: a value of type {type(item).__name__} has no JSON form")
+
+
+def _rfc3339(moment: datetime) -> str:
+    """Go's ``RFC3339Nano`` of the instant, in UTC (fraction without trailing zeros)."""
+    moment = moment.astimezone(timezone.utc) if moment.tzinfo else moment
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
 
 
 def encode(value) -> bytes:
@@ -46,14 +102,11 @@ class CBORCodec:
     def decode(self, data: bytes):
         try:
             value = cbor2.loads(data)
-        except (cbor2.CBORDecodeError, ValueError, TypeError, EOFError) as e:
+        except (cbor2.CBORDecodeError, ValueError, TypeError, EOFError, RecursionError) as e:
             raise CodecError(f"invalid CBOR: {e}") from None
         if isinstance(value, cbor2.CBORTag):
             raise CodecError(f"invalid CBOR: unexpected tag {value.tag}")
-        for key in _keys(value):
-            if not isinstance(key, str):
-                raise CodecError(f"invalid CBOR: map key {key!r} is not a text string")
-        return _thaw(value)
+        return _plain(value)
 
     def encode(self, value, pretty: bool = False) -> bytes:
         return encode(value)
@@ -88,12 +141,3 @@ def _array_head(count: int) -> bytes:
             return bytes((0x80 + extra,)) + count.to_bytes(width, "big")
     raise ValueError(f"array of {count} items")
 
-
-def _keys(value):
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield key
-            yield from _keys(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _keys(item)

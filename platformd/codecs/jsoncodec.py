@@ -11,12 +11,19 @@ import json
 import orjson
 from zope.interface import implementer
 
+from platformd.codecs import limits
 from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec
 
 JSON = "application/json"
 
-_decoder = json.JSONDecoder(object_pairs_hook=from_pairs)
+def _no_constant(name: str):
+    raise CodecError(f"invalid JSON: {name} is not a JSON value")
+
+
+#: The stdlib parser (it reports repeated keys; see the module docstring), refusing the
+#: NaN/Infinity extensions it accepts by default.
+_decoder = json.JSONDecoder(object_pairs_hook=from_pairs, parse_constant=_no_constant)
 
 
 def dumps(value) -> bytes:
@@ -36,8 +43,11 @@ class JSONCodec:
             raise CodecError(f"invalid UTF-8 in JSON body: {e.reason}") from None
         except json.JSONDecodeError as e:
             raise CodecError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        except RecursionError:
+            raise limits.too_deep() from None
         if _skip_ws(text, end) != len(text):
             raise CodecError("invalid JSON: extra data after the object")
+        limits.check_value(value)
         return value
 
     def encode(self, value, pretty: bool = False) -> bytes:

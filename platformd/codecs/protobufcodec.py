@@ -28,7 +28,7 @@ import struct
 from google.protobuf.message import DecodeError
 from zope.interface import implementer
 
-from platformd.codecs import protoconvert
+from platformd.codecs import limits, protoconvert
 from platformd.codecs.interface import CodecError, IItemCodec, ITypedCodec
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
@@ -127,8 +127,13 @@ class ProtobufCodec:
             message = cls.FromString(unknown.raw)
         except DecodeError as e:
             raise CodecError(f"invalid Protobuf {kind}: {e}") from None
+        try:
+            plain = protoconvert.from_message(message, upstream=True)
+        except ValueError as e:  # a FieldsV1 whose Raw is not JSON
+            raise CodecError(f"invalid Protobuf {kind}: {e}") from None
+        limits.check_value(plain)
         value = {"kind": kind, **({"apiVersion": api_version} if api_version else {}),
-                 **protoconvert.from_message(message, upstream=True)}
+                 **plain}
         if kind.endswith("List") and "items" in value:
             # List items carry no TypeMeta on the wire; give them the list's, as JSON shows them.
             item_type = {"kind": kind[:-len("List")], "apiVersion": api_version}

@@ -3,7 +3,13 @@
 
 Parsing uses PyYAML's C loader (libyaml) with a mapping constructor that marks repeated
 keys (see ``duplicates.py``); timestamps stay strings, as they do in JSON, so a YAML body
-decodes to exactly what the equivalent JSON body would.
+decodes to exactly what the equivalent JSON body would.  Before composing, the event
+stream's nesting is checked against ``limits.MAX_DEPTH`` (libyaml's composer recurses in
+C and crashes the process on deep enough input); before constructing, the node graph is
+checked for alias bombs as go-yaml checks it (``document contains excessive aliasing``:
+past 100 aliased nodes, at most 99 % of a document of up to 400,000 nodes may come
+from alias expansion, falling to 10 % at 4,000,000) and for anchors containing
+themselves.
 
 Writing uses PyYAML's C emitter with the choices upstream's encoder makes
 (``sigs.k8s.io/yaml``: JSON through go-yaml v2): mapping keys sorted in go-yaml's order
@@ -18,6 +24,7 @@ import itertools
 import yaml
 from zope.interface import implementer
 
+from platformd.codecs import limits
 from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec
 
@@ -27,6 +34,68 @@ _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 class _Loader(_BaseLoader):
     """Safe loading; mappings report duplicate keys; timestamps stay strings."""
+
+    def construct_document(self, node):
+        _check_aliases(node)
+        return super().construct_document(node)
+
+
+def _check_nesting(data: bytes) -> None:
+    """Refuse input nesting deeper than ``limits.MAX_DEPTH`` (libyaml's parser is iterative)."""
+    depth = 0
+    for event in yaml.parse(data, Loader=_BaseLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > limits.MAX_DEPTH:
+                raise limits.too_deep()
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return []
+
+
+def _allowed_alias_ratio(decoded: int) -> float:
+    """go-yaml's ``allowedAliasRatio``."""
+    low, high = 400_000, 4_000_000
+    if decoded <= low:
+        return 0.99
+    if decoded >= high:
+        return 0.10
+    return 0.99 - 0.89 * (decoded - low) / (high - low)
+
+
+def _check_aliases(root) -> None:
+    """
+    Count the nodes the document expands to (each node once per reference to it) in
+    time linear in its distinct nodes, and refuse excessive aliasing and cycles.
+    """
+    sizes: dict = {}
+    on_path: set = set()
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise CodecError("yaml: anchor value contains itself")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    decoded = sizes[id(root)]
+    aliased = decoded - len(sizes)
+    if aliased > 100 and decoded > 1000 and aliased / decoded > _allowed_alias_ratio(decoded):
+        raise CodecError("yaml: document contains excessive aliasing")
 
 
 class _Dumper(_BaseDumper):
@@ -98,11 +167,15 @@ class YAMLCodec:
 
     def decode(self, data: bytes):
         try:
+            _check_nesting(data)
             documents = [d for d in yaml.load_all(data, Loader=_Loader) if d is not None]
         except yaml.YAMLError as e:
             raise CodecError(f"invalid YAML: {_describe(e)}") from None
+        except RecursionError:
+            raise limits.too_deep() from None
         if len(documents) != 1:
             raise CodecError(f"expected one YAML document, found {len(documents)}")
+        limits.check_value(documents[0])
         return documents[0]
 
     def encode(self, value, pretty: bool = False) -> bytes:

@@ -20,6 +20,7 @@ from platformd.api.streaming import PieceWriter
 from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.protobufcodec import PROTOBUF, ProtobufCodec
 from tests.e2e.harness import ServerTestCase, open_watch
+from tests.codecs.test_limits import YAML_BOMB
 from tests.e2e.test_clients import kubectl_binary
 
 RBAC = "/apis/rbac.authorization.platform.io/v1"
@@ -390,6 +391,29 @@ class CBORTests(EncodingTestCase):
         r = yield self.client.patch(f"{CM}/ap", cbor2.dumps({"data": {}}),
                                     content_type="application/merge-patch+cbor")
         self.assertEqual(r.code, 415)
+
+
+class HostileBodyTests(EncodingTestCase):
+    server_args = ("--feature-gates", "CBORServingAndStorage=true")
+
+    @inlineCallbacks
+    def test_bombs_are_400s(self):
+        """
+        A YAML nested 100,000 deep (which crashed libyaml's composer), a YAML billion
+        laughs and a CBOR shared-value bomb are 400s, and the server goes on serving.
+        """
+        laughs = ["lol"] * 9
+        for _ in range(7):
+            laughs = [laughs] * 9
+        bodies = [(b"[" * 100_000, "application/yaml"),
+                  (YAML_BOMB, "application/yaml"),
+                  (cbor2.dumps({"metadata": {"name": "b"}, "data": {"a": laughs}},
+                               value_sharing=True), "application/cbor")]
+        for body, media in bodies:
+            r = yield self.client.post(CM, body, content_type=media)
+            self.assertEqual((r.code, r.json()["reason"]), (400, "BadRequest"), media)
+        r = yield self.client.get(CM)
+        self.assertEqual(r.code, 200)
 
 
 class DiscoveryEncodingTests(EncodingTestCase):

@@ -1,0 +1,56 @@
+"""
+What every decoded request body may hold, whatever its encoding: at most ``MAX_DEPTH``
+levels of nested objects and arrays, and only numbers JSON can carry back out — floats
+that are finite, integers within int64.
+
+Upstream's decoders stop far deeper (JSON 10,000 levels, CBOR 64); no object of any
+built-in kind comes near 100 (a Pod is about 8 deep), and a limit here keeps every
+later step safe: the schema walk and the patch engines recurse per level, orjson refuses
+to encode past 254 levels, and libyaml's composer recurses in C (a few hundred thousand
+levels crash the process).  A NaN, an infinity (YAML's ``.inf``, JSON's ``1e400``) or an
+integer past int64 would be stored and then fail to encode (or encode as null) in every
+later response; upstream's decoders refuse them too.  Codecs call ``check_value`` on what
+they decoded (YAML checks its event stream's depth before composing).
+"""
+
+from __future__ import annotations
+
+import math
+
+from platformd.codecs.interface import CodecError
+
+MAX_DEPTH = 100
+INT64 = range(-(1 << 63), 1 << 63)
+
+
+def too_deep() -> CodecError:
+    return CodecError(f"nested deeper than the limit of {MAX_DEPTH} levels")
+
+
+def check_value(value) -> None:
+    """Raise ``CodecError`` if ``value`` breaks a limit of the module docstring."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            check_scalar(item)
+            continue
+        if depth > MAX_DEPTH:
+            raise too_deep()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+            else:
+                check_scalar(child)
+
+
+def check_scalar(item) -> None:
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise CodecError(f"{item} is not a number JSON can carry")
+    elif isinstance(item, int) and not isinstance(item, bool) and item not in INT64:
+        raise CodecError(f"integer {item} is out of the int64 range")
