@@ -70,12 +70,16 @@ class FrameEncoder:
         self.table = choice.view == views.TABLE
 
     def frame(self, type_: str, entry, headers: bool = True) -> bytes:
-        if self.choice.view is None and self.protobuf:
+        """A cached object's event; the object's own encoding is the cached one."""
+        if self.choice.view is None:
             codec = self.choice.codec
-            return protobufcodec.watch_frame(type_, codec.from_item(
-                self.kind.api_version, self.kind.kind,
-                entry.encoded(protobufcodec.PROTOBUF, codec.item_bytes)))
-        if self.choice.view is None and not self.cbor:
+            if self.protobuf:
+                return protobufcodec.watch_frame(type_, codec.from_item(
+                    self.kind.api_version, self.kind.kind,
+                    entry.encoded(protobufcodec.PROTOBUF, codec.item_bytes)))
+            if self.cbor:
+                return cborcodec.watch_event(type_, entry.encoded(cborcodec.CBOR,
+                                                                  codec.item_bytes))
             return b'{"type":"%s","object":%s}\n' % (type_.encode(), entry.json)
         return self.value_frame(type_, views.object_view(
             self.choice, self.kind, entry.obj, self.include, self.clock.seconds(), headers))

@@ -95,6 +95,19 @@ def encode(value) -> bytes:
     return SELF_DESCRIBED + cbor2.dumps(value)
 
 
+#: A two-entry map's head and its "type" key, and the "object" key.
+_EVENT_HEAD = b"\xa2" + cbor2.dumps("type")
+_OBJECT_KEY = cbor2.dumps("object")
+
+
+def watch_event(type_: str, item: bytes) -> bytes:
+    """
+    One event of a CBOR watch around an object's cached data item (``item_bytes``):
+    byte for byte ``encode({"type": type_, "object": object})``.
+    """
+    return SELF_DESCRIBED + _EVENT_HEAD + cbor2.dumps(type_) + _OBJECT_KEY + item
+
+
 @implementer(IItemCodec)
 class CBORCodec:
     media_type = CBOR

@@ -3,7 +3,7 @@
 import cbor2
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.codecs.cborcodec import SELF_DESCRIBED, CBORCodec, _array_head
+from platformd.codecs.cborcodec import SELF_DESCRIBED, CBORCodec, _array_head, encode, watch_event
 from platformd.codecs.interface import CodecError
 
 
@@ -81,3 +81,14 @@ class DecodeTests(SynchronousTestCase):
         """A map key that is not a text string is refused, tagged or not."""
         for data in (cbor2.dumps({"a": {1: "x"}}), SELF_DESCRIBED + cbor2.dumps({"a": {1: "x"}})):
             self.assertRaises(CodecError, CBORCodec().decode, data)
+
+
+class WatchEventTests(SynchronousTestCase):
+    def test_event_around_cached_item(self):
+        """An event built around an object's item equals the event encoded whole."""
+        codec = CBORCodec()
+        obj = {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"},
+               "data": {"k": "v"}}
+        for type_ in ("ADDED", "MODIFIED", "DELETED"):
+            self.assertEqual(watch_event(type_, codec.item_bytes(obj)),
+                             encode({"type": type_, "object": obj}))
