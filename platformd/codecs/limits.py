@@ -1,7 +1,8 @@
 """
 What every decoded request body may hold, whatever its encoding: at most ``MAX_DEPTH``
-levels of nested objects and arrays, and only numbers JSON can carry back out — floats
-that are finite, integers within int64.
+levels of nested objects and arrays, only JSON's kinds of values (YAML's ``!!binary``,
+``!!set`` or ``!!omap`` pairs are not), and only numbers JSON can carry back out —
+floats that are finite, integers within int64.
 
 Upstream's decoders stop far deeper (JSON 10,000 levels, CBOR 64); no object of any
 built-in kind comes near 100 (a Pod is about 8 deep), and a limit here keeps every
@@ -49,8 +50,13 @@ def check_value(value) -> None:
 
 
 def check_scalar(item) -> None:
+    if isinstance(item, (str, bool)) or item is None:
+        return
     if isinstance(item, float):
         if not math.isfinite(item):
             raise CodecError(f"{item} is not a number JSON can carry")
-    elif isinstance(item, int) and not isinstance(item, bool) and item not in INT64:
-        raise CodecError(f"integer {item} is out of the int64 range")
+    elif isinstance(item, int):
+        if item not in INT64:
+            raise CodecError(f"integer {item} is out of the int64 range")
+    else:
+        raise CodecError(f"a value of type {type(item).__name__} has no JSON form")

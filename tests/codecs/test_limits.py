@@ -52,6 +52,12 @@ class LimitTests(SynchronousTestCase):
         self.assertEqual(JSONCodec().decode(b'{"a": 9223372036854775807}')["a"], 2 ** 63 - 1)
         for data in (b"a: .inf", b"a: .nan", b"a: 9223372036854775808"):
             self.refused(YAMLCodec(), data)
+
+    def test_yaml_values_without_json_form(self):
+        """YAML's binary, set and ordered-map types have no JSON form: refused."""
+        for data in (b"a: !!binary aGVsbG8=", b"a: !!set {x, y}", b"a: !!omap [b: 1]"):
+            self.refused(YAMLCodec(), data, "no JSON form")
+        self.assertEqual(YAMLCodec().decode(b"a: 2001-12-14"), {"a": "2001-12-14"})
         for value in (float("nan"), float("inf"), 2 ** 64):
             self.refused(CBORCodec(), cbor2.dumps({"a": value}))
 
