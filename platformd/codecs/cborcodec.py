@@ -4,7 +4,8 @@
 Responses are one data item prefixed with the self-described CBOR tag (55799,
 ``d9 d9 f7``), as upstream's serializer writes them; requests may carry it or not.
 Watches are CBOR sequences (``application/cbor-seq``): one tagged data item per event.
-Repeated map keys are not reported (cbor2 has no hook for them); the last one wins.
+A map with a repeated key is refused (400), as upstream's decode mode refuses it, and
+map keys must be strings (cbor2's ``strict_hashable_types``: no hash-collision games).
 
 A decoded body is made plain in one iterative pass (``_plain``), with the choices of
 upstream's decode mode where they matter: map keys must be text; a byte string becomes
@@ -114,7 +115,8 @@ class CBORCodec:
 
     def decode(self, data: bytes):
         try:
-            value = cbor2.loads(data)
+            value = cbor2.loads(data, allow_duplicate_keys=False, strict_hashable_types=True,
+                                max_depth=limits.MAX_DEPTH + 1)
         except (cbor2.CBORDecodeError, ValueError, TypeError, EOFError, RecursionError) as e:
             raise CodecError(f"invalid CBOR: {e}") from None
         if isinstance(value, cbor2.CBORTag):

@@ -79,6 +79,7 @@ class LimitTests(SynchronousTestCase):
                          {"t": "2020-01-02T03:04:05.67Z", "b": "text", "e": [[], []]})
         for value in ({1, 2}, uuid.uuid4(), b"\xff"):
             self.refused(CBORCodec(), cbor2.dumps({"a": value}))
+        self.refused(CBORCodec(), bytes.fromhex("a2616101616102"), "Duplicate map key")
 
     def test_protobuf_fields_v1(self):
         """managedFields' FieldsV1 carries raw JSON: not JSON, or too deep, is refused."""
