@@ -69,7 +69,7 @@ class FrameEncoder:
         self.key = (responses.content_type(choice), include if choice.view else "")
         self.table = choice.view == views.TABLE
 
-    def frame(self, type_: str, entry, headers: bool = True) -> bytes:
+    def frame(self, type_: str, entry, headers: bool) -> bytes:
         """A cached object's event; the object's own encoding is the cached one."""
         if self.choice.view is None:
             codec = self.choice.codec
@@ -238,7 +238,7 @@ class WatchStream:
         try:
             if self._headers_pending:
                 self._headers_pending = False
-                data = self._framed(self.encoder.frame(type_, event.object_for(type_)))
+                data = self._framed(self.encoder.frame(type_, event.object_for(type_), True))
             else:
                 data = event.frame(type_, self._frame_key, self._encode_event)
         except CorruptObjectError:
@@ -247,7 +247,7 @@ class WatchStream:
         self._emit(data)
 
     def _encode_event(self, type_: str, entry) -> bytes:
-        return self._framed(self.encoder.frame(type_, entry, not self.encoder.table))
+        return self._framed(self.encoder.frame(type_, entry, False))
 
     def _framed(self, frame: bytes) -> bytes:
         return b"%x\r\n%s\r\n" % (len(frame), frame) if self._chunked else frame

@@ -105,7 +105,7 @@ class ProtobufCodec:
 
     def from_item(self, api_version: str, kind: str, item: bytes) -> bytes:
         """The envelope of one object, from its ``item_bytes``."""
-        return MAGIC + _field(1, _type_meta(api_version, kind)) + item + _TRAILER
+        return _head(api_version, kind) + item + _TRAILER
 
     def encode(self, value, pretty: bool = False) -> bytes:
         return self.from_item(value.get("apiVersion", ""), value["kind"],
@@ -149,14 +149,14 @@ class ProtobufCodec:
         head = _field(1, protoconvert.to_message(meta_value, meta.ListMeta, upstream=True)
                       .SerializeToString(deterministic=True))
         size = len(head) + sum(map(len, items))
-        yield MAGIC + _field(1, _type_meta(api_version, kind)) + b"\x12" + _varint(size) + head
+        yield _head(api_version, kind) + b"\x12" + _varint(size) + head
         yield from items
         yield _TRAILER
 
 
 def envelope(api_version: str, kind: str, raw: bytes) -> bytes:
     """The magic and an Unknown holding ``raw``, byte for byte as upstream writes it."""
-    return MAGIC + _field(1, _type_meta(api_version, kind)) + _field(2, raw) + _TRAILER
+    return _head(api_version, kind) + _field(2, raw) + _TRAILER
 
 
 def watch_frame(type_: str, object_envelope: bytes) -> bytes:
@@ -173,6 +173,11 @@ def read_watch_frames(data: bytes) -> list:
         events.append(meta.WatchEvent.FromString(data[offset + 4:offset + 4 + length]))
         offset += 4 + length
     return events
+
+
+def _head(api_version: str, kind: str) -> bytes:
+    """An envelope up to its ``raw``: the magic and the Unknown's TypeMeta."""
+    return MAGIC + _field(1, _type_meta(api_version, kind))
 
 
 def _type_meta(api_version: str, kind: str) -> bytes:
