@@ -26,6 +26,7 @@ from zope.interface import implementer
 
 from platformd import errors
 from platformd.api import listoptions, reads, responses, views
+from platformd.api.watchscope import WatchScope
 from platformd.cache.watchcache import (
     ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
 )
@@ -161,6 +162,8 @@ class WatchStream:
         self.namespace = namespace
         self.options = options
         self.prefix = (kind.namespace_prefix(namespace) if namespace else kind.storage_prefix)
+        #: The only judge of what this stream may send (see ``watchscope``).
+        self.scope = WatchScope(self.prefix, options)
         self.closed = False
         self.last_revision = 0
         self.done = Deferred(self._cancelled)
@@ -190,11 +193,10 @@ class WatchStream:
         if self.closed:
             return
         self.last_revision = revision
-        matches = self.options.matches
+        admits = self.scope.admits
         for entry in initial:
-            if matches(entry.obj):
-                self._send(self.encoder.frame(ADDED, entry, self._headers_pending))
-                self._headers_pending = False
+            if admits(entry):
+                self._send(self._object_frame(ADDED, entry))
         if end_bookmark is not None:
             self._send(self._bookmark_frame(end_bookmark, initial_end=True))
         for event in replay:
@@ -217,46 +219,41 @@ class WatchStream:
     # -- live ------------------------------------------------------------------------------
 
     def offer(self, event) -> None:
-        """A change of this kind in this watcher's namespace (from the KindCache)."""
-        options = self.options
-        if options.filtered:
-            new_ok = event.new is not None and self._matches(event.new)
-            old_ok = event.old is not None and self._matches(event.old)
-            if new_ok:
-                type_ = MODIFIED if old_ok else ADDED
-            elif old_ok:
-                type_ = DELETED
-            else:
-                return
-        else:
-            # The cache offers only events of this watcher's namespace (or, for a watcher
-            # of every namespace, all): no key check is needed.
-            type_ = event.type
+        """
+        One change of this kind (live from the KindCache, or replayed from its history):
+        sent only if this watcher's scope admits it, as the type it has for this watcher.
+        """
+        type_ = self.scope.event_type(event)
+        if type_ is None:
+            return
         if event.revision <= self.last_revision:
             return  # already sent by this watcher's replay of history
         self.last_revision = event.revision
-        try:
-            if self._headers_pending:
-                self._headers_pending = False
-                data = self._framed(self.encoder.frame(type_, event.object_for(type_), True))
-            else:
+        if self._headers_pending:
+            data = self._framed(self._object_frame(type_, event.object_for(type_)))
+        else:
+            try:
                 data = event.frame(type_, self._frame_key, self._encode_event)
-        except CorruptObjectError:
-            # An undecodable object deleted by an unsafe delete: say what can be said.
-            data = self._framed(self.encoder.value_frame(type_, event.gone().stub(self.kind)))
+            except CorruptObjectError:
+                data = self._framed(self._object_frame(type_, event.object_for(type_)))
         self._emit(data)
+
+    def _object_frame(self, type_: str, entry) -> bytes:
+        """
+        An event carrying one object version, with the Table headers if still due; an
+        undecodable object (left by an unsafe delete) is sent as what can be said of it.
+        """
+        headers, self._headers_pending = self._headers_pending, False
+        try:
+            return self.encoder.frame(type_, entry, headers)
+        except CorruptObjectError:
+            return self.encoder.value_frame(type_, entry.stub(self.kind))
 
     def _encode_event(self, type_: str, entry) -> bytes:
         return self._framed(self.encoder.frame(type_, entry, False))
 
     def _framed(self, frame: bytes) -> bytes:
         return b"%x\r\n%s\r\n" % (len(frame), frame) if self._chunked else frame
-
-    def _matches(self, entry) -> bool:
-        try:
-            return self.options.matches(entry.obj)
-        except CorruptObjectError:
-            return False
 
     def _tick(self) -> None:
         if self.closed:
