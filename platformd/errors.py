@@ -53,12 +53,14 @@ class StatusError(Exception):
             "message": self.message,
             "reason": self.reason,
         }
+        # StatusDetails' fields are all omitempty upstream: an empty group (the core
+        # group) or name is left out, not sent as "".
         details = {}
-        if self.name is not None:
+        if self.name:
             details["name"] = self.name
-        if self.group is not None:
+        if self.group:
             details["group"] = self.group
-        if self.kind is not None:
+        if self.kind:
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = [c.to_dict() for c in self.causes]

@@ -37,7 +37,8 @@ _HANDLERS = {
     "update": lambda call, api: writes.update(call, api.store_for(call.kind)),
     "patch": lambda call, api: writes.patch(call, api.store_for(call.kind)),
     "delete": lambda call, api: deletes.delete(call, api.store_for(call.kind)),
-    "deletecollection": lambda call, api: deletes.delete_collection(call, api.store_for(call.kind)),
+    "deletecollection": lambda call, api: deletes.delete_collection(
+        call, api.store_for(call.kind), api.reader),
 }
 _STATUS_VERBS = frozenset({"get", "update", "patch"})
 

@@ -2,8 +2,12 @@
 delete and deletecollection (spec 3, 4.8.1).
 
 Options come from the query and from an optional ``DeleteOptions`` body, as upstream
-accepts both.  An object with finalizers (and every namespace) is marked terminating and
-returned; an object without goes at once and the answer is a ``Status`` of success.
+accepts both.  An object left with finalizers (and every namespace) is marked
+terminating and returned: 200, or 202 when ``orphanDependents=false`` was given (upstream's
+``handlers/delete.go`` rule).  An object without goes at once; the answer is a ``Status``
+of success, or for pods and service accounts the object itself (``ReturnDeletedObject``).
+deletecollection answers with the list of the objects it deleted, as upstream's
+``DeleteCollection``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ def delete_options(call) -> dict:
     policy = call.arg("propagationPolicy")
     if policy is not None:
         options["propagationPolicy"] = policy
+    if call.has_arg("orphanDependents"):
+        options["orphanDependents"] = call.bool_arg("orphanDependents")
     dry_values = call.values("dryRun")
     if dry_values is not None:
         options["dryRun"] = ["All"]
@@ -49,8 +55,12 @@ def delete_options(call) -> dict:
             raise writeoptions.invalid(call.info.verb, causes)
     causes = []
     policy = options.get("propagationPolicy")
+    if options.get("orphanDependents") is not None and policy is not None:
+        causes.append(fe.invalid("propagationPolicy", policy,
+                                 "orphanDependents and deletionPropagation cannot be both set"))
     if policy is not None and policy not in PROPAGATION_POLICIES:
-        causes.append(fe.not_supported("propagationPolicy", policy, PROPAGATION_POLICIES))
+        causes.append(fe.not_supported("propagationPolicy", policy,
+                                       PROPAGATION_POLICIES + ("nil",)))
     grace = options.get("gracePeriodSeconds")
     if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
         causes.append(fe.invalid("gracePeriodSeconds", grace, "must be an integer"))
@@ -87,28 +97,38 @@ def delete(call, store):
     if unsafe:
         # Upstream asks for this extra permission before a cluster-breaking delete.
         call.authorize_as("unsafe-delete-ignore-read-errors")
-    obj, removed = yield store.delete(call.info.namespace or None, call.info.name,
-                                      options.get("preconditions"), bool(options.get("dryRun")),
-                                      unsafe)
+    obj, removed = yield store.delete(call.info.namespace or None, call.info.name, options,
+                                      bool(options.get("dryRun")), unsafe)
     if removed:
-        status = responses.success_status(call.kind, call.info.name,
-                                          obj["metadata"].get("uid", ""))
-        returnValue(responses.write_value(call, 200, status))
-    returnValue(responses.write_value(call, 200, obj))
+        if not call.kind.returns_deleted_object:
+            obj = responses.success_status(call.kind, call.info.name,
+                                           obj["metadata"].get("uid", ""))
+        returnValue(responses.write_value(call, 200, obj))
+    code = 202 if options.get("orphanDependents") is False else 200
+    returnValue(responses.write_value(call, code, obj))
 
 
 @inlineCallbacks
-def delete_collection(call, store):
+def delete_collection(call, store, reader):
+    """
+    Delete every object the selectors choose, each as a delete of its own (finalizers
+    and propagation honoured); the answer is the list of those objects as they were
+    listed, at the list's resourceVersion, in the negotiated encoding and view.
+    """
     options = delete_options(call)
     label_selector, field_selector = selectors(call)
+    revision = reader.cache.revision
     entries = store.list(call.info.namespace or None, label_selector, field_selector)
     for entry in entries:
         meta = entry.obj["metadata"]
         try:
-            yield store.delete(meta.get("namespace"), meta["name"], None,
+            yield store.delete(meta.get("namespace"), meta["name"], options,
                                bool(options.get("dryRun")))
         except errors.StatusError as e:
             if e.code != 404:  # gone meanwhile: that is what we wanted
                 raise
-    returnValue(responses.write_value(call, 200, {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}))
+    result = reader.render(call, call.kind, {"resourceVersion": str(revision), "continue": ""},
+                           entries)
+    if not isinstance(result, bytes):
+        result = yield result
+    returnValue(result)

@@ -379,7 +379,8 @@ POD = _core("Pod", "pods", True, {
     "status": Prop(POD_STATUS, "Most recently observed status of the pod (read-only here)."),
 }, "Pod is a collection of containers that can run on a host.", short_names=("po",),
     categories=("all",), has_status=True, default=_default_pod, validate=_validate_pod,
-    validate_update=_validate_pod_update, prepare_for_create=_create_pod)
+    validate_update=_validate_pod_update, prepare_for_create=_create_pod,
+    returns_deleted_object=True)
 
 CONFIG_MAP = _core("ConfigMap", "configmaps", True, {
     "data": Prop(MapOf(STRING), "Configuration data (UTF-8 strings)."),
@@ -402,6 +403,6 @@ SERVICE_ACCOUNT = _core("ServiceAccount", "serviceaccounts", True, {
     "imagePullSecrets": Prop(ListOf(LOCAL_OBJECT_REFERENCE), "Secrets for pulling images."),
     "automountServiceAccountToken": Prop(BOOLEAN, "Whether pods mount a token automatically."),
 }, "ServiceAccount binds together a name, a principal, and a set of secrets.",
-    short_names=("sa",))
+    short_names=("sa",), returns_deleted_object=True)
 
 KINDS = (NAMESPACE, POD, CONFIG_MAP, SECRET, SERVICE_ACCOUNT)

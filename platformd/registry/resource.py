@@ -51,6 +51,9 @@ class ResourceType:
     validate_update: Callable = _no_causes
     #: ``prepare_for_create(obj)``: server-owned initial state (for example ``status``).
     prepare_for_create: Callable = _nothing
+    #: Whether a delete that removes an object answers with it rather than a Status
+    #: (upstream's ``ReturnDeletedObject``: pods and service accounts).
+    returns_deleted_object: bool = False
     #: Whether PUT of an absent object creates it (upstream: RBAC kinds yes, core no).
     allow_create_on_update: bool = False
     #: Whether the schema carries strategic-merge keys (built-in kinds do; custom

@@ -21,7 +21,7 @@ from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
 
 from platformd import errors
 from platformd.cache.watchcache import CorruptObjectError
-from platformd.registry import managedfields
+from platformd.registry import deletion, managedfields
 from platformd.registry.managedfields import Manager
 from platformd.registry.meta import validate_object_meta_update
 from platformd.storage.interface import (
@@ -301,22 +301,24 @@ class GenericStore:
     # -- delete ------------------------------------------------------------------------
 
     @inlineCallbacks
-    def delete(self, namespace: Optional[str], name: str, preconditions=None,
+    def delete(self, namespace: Optional[str], name: str, options: Optional[dict] = None,
                dry_run: bool = False, unsafe: bool = False):
         """
-        Deferred[(dict, removed: bool)]: two-phase delete (spec 3).  An object with
-        finalizers gets ``deletionTimestamp`` and stays (removed=False); one without goes
-        at once.  ``unsafe`` (spec 4.8.2): the normal delete is tried; an object that
-        cannot be decoded is then removed regardless of finalizers and preconditions,
-        and a readable one is refused.
+        Deferred[(dict, removed: bool)]: two-phase delete (spec 3) as upstream's store
+        does it (``deletion.py``): an object left with finalizers (its own, or the
+        garbage collector's that ``options`` ask for) is marked terminating and stays
+        (removed=False); one without goes at once.  ``options`` is the request's
+        DeleteOptions.  ``unsafe`` (spec 4.8.2): an object that cannot be decoded is
+        removed regardless of finalizers and preconditions; a readable one is refused.
         """
+        options = options or {}
         key = self.kind.storage_key(namespace, name)
         for _attempt in range(_UPDATE_RETRIES):
             current = self.cache.get(key)
             if current is None:
                 raise self._not_found(name)
             try:
-                obj = current.obj
+                current.obj
             except CorruptObjectError as e:
                 if not unsafe:
                     raise errors.store_read_error(self.kind.plural, self.kind.group, name,
@@ -331,28 +333,53 @@ class GenericStore:
                     f"{errors.UNSAFE_DELETE_OPTION} is only allowed for objects that cannot "
                     f'be read from storage; {self.kind.qualified_resource} "{name}" can be '
                     "read: delete it without the option")
-            self._check_preconditions(obj, preconditions, name)
-            meta = obj["metadata"]
-            if self._finalizers(obj):
-                if meta.get("deletionTimestamp"):
-                    returnValue((obj, False))
-                new = current.mutable()
-                new["metadata"]["deletionTimestamp"] = rfc3339(self.clock.seconds())
-                new["metadata"].setdefault("deletionGracePeriodSeconds", 0)
-                if self.kind.kind == "Namespace":
-                    new.setdefault("status", {})["phase"] = "Terminating"
-                if dry_run:
-                    returnValue((new, False))
-                try:
-                    kv = yield self.storage.update(key, _encode_for_storage(new), current.revision)
-                except RevisionMismatchError:
-                    continue
-                new["metadata"]["resourceVersion"] = str(kv.mod_revision)
-                returnValue((new, False))
-            result = yield self._delete_now(key, current, dry_run)
+            if self.kind.kind == "Namespace":
+                result = yield self._delete_namespace(key, current, options, dry_run)
+            else:
+                result = yield self._delete_object(key, current, options, dry_run)
             if result is not None:
-                returnValue((current.obj, True))
+                returnValue(result)
         raise self._conflict(name)
+
+    def _delete_object(self, key, current, options: dict, dry_run: bool):
+        """
+        Deferred[(dict, removed) | None] (None: another writer got in first; read again).
+        """
+        obj = current.obj
+        deletion.check_preconditions(self.kind, obj, options.get("preconditions"))
+        finalizers = list(obj["metadata"].get("finalizers") or ())
+        changed = deletion.gc_finalizers(options, finalizers)
+        if finalizers if changed is None else changed:
+            new = current.mutable()
+            if changed is not None:
+                new["metadata"]["finalizers"] = changed
+            deletion.mark_deleting(new["metadata"], self.now())
+            return self._write_update(key, new, current, dry_run).addCallback(
+                lambda written: None if written is None else (written, False))
+        return self._delete_now(key, current, dry_run).addCallback(
+            lambda deleted: None if deleted is None else (current.obj, True))
+
+    def _delete_namespace(self, key, current, options: dict, dry_run: bool):
+        """
+        The namespace registry's delete: the first marks it Terminating (the namespace
+        controller then empties it), later ones answer with it until its
+        ``spec.finalizers`` are done; then it goes as any object does.
+        """
+        obj = current.obj
+        deletion.check_namespace_preconditions(obj, options.get("preconditions"))
+        if obj["metadata"].get("deletionTimestamp"):
+            if (obj.get("spec") or {}).get("finalizers"):
+                return succeed((obj, False))
+            return self._delete_object(key, current, options, dry_run)
+        new = current.mutable()
+        meta = new["metadata"]
+        meta["deletionTimestamp"] = self.now()
+        new.setdefault("status", {})["phase"] = "Terminating"
+        finalizers = deletion.namespace_finalizers(options, list(meta.get("finalizers") or ()))
+        if finalizers:
+            meta["finalizers"] = finalizers
+        return self._write_update(key, new, current, dry_run).addCallback(
+            lambda written: None if written is None else (written, False))
 
     def _finalizers(self, obj: dict) -> list:
         """
@@ -387,20 +414,6 @@ class GenericStore:
         except KeyNotFoundError:
             raise self._not_found(current.name) from None
         returnValue(current)
-
-    def _check_preconditions(self, obj, preconditions, name):
-        if not preconditions:
-            return
-        meta = obj["metadata"]
-        uid = preconditions.get("uid")
-        if uid is not None and uid != meta.get("uid"):
-            raise self._conflict(name, f"Precondition failed: UID in precondition: {uid}, "
-                                       f"UID in object meta: {meta.get('uid')}")
-        rv = preconditions.get("resourceVersion")
-        if rv is not None and rv != meta.get("resourceVersion"):
-            raise self._conflict(
-                name, f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                      f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -159,7 +159,8 @@ class NamespacedRBACTests(ServerTestCase):
             body["metadata"]["labels"] = {"team": team}
             yield self.client.post(path, body)
         r = yield self.client.delete(f"{path}?labelSelector=team%3Dx")
-        self.assertEqual((r.code, r.json()["status"]), (200, "Success"))
+        self.assertEqual((r.code, r.json()["kind"]), (200, "RoleBindingList"))
+        self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["a", "b"])
         r = yield self.client.get(path)
         self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["c"])
 

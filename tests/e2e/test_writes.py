@@ -396,12 +396,31 @@ class DeleteStateTests(WritesTestCase):
         created = (yield self.client.post(CM, {"metadata": {"name": "o"}})).json()
         r = yield self.expect(self.client.delete(f"{CM}/o", {"preconditions": {"uid": "nope"}}),
                               409, "Conflict")
-        self.assertIn("Precondition failed: UID", r.json()["message"])
-        yield self.expect(self.client.delete(
+        uid = created["metadata"]["uid"]
+        # rest/delete.go BeforeDelete: a Conflict on the kind, not the resource.
+        self.assertEqual(r.json()["message"], (
+            f'Operation cannot be fulfilled on ConfigMap "o": the UID in the precondition '
+            f'(nope) does not match the UID in record ({uid}). The object might have been '
+            "deleted and then recreated"))
+        self.assertEqual(r.json()["details"], {"name": "o", "kind": "ConfigMap"})
+        rv = created["metadata"]["resourceVersion"]
+        r = yield self.expect(self.client.delete(
             f"{CM}/o", {"preconditions": {"resourceVersion": "1"}}), 409, "Conflict")
+        self.assertEqual(r.json()["message"], (
+            f'Operation cannot be fulfilled on ConfigMap "o": the ResourceVersion in the '
+            f"precondition (1) does not match the ResourceVersion in record ({rv}). The object "
+            "might have been modified"))
         r = yield self.expect(self.client.delete(f"{CM}/o?propagationPolicy=Sideways"), 422,
                               "Invalid")
-        self.assertEqual(r.json()["details"]["causes"][0]["field"], "propagationPolicy")
+        # apimachinery meta/v1/validation ValidateDeleteOptions.
+        self.assertEqual(r.json()["message"], (
+            'DeleteOptions.meta.platform.io "" is invalid: propagationPolicy: Unsupported value: '
+            '"Sideways": supported values: "Foreground", "Background", "Orphan", "nil"'))
+        r = yield self.expect(self.client.delete(
+            f"{CM}/o?propagationPolicy=Orphan&orphanDependents=true"), 422, "Invalid")
+        self.assertEqual(r.json()["message"], (
+            'DeleteOptions.meta.platform.io "" is invalid: propagationPolicy: Invalid value: '
+            '"Orphan": orphanDependents and deletionPropagation cannot be both set'))
         yield self.expect(self.client.delete(f"{CM}/o", {
             "kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
             "gracePeriodSeconds": 0,
