@@ -40,6 +40,8 @@ class StatusError(Exception):
     kind: Optional[str] = None
     causes: tuple = ()
     retry_after: Optional[int] = None
+    #: Send ``details: {}`` even when empty, as upstream's NewGenericServerResponse does.
+    empty_details: bool = False
 
     def __str__(self):
         return self.message
@@ -66,7 +68,7 @@ class StatusError(Exception):
             details["causes"] = [c.to_dict() for c in self.causes]
         if self.retry_after is not None:
             details["retryAfterSeconds"] = self.retry_after
-        if details:
+        if details or self.empty_details:
             status["details"] = details
         status["code"] = self.code
         return status
@@ -155,6 +157,21 @@ def forbidden(user: str, verb: str, resource: str, group: str, why: str = "") ->
     if why:
         message += f": {why}"
     return StatusError(403, "Forbidden", message, group=group, kind=resource)
+
+
+def rejected() -> StatusError:
+    """
+    422 for a JSON patch that cannot be applied (a failed ``test``, a missing path):
+    upstream answers ``NewGenericServerResponse(422, ...)``, which drops the library's
+    text for a fixed message.
+    """
+    return StatusError(422, "Invalid",
+                       "the server rejected our request due to an error in our request",
+                       empty_details=True)
+
+
+def too_large_entity(message: str) -> StatusError:
+    return StatusError(413, "RequestEntityTooLarge", f"Request entity too large: {message}")
 
 
 def gone(message: str) -> StatusError:

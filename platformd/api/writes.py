@@ -94,14 +94,18 @@ def _patch(call, store, content_type: str):
     except CodecError as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
     duplicates = duplicate_paths(patch_doc) if content_type != JSON_PATCH else []
-    conditional = isinstance(patch_doc, dict) and isinstance(patch_doc.get("metadata"), dict) \
-        and "resourceVersion" in patch_doc["metadata"]
     namespace, name = call.info.namespace or None, call.info.name
     manager = Manager(options.field_manager, "Update", call.info.subresource)
     for _attempt in range(_RETRIES):
         current = store.get(namespace, name)
         patched = apply_patch(content_type, current.mutable(), patch_doc, kind.schema)
         obj = _decode(call, kind, patched, options.field_validation, duplicates)
+        # As upstream's store.Update: a patch that leaves the object's resourceVersion
+        # as read is unconditional (retried on a race); one that sets another value is
+        # an optimistic-concurrency precondition (409 when stale); one that clears it
+        # is unconditional.
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        conditional = bool(rv) and rv != str(current.revision)
         if not conditional:
             # Patch the version we read; if another writer got in first, patch again.
             obj.setdefault("metadata", {})["resourceVersion"] = str(current.revision)
@@ -129,16 +133,41 @@ def _decode(call, kind, value, level: str, duplicates=None) -> dict:
     return obj
 
 
+#: Upstream's maxJSONPatchOperations.
+MAX_JSON_PATCH_OPERATIONS = 10000
+_GO_JSON_TYPES = {dict: "object", str: "string", bool: "bool", int: "number", float: "number"}
+
+
+def _json_patch_operations(patch_doc) -> list:
+    """
+    The operations of a JSON patch, checked as upstream's ``jsonpatch.DecodePatch``
+    (Go's json.Unmarshal into ``[]Operation``) and its operation limit check it.
+    """
+    if patch_doc is None:
+        return []  # Go unmarshals null into an empty patch: nothing to do
+    if not isinstance(patch_doc, list):
+        raise errors.bad_request(f"json: cannot unmarshal {_GO_JSON_TYPES[type(patch_doc)]} "
+                                 "into Go value of type jsonpatch.Patch")
+    for operation in patch_doc:
+        if operation is not None and not isinstance(operation, dict):
+            raise errors.bad_request(f"json: cannot unmarshal {_GO_JSON_TYPES[type(operation)]}"
+                                     " into Go value of type jsonpatch.Operation")
+    if len(patch_doc) > MAX_JSON_PATCH_OPERATIONS:
+        raise errors.too_large_entity(
+            f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, "
+            f"got {len(patch_doc)}")
+    return [op for op in patch_doc if op is not None]
+
+
 def apply_patch(content_type: str, original: dict, patch_doc, schema):
     """The patched object (plain values; decoded and validated afterwards)."""
     if content_type == JSON_PATCH:
-        if not isinstance(patch_doc, list):
-            raise errors.bad_request("json patch must be a list of operations")
+        operations = _json_patch_operations(patch_doc)
         try:
-            return jsonpatch.apply_patch(original, patch_doc)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
-            raise errors.StatusError(422, "Invalid", f"the server rejected our request due to an "
-                                     f"error in our request: {e}") from None
+            return jsonpatch.apply_patch(original, operations)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError,
+                TypeError, ValueError, IndexError):
+            raise errors.rejected() from None
     if not isinstance(patch_doc, dict):
         raise errors.bad_request("a merge patch must be a JSON object")
     if content_type == MERGE_PATCH:

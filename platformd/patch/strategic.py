@@ -112,12 +112,12 @@ def _merge_list(original: list, patch: list, node: ListOf) -> list:
             return [_strip(e) for e in patch if e is not element]
     key = node.merge_key
     if not key or not isinstance(node.items, Struct):
-        # A merging list of scalars: a union, in order.
-        result = list(original)
-        for value in patch:
-            if value not in result:
-                result.append(value)
-        return result
+        # A merging list of scalars: the union without duplicates (deduplicateScalars).
+        merged = []
+        for value in original + patch:
+            if value not in merged:
+                merged.append(value)
+        return _patch_order(merged, patch, original, _hashable)
     result = list(original)
     for element in patch:
         if not isinstance(element, dict):
@@ -136,7 +136,45 @@ def _merge_list(original: list, patch: list, node: ListOf) -> list:
             result.append(merged)
         else:
             result[index] = merged
-    return result
+    kept = [e for e in patch if e.get(_DIRECTIVE) != "delete"]
+    return _patch_order(result, kept, original,
+                        lambda e: _hashable(e.get(key)) if isinstance(e, dict) else None)
+
+
+def _patch_order(merged: list, patch: list, original: list, identity) -> list:
+    """
+    A merged list in upstream's order (strategicpatch ``normalizeElementOrder`` and
+    ``mergeSortedSlice``): the patch's items in the patch's order and the live-only items
+    in their live order, interleaved by live position; an item the live list does not
+    have goes before the next live-only item.  So ``finalizers: [c]`` patched onto
+    ``[a, b]`` is ``[c, a, b]``.
+    """
+    patch_rank, live_rank = {}, {}
+    for i, item in enumerate(patch):
+        patch_rank.setdefault(identity(item), i)
+    for i, item in enumerate(original):
+        live_rank.setdefault(identity(item), i)
+    from_patch = sorted((m for m in merged if identity(m) in patch_rank),
+                        key=lambda m: patch_rank[identity(m)])
+    live_only = [m for m in merged if identity(m) not in patch_rank]
+    out, i, j = [], 0, 0
+    while i < len(live_only) or j < len(from_patch):
+        if j >= len(from_patch):
+            out.append(live_only[i])
+            i += 1
+        elif i >= len(live_only):
+            out.append(from_patch[j])
+            j += 1
+        else:
+            left = live_rank.get(identity(live_only[i]))
+            right = live_rank.get(identity(from_patch[j]))
+            if left is not None and right is not None and left < right:
+                out.append(live_only[i])
+                i += 1
+            else:
+                out.append(from_patch[j])
+                j += 1
+    return out
 
 
 def _reorder(values: list, order: list, node) -> list:

@@ -213,8 +213,9 @@ class GenericStore:
             if current is None:
                 if subresource or not kind.allow_create_on_update:
                     raise self._not_found(name)
-                if wanted_rv:
-                    raise self._not_found(name)
+                # Created as upstream's Update creates: the version the body carried
+                # is dropped (storage sets it), not checked.
+                meta.pop("resourceVersion", None)
                 if authorize_create is not None:
                     authorize_create()
                 created = yield self.create(obj, namespace, dry_run, manager)

@@ -99,6 +99,20 @@ class NamespacedRBACTests(ServerTestCase):
         self.assertEqual(r.code, 201, r.body)
 
     @inlineCallbacks
+    def test_put_create_ignores_resource_version(self):
+        """A resourceVersion in the body of a creating PUT is dropped, not checked (store.go
+        Update creates through BeforeCreate; storage sets the version): 201.  Core kinds do
+        not create on update: 404."""
+        body = rolebinding("stale")
+        body["metadata"]["resourceVersion"] = "12345"
+        r = yield self.client.put(f"{RBAC}/namespaces/default/rolebindings/stale", body)
+        self.assertEqual(r.code, 201, r.body)
+        self.assertNotEqual(r.json()["metadata"]["resourceVersion"], "12345")
+        r = yield self.client.put("/api/v1/namespaces/default/configmaps/absent",
+                                  {"metadata": {"name": "absent", "resourceVersion": "5"}})
+        self.assertEqual((r.code, r.json()["reason"]), (404, "NotFound"))
+
+    @inlineCallbacks
     def test_role_ref_immutable(self):
         """Changing roleRef is 422 Invalid on field roleRef."""
         path = f"{RBAC}/namespaces/default/rolebindings"
@@ -228,11 +242,14 @@ class ValidationOverHTTPTests(ServerTestCase):
         return self.expect(rolebinding("x", subjects=[{"kind": "Robot"}]), 422, "Invalid",
                            ["subjects[0].name", "subjects[0].kind"])
 
+    @inlineCallbacks
     def test_user_with_namespace(self):
-        """A namespace on a User subject is rejected."""
-        return self.expect(rolebinding("x", subjects=[{"kind": "User", "name": "u",
-                                                        "namespace": "default"}]),
-                           422, "Invalid", ["subjects[0].namespace"])
+        """A namespace on a User subject is stored as given (the authorizer reports it,
+        spec 2.2/7.4)."""
+        r = yield self.client.post(f"{RBAC}/namespaces/default/rolebindings", rolebinding(
+            "x", subjects=[{"kind": "User", "name": "u", "namespace": "default"}]))
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["subjects"][0]["namespace"], "default")
 
     def test_wrong_type(self):
         """A field of the wrong type is 400 BadRequest naming the field."""

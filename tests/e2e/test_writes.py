@@ -195,15 +195,65 @@ class PatchTests(WritesTestCase):
 
     @inlineCallbacks
     def test_json_patch_test_fails(self):
-        """A failed test op is 422 and changes nothing."""
+        """A failed test op is 422 and changes nothing.  Every apply error is upstream's
+        NewGenericServerResponse(422): one fixed message, empty details (patch.go
+        applyJSPatch); a patch that does not decode as []Operation is 400 with Go's
+        unmarshal text; over 10,000 operations is 413."""
         before = yield self.client.get(f"{CM}/c")
-        yield self.expect(self.json_patch([{"op": "test", "path": "/data/x", "value": "9"},
-                                           {"op": "add", "path": "/data/q", "value": "1"}]),
-                          422, "Invalid")
+        rejected = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "the server rejected our request due to an error in our request",
+                    "reason": "Invalid", "details": {}, "code": 422}
+        r = yield self.expect(self.json_patch([{"op": "test", "path": "/data/x", "value": "9"},
+                                               {"op": "add", "path": "/data/q", "value": "1"}]),
+                              422, "Invalid")
+        self.assertEqual(r.json(), rejected)
         after = yield self.client.get(f"{CM}/c")
         self.assertEqual(before.json(), after.json())
-        yield self.expect(self.json_patch([{"op": "remove", "path": "/data/nope"}]), 422)
-        yield self.expect(self.json_patch({"op": "add"}), 400, "BadRequest")
+        for ops in ([{"op": "remove", "path": "/data/nope"}], [{"op": "frobnicate"}],
+                    [{"op": "add", "path": "/metadata/finalizers/7", "value": "x"}],
+                    [{"op": "add", "path": "/data/q"}]):
+            r = yield self.expect(self.json_patch(ops), 422)
+            self.assertEqual(r.json(), rejected, ops)
+        r = yield self.expect(self.json_patch({"op": "add"}), 400, "BadRequest")
+        self.assertEqual(r.json()["message"],
+                         "json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        r = yield self.expect(self.json_patch(["add"]), 400, "BadRequest")
+        self.assertEqual(r.json()["message"], "json: cannot unmarshal string into Go value of "
+                                              "type jsonpatch.Operation")
+        r = yield self.expect(self.json_patch([{"op": "test", "path": "/data/x",
+                                                "value": "1"}] * 10001), 413,
+                              "RequestEntityTooLarge")
+        self.assertEqual(r.json()["message"], "Request entity too large: The allowed maximum "
+                                              "operations in a JSON patch is 10000, got 10001")
+
+    @inlineCallbacks
+    def test_stale_resource_version_in_patch_conflicts(self):
+        """A JSON patch, merge patch or strategic merge patch that sets a stale
+        metadata.resourceVersion is 409 (store.go Update: the new object's version must
+        equal the stored one); the current version, or none, patches."""
+        current = (yield self.client.get(f"{CM}/c")).json()["metadata"]["resourceVersion"]
+        yield self.expect(self.client.patch(f"{CM}/c", {"data": {"x": "2"}}), 200)
+        message = ('Operation cannot be fulfilled on configmaps "c": the object has been '
+                   "modified; please apply your changes to the latest version and try again")
+        for content_type, body in (
+                ("application/json-patch+json",
+                 [{"op": "replace", "path": "/metadata/resourceVersion", "value": current},
+                  {"op": "add", "path": "/data/y", "value": "1"}]),
+                ("application/merge-patch+json",
+                 {"metadata": {"resourceVersion": current}, "data": {"y": "1"}}),
+                ("application/strategic-merge-patch+json",
+                 {"metadata": {"resourceVersion": current}, "data": {"y": "1"}})):
+            r = yield self.expect(self.client.patch(f"{CM}/c", body, content_type=content_type),
+                                  409, "Conflict")
+            self.assertEqual(r.json()["message"], message, content_type)
+        latest = (yield self.client.get(f"{CM}/c")).json()["metadata"]["resourceVersion"]
+        r = yield self.expect(self.json_patch([
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": latest},
+            {"op": "add", "path": "/data/y", "value": "1"}]), 200)
+        self.assertEqual(r.json()["data"]["y"], "1")
+        r = yield self.expect(self.client.patch(f"{CM}/c", {
+            "metadata": {"resourceVersion": None}, "data": {"y": "2"}}), 200)
+        self.assertEqual(r.json()["data"]["y"], "2")
 
     @inlineCallbacks
     def test_merge_and_strategic(self):

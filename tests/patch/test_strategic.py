@@ -16,11 +16,13 @@ class StrategicMergeTests(SynchronousTestCase):
         return strategic_merge(original, patch, kind.schema)
 
     def test_containers_merge_by_name(self):
-        """Pod containers merge by name; unnamed fields are kept."""
+        """Pod containers merge by name; unnamed fields are kept.  Order as upstream's
+        strategicpatch mergeSlice: the patch's items in patch order, a live-only item
+        placed by its live position, an item new to the live list before it."""
         out = self.patch(POD, {"spec": {"containers": [{"name": "web", "image": "nginx:2"},
                                                        {"name": "new", "image": "x"}]}})
         self.assertEqual([(c["name"], c["image"]) for c in out["spec"]["containers"]],
-                         [("web", "nginx:2"), ("side", "busybox"), ("new", "x")])
+                         [("web", "nginx:2"), ("new", "x"), ("side", "busybox")])
         self.assertEqual(out["spec"]["containers"][0]["env"], [{"name": "A", "value": "1"}])
 
     def test_delete_element(self):
@@ -50,9 +52,20 @@ class StrategicMergeTests(SynchronousTestCase):
         self.assertEqual(out["metadata"]["labels"], {"b": "2"})
 
     def test_primitive_merge_list_union(self):
-        """finalizers (a merging list of scalars) take the union."""
+        """finalizers (a merging list of scalars) take the union, the patch's items
+        first in the patch's order (upstream's normalizeElementOrder)."""
         out = self.patch(POD, {"metadata": {"finalizers": ["x.io/b", "x.io/a"]}})
-        self.assertEqual(out["metadata"]["finalizers"], ["x.io/a", "x.io/b"])
+        self.assertEqual(out["metadata"]["finalizers"], ["x.io/b", "x.io/a"])
+        out = self.patch(POD, {"metadata": {"finalizers": ["x.io/c"]}})
+        self.assertEqual(out["metadata"]["finalizers"], ["x.io/c", "x.io/a"])
+
+    def test_merged_order_interleaves_by_live_position(self):
+        """A patch naming a live item keeps live-only items before it in front:
+        [a, b, c] patched with [b, d] is [a, b, d, c] (upstream's mergeSortedSlice)."""
+        original = {"metadata": {"name": "p", "finalizers": ["a", "b", "c"]}}
+        out = strategic_merge(original, {"metadata": {"finalizers": ["b", "d"]}},
+                              core.POD.schema)
+        self.assertEqual(out["metadata"]["finalizers"], ["a", "b", "d", "c"])
 
     def test_delete_from_primitive_list(self):
         """$deleteFromPrimitiveList removes values."""

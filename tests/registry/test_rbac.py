@@ -78,13 +78,13 @@ class RoleBindingValidationTests(SynchronousTestCase):
         _, causes = check(rbac.ROLE_BINDING, binding(subjects=[{"kind": "User"}]))
         self.assertEqual(causes, [("FieldValueRequired", "subjects[0].name")])
 
-    def test_namespace_on_user_rejected(self):
-        """A namespace on a User or Group subject is rejected."""
+    def test_namespace_on_user_accepted(self):
+        """A namespace on a User or Group subject passes validation, as upstream's
+        ValidateRoleBindingSubject: spec 2.2/7.4 make it the authorizer's error."""
         _, causes = check(rbac.ROLE_BINDING, binding(subjects=[
             {"kind": "User", "name": "u", "namespace": "ns"},
             {"kind": "Group", "name": "g", "namespace": "ns"}]))
-        self.assertEqual(causes, [("FieldValueInvalid", "subjects[0].namespace"),
-                                  ("FieldValueInvalid", "subjects[1].namespace")])
+        self.assertEqual(causes, [])
 
     def test_service_account_api_group(self):
         """A ServiceAccount subject's apiGroup must be empty."""
