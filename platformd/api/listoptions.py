@@ -95,8 +95,9 @@ def parse(call, gates, watch: bool) -> ListOptions:
     resource_version = None
     if rv_text:
         try:
+            # strconv.ParseUint(rv, 10, 64), as upstream's versioner parses it.
             resource_version = int(rv_text)
-            if resource_version < 0:
+            if not (rv_text.isascii() and rv_text.isdigit()) or resource_version >= 1 << 64:
                 raise ValueError
         except ValueError:
             raise errors.bad_request(f'invalid resource version "{rv_text}": must be a '

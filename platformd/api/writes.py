@@ -135,7 +135,8 @@ def _decode(call, kind, value, level: str, duplicates=None) -> dict:
 
 #: Upstream's maxJSONPatchOperations.
 MAX_JSON_PATCH_OPERATIONS = 10000
-_GO_JSON_TYPES = {dict: "object", str: "string", bool: "bool", int: "number", float: "number"}
+_GO_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number",
+                  float: "number"}
 
 
 def _json_patch_operations(patch_doc) -> list:

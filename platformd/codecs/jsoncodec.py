@@ -7,6 +7,7 @@ bench/).  Decoding uses the stdlib parser because only it can report duplicate k
 """
 
 import json
+import re
 
 import orjson
 from zope.interface import implementer
@@ -24,6 +25,25 @@ def _no_constant(name: str):
 #: The stdlib parser (it reports repeated keys; see the module docstring), refusing the
 #: NaN/Infinity extensions it accepts by default.
 _decoder = json.JSONDecoder(object_pairs_hook=from_pairs, parse_constant=_no_constant)
+
+
+#: An escaped UTF-16 surrogate: the only way a JSON text can hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _without_lone_surrogates(value):
+    """
+    ``value`` with every lone surrogate (``"\\ud800"`` unpaired) replaced by U+FFFD, as
+    Go's encoding/json decodes it; pairs were already joined by the parser.
+    """
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    return value
 
 
 def dumps(value) -> bytes:
@@ -47,6 +67,8 @@ class JSONCodec:
             raise limits.too_deep() from None
         if _skip_ws(text, end) != len(text):
             raise CodecError("invalid JSON: extra data after the object")
+        if _SURROGATE_ESCAPE.search(text):
+            value = _without_lone_surrogates(value)
         limits.check_value(value)
         return value
 

@@ -34,6 +34,8 @@ def check_value(value) -> None:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
+            for key in item:
+                check_scalar(key)
             children = item.values()
         elif isinstance(item, list):
             children = item
@@ -50,7 +52,14 @@ def check_value(value) -> None:
 
 
 def check_scalar(item) -> None:
-    if isinstance(item, (str, bool)) or item is None:
+    if isinstance(item, str):
+        if not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CodecError("a string holds a lone UTF-16 surrogate") from None
+        return
+    if isinstance(item, bool) or item is None:
         return
     if isinstance(item, float):
         if not math.isfinite(item):

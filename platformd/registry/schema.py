@@ -95,6 +95,10 @@ class Scalar:
             raise DecodeError(path, self.type, value)
         return value
 
+    def zero(self):
+        """What Go's decoder leaves for a ``null`` element of a list or map."""
+        return {"string": "", "boolean": False}.get(self.type, 0)
+
     def walk(self):
         return iter(())
 
@@ -119,7 +123,12 @@ class MapOf:
         if not isinstance(value, dict):
             raise DecodeError(path, "object", value)
         ctx.note_duplicates(value, path)
-        return {k: self.values.decode(v, join(path, k), ctx) for k, v in value.items()}
+        values = self.values
+        return {k: values.zero() if v is None else values.decode(v, join(path, k), ctx)
+                for k, v in value.items()}
+
+    def zero(self):
+        return None  # a nil map
 
     def walk(self):
         yield self.values
@@ -145,7 +154,12 @@ class ListOf:
             return None
         if not isinstance(value, list):
             raise DecodeError(path, "array", value)
-        return [self.items.decode(v, f"{path}[{i}]", ctx) for i, v in enumerate(value)]
+        items = self.items
+        return [items.zero() if v is None else items.decode(v, f"{path}[{i}]", ctx)
+                for i, v in enumerate(value)]
+
+    def zero(self):
+        return None  # a nil slice
 
     def walk(self):
         yield self.items
@@ -195,6 +209,9 @@ class Struct:
             if decoded is not None:
                 out[key] = decoded
         return out
+
+    def zero(self):
+        return {}  # a struct with every field at its zero value
 
     def required_names(self):
         return [name for name, prop in self.props.items() if prop.required]

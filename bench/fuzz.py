@@ -1,0 +1,90 @@
+"""
+The long fuzz run (issue 11.6): the suite's generator (``tests/fuzz/requests.py``) for as
+many requests as asked, against a scratch platformd on loopback (CBOR gate on), judged
+as the suite judges (``tests/fuzz/check.py``): no 5xx, every error a Status in its
+encoding, the server serving afterwards.
+
+    PYTHONPATH=. python bench/fuzz.py [--count 20000] [--seed 1]
+
+Prints the answers by code, the problems (with the request that caused each) and the
+time taken; exits 1 if there was any problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+
+from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred, inlineCallbacks
+
+from platformd.options import Options
+from platformd.service import PlatformService
+from tests.e2e.harness import Client
+from tests.fuzz import check, requests
+
+
+class _Cleanups:
+    """What the harness's Client asks of a test case: somewhere to put cleanups."""
+
+    def __init__(self):
+        self.calls = []
+
+    def addCleanup(self, f, *args):
+        self.calls.append((f, args))
+
+
+@inlineCallbacks
+def main(args):
+    data_dir = tempfile.mkdtemp(prefix="platformd-fuzz-")
+    options = Options()
+    options.parseOptions(["--data-dir", data_dir, "--secure-port", "0",
+                          "--feature-gates", "CBORServingAndStorage=true"])
+    service = PlatformService(options, reactor)
+    service.privilegedStartService()
+    service.startService()
+    yield service.booted
+    cleanups = _Cleanups()
+    client = Client(cleanups, f"{data_dir}/pki", service.port.getHost().port)
+    started = time.monotonic()
+    codes, problems = yield check.run(client, requests.generate(args.seed, args.count))
+    elapsed = time.monotonic() - started
+    alive = yield client.get("/api/v1/namespaces")
+    print(f"{args.count} requests, seed {args.seed}, {elapsed:.1f} s "
+          f"({args.count / elapsed:.0f}/s); server serving afterwards: {alive.code == 200}")
+    print("answers by code: " + ", ".join(f"{c}: {n}" for c, n in sorted(
+        codes.items(), key=lambda item: str(item[0]))))
+    print(f"problems: {len(problems)}")
+    for fuzzed, found in problems[:50]:
+        print(f"  {found}\n    for {fuzzed.describe()}")
+    for f, fargs in cleanups.calls:
+        yield f(*fargs)
+    yield service.stopService()
+    return 1 if problems or alive.code != 200 else 0
+
+
+def run():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    outcome = []
+
+    def finished(result):
+        outcome.append(result)
+        reactor.stop()
+
+    def failed(failure):
+        failure.printTraceback()
+        outcome.append(2)
+        reactor.stop()
+
+    reactor.callWhenRunning(lambda: ensureDeferred(main(args)).addCallbacks(finished, failed))
+    reactor.run()
+    sys.exit(outcome[0] if outcome else 2)
+
+
+if __name__ == "__main__":
+    run()
