@@ -25,7 +25,13 @@ class Cause:
     field: str
 
     def to_dict(self) -> dict:
-        return {"reason": self.reason, "message": self.message, "field": self.field}
+        """StatusCause's fields are omitempty upstream: an empty one is left out."""
+        out = {}
+        for name, value in (("reason", self.reason), ("message", self.message),
+                            ("field", self.field)):
+            if value:
+                out[name] = value
+        return out
 
 
 @attrs.define(eq=False)
@@ -110,7 +116,9 @@ STALE_OBJECT = (
 def invalid(kind: str, group: str, name: str, causes) -> StatusError:
     """422 Invalid listing every field error, worded as upstream words it."""
     causes = tuple(causes)
-    rendered = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+    # field.ErrorList.ToAggregate: each distinct message once (the causes keep them all).
+    rendered = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message
+                                  for c in causes))
     summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     qual = f"{kind}.{group}" if group else kind
     return StatusError(

@@ -36,31 +36,33 @@ def decode_object(call, level: str, schema, kind_name: str, api_version: str,
         data = read_body(call)
     if not data.strip():
         raise errors.bad_request("the body of the request was empty")
+
+    def cannot_handle(problem: str) -> errors.StatusError:
+        # handlers/rest.go transformDecodeError: a plain BadRequest, no details.
+        return errors.bad_request(f"{kind_name} in version \"{_version(api_version)}\" cannot "
+                                  f"be handled as a {kind_name}: {problem}")
     try:
         value = codec.decode(data)
     except CodecError as e:
-        raise errors.bad_request(f"{kind_name} in version \"{_version(api_version)}\" cannot be "
-                                 f"handled as a {kind_name}: {e}") from None
+        raise cannot_handle(str(e)) from None
     if not isinstance(value, dict):
-        raise errors.bad_request(f"{kind_name} in version \"{_version(api_version)}\" cannot be "
-                                 f"handled as a {kind_name}: the body must be an object")
+        raise cannot_handle("the body must be an object")
     _check_type(value, kind_name, api_version)
     ctx = DecodeContext()
     try:
         obj = schema.decode(value, "", ctx)
     except DecodeError as e:
-        raise errors.bad_request(
-            f"{kind_name} in version \"{_version(api_version)}\" cannot be handled as a "
-            f"{kind_name}: {e}",
-            [errors.Cause("FieldValueInvalid", str(e), e.path)]) from None
-    report_fields(call, level, ctx)
+        raise cannot_handle(str(e)) from None
+    report_fields(call, level, ctx, refuse=cannot_handle)
     return obj
 
 
-def report_fields(call, level: str, ctx: DecodeContext, duplicates=None) -> None:
+def report_fields(call, level: str, ctx: DecodeContext, duplicates=None, refuse=None) -> None:
     """
-    Report unknown and duplicate fields per ``level``; ``duplicates`` overrides the
-    duplicates the decode saw (a patch's are found in the patch body, not the result).
+    Report unknown and duplicate fields per ``level``: warnings for ``Warn``; for
+    ``Strict``, ``refuse("strict decoding error: ...")`` (each request kind words the
+    refusal as upstream's handler for it does).  ``duplicates`` overrides the duplicates
+    the decode saw (a patch's are found in the patch body, not the result).
     """
     problems = [f'unknown field "{p}"' for p in ctx.unknown]
     problems += [f'duplicate field "{p}"' for p in
@@ -68,10 +70,7 @@ def report_fields(call, level: str, ctx: DecodeContext, duplicates=None) -> None
     if not problems or level == "Ignore":
         return
     if level == "Strict":
-        raise errors.bad_request(
-            "strict decoding error: " + ", ".join(problems),
-            [errors.Cause("FieldValueUnknown" if p.startswith("unknown") else
-                          "FieldValueDuplicate", p, p.split('"')[1]) for p in problems])
+        raise (refuse or errors.bad_request)("strict decoding error: " + ", ".join(problems))
     for problem in problems:
         call.warn(problem)
 

@@ -235,6 +235,7 @@ def _bisect_key(entries: list, key: str) -> int:
 
 def too_large(requested: int, current: int) -> errors.StatusError:
     return errors.StatusError(
-        504, "Timeout", f"Too large resource version: {requested}, current: {current}",
+        # storage.NewTooLargeResourceVersionError -> apierrors.NewTimeoutError's prefix.
+        504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
         causes=(errors.Cause("ResourceVersionTooLarge", "Too large resource version", ""),),
         retry_after=1)

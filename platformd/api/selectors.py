@@ -9,6 +9,8 @@ everywhere, a few more for pods and secrets), as upstream limits them.
 
 from __future__ import annotations
 
+import json
+
 import re
 
 import attrs
@@ -177,9 +179,24 @@ class FieldSelector:
         return not self.requirements
 
 
+def _unknown_field_label(field: str, custom: bool) -> str:
+    """
+    Upstream's words: a kind with its own field-label conversion func (core/v1
+    conversion.go) says ``field label not supported``; every other kind falls to
+    apimachinery's DefaultMetaV1FieldSelectorConversion.
+    """
+    if custom:
+        return f"field label not supported: {field}"
+    return (f'{json.dumps(field)} is not a known field selector: only "metadata.name", '
+            '"metadata.namespace"')
+
+
 def parse_field_selector(text: str, group: str, kind: str) -> FieldSelector:
     """Parse ``fieldSelector`` for a kind; unknown fields are a 400, as upstream."""
-    allowed = ("metadata.name", "metadata.namespace") + EXTRA_FIELD_LABELS.get((group, kind), ())
+    custom = EXTRA_FIELD_LABELS.get((group, kind))
+    # Namespaces are cluster-scoped: their conversion func knows no metadata.namespace.
+    base = ("metadata.name",) if kind == "Namespace" else ("metadata.name", "metadata.namespace")
+    allowed = base + (custom or ())
     requirements = []
     for term in _split_unescaped(text):
         term = term.strip()
@@ -193,7 +210,7 @@ def parse_field_selector(text: str, group: str, kind: str) -> FieldSelector:
             raise errors.bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
         field = field.strip()
         if field not in allowed:
-            raise errors.bad_request(f'field label not supported: {field}')
+            raise errors.bad_request(_unknown_field_label(field, custom is not None))
         value = value.strip().replace("\\,", ",").replace("\\=", "=").replace("\\\\", "\\")
         requirements.append((_path_getter(field), field, "!=" if op == "!=" else "=", value))
     return FieldSelector(tuple(requirements))

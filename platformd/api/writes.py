@@ -21,11 +21,12 @@ from platformd.api.body import decode_object, read_body, report_fields
 from platformd.codecs.duplicates import duplicate_paths
 from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.interface import CodecError
-from platformd.codecs.jsoncodec import JSONCodec
+from platformd.codecs.jsoncodec import JSONCodec, dumps
 from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.patch.apply import apply as apply_configuration
 from platformd.patch.merge import merge_patch
 from platformd.patch.strategic import strategic_merge
+from platformd.registry import fielderrors as fe
 from platformd.registry.managedfields import Manager
 from platformd.registry.schema import DecodeContext, DecodeError
 
@@ -121,16 +122,25 @@ def _patch(call, store, content_type: str):
     raise errors.conflict(kind.plural, kind.group, name, "too many concurrent writers; try again")
 
 
-def _decode(call, kind, value, level: str, duplicates=None) -> dict:
+def _decode(call, kind, value, level: str, duplicates=None, refuse=None) -> dict:
+    """
+    A patched or applied value as an object of ``kind``.  A patch's problems are
+    upstream's patcher's: 422 Invalid on field ``patch`` whose value is the patched
+    object (``refuse`` words them otherwise, as apply does).
+    """
+    refuse = refuse or (lambda problem: _invalid_patch(value, problem))
     ctx = DecodeContext()
     try:
         obj = kind.schema.decode(value, "", ctx)
     except DecodeError as e:
-        raise errors.bad_request(f"{kind.kind} in version \"{kind.version}\" cannot be handled "
-                                 f"as a {kind.kind}: {e}",
-                                 [errors.Cause("FieldValueInvalid", str(e), e.path)]) from None
-    report_fields(call, level, ctx, duplicates)
+        raise refuse(str(e)) from None
+    report_fields(call, level, ctx, duplicates, refuse)
     return obj
+
+
+def _invalid_patch(patched, problem: str) -> errors.StatusError:
+    """handlers/patch.go: NewInvalid(GroupKind{}, "", [Invalid("patch", patchedJS, problem)])."""
+    return errors.invalid("", "", "", [fe.invalid("patch", dumps(patched).decode(), problem)])
 
 
 #: Upstream's maxJSONPatchOperations.
@@ -197,7 +207,12 @@ def server_side_apply(call, store, content_type: str = APPLY_PATCH):
         if value[field] != expected:
             raise errors.bad_request(f'{field} "{value[field]}" does not match the expected '
                                      f'"{expected}"')
-    applied = _decode(call, kind, value, options.field_validation, duplicate_paths(value))
+    applied = _decode(call, kind, value, options.field_validation, duplicate_paths(value),
+                      lambda problem: errors.bad_request(
+                          f"error strict decoding patch: {problem}"
+                          if problem.startswith("strict decoding error")
+                          else f'{kind.kind} in version "{kind.version}" cannot be handled '
+                               f"as a {kind.kind}: {problem}"))
     meta = applied.setdefault("metadata", {})
     if meta.get("name", call.info.name) != call.info.name:
         raise errors.bad_request(f"the name of the object ({meta['name']}) does not match "

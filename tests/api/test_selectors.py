@@ -42,12 +42,23 @@ class FieldSelectorTests(SynchronousTestCase):
         self.assertEqual(s.value_of("metadata.name"), "n")
 
     def test_unsupported_field(self):
-        """A field the kind does not index is a 400 naming it."""
-        with self.assertRaises(StatusError) as e:
-            parse_field_selector("spec.nodeName=x", "rbac.authorization.platform.io",
-                                 "RoleBinding")
-        self.assertEqual(e.exception.code, 400)
-        self.assertIn("field label not supported: spec.nodeName", e.exception.message)
+        """A field the kind does not index is a 400 in upstream's words: apimachinery's
+        DefaultMetaV1FieldSelectorConversion for kinds without a conversion func of
+        their own, core/v1 conversion.go's for Pod, Secret and Namespace (which knows no
+        metadata.namespace)."""
+        for field, group, kind, message in (
+                ("roleRef.name", "rbac.authorization.platform.io", "RoleBinding",
+                 '"roleRef.name" is not a known field selector: only "metadata.name", '
+                 '"metadata.namespace"'),
+                ("data.x", "", "ConfigMap", '"data.x" is not a known field selector: only '
+                                            '"metadata.name", "metadata.namespace"'),
+                ("spec.x", "", "Pod", "field label not supported: spec.x"),
+                ("metadata.namespace", "", "Namespace",
+                 "field label not supported: metadata.namespace")):
+            with self.assertRaises(StatusError) as e:
+                parse_field_selector(f"{field}=x", group, kind)
+            self.assertEqual((e.exception.code, e.exception.reason, e.exception.message),
+                             (400, "BadRequest", message))
 
     def test_pod_fields(self):
         """Pods also select on spec.nodeName and status.phase."""

@@ -165,6 +165,14 @@ class ListTableTests(ListTestCase):
             r = yield self.expect_status(f"{CM}?{query}", 504, "Timeout",
                                          "Too large resource version")
             self.assertEqual(r.header("Retry-After"), "1")
+            # storage.NewTooLargeResourceVersionError: NewTimeoutError's "Timeout: " prefix,
+            # one cause, retryAfterSeconds 1.
+            self.assertEqual(r.json()["message"], f"Timeout: Too large resource version: "
+                                                  f"{current + 100}, current: {current}")
+            self.assertEqual(r.json()["details"], {
+                "causes": [{"reason": "ResourceVersionTooLarge",
+                            "message": "Too large resource version"}],
+                "retryAfterSeconds": 1})
 
     @inlineCallbacks
     def test_not_older_than_waits(self):

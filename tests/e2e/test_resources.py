@@ -251,9 +251,16 @@ class ValidationOverHTTPTests(ServerTestCase):
         self.assertEqual(r.code, 201, r.body)
         self.assertEqual(r.json()["subjects"][0]["namespace"], "default")
 
+    @inlineCallbacks
     def test_wrong_type(self):
-        """A field of the wrong type is 400 BadRequest naming the field."""
-        return self.expect(rolebinding("x", subjects="alice"), 400, "BadRequest", ["subjects"])
+        """A field of the wrong type is 400 BadRequest naming the field in its message
+        (transformDecodeError: a plain BadRequest, no causes)."""
+        yield self.expect(rolebinding("x", subjects="alice"), 400, "BadRequest", [])
+        r = yield self.client.post(f"{RBAC}/namespaces/default/rolebindings",
+                                   rolebinding("x", subjects="alice"))
+        self.assertTrue(r.json()["message"].startswith(
+            'RoleBinding in version "v1" cannot be handled as a RoleBinding: json: cannot '
+            "unmarshal string into field subjects"), r.json()["message"])
 
     def test_malformed_json(self):
         """A body that is not JSON is 400 BadRequest."""
@@ -485,8 +492,11 @@ class ProtocolTests(ServerTestCase):
         body["metadata"]["name"] = "s"
         r = yield self.client.post(f"{path}?fieldValidation=Strict", body)
         self.assertEqual((r.code, r.json()["reason"]), (400, "BadRequest"))
-        self.assertEqual(r.json()["message"], 'strict decoding error: unknown field '
-                         '"metadata.bogus", unknown field "extra"')
+        # handlers/create.go -> transformDecodeError: the "cannot be handled" prefix.
+        self.assertEqual(r.json()["message"], 'ConfigMap in version "v1" cannot be handled as '
+                         'a ConfigMap: strict decoding error: unknown field "metadata.bogus", '
+                         'unknown field "extra"')
+        self.assertNotIn("details", r.json())
         r = yield self.client.post(f"{path}?fieldValidation=Ignore", body)
         self.assertEqual((r.code, r.headers_named("Warning")), (201, []))
         r = yield self.client.post(f"{path}?fieldValidation=Loud", body)

@@ -380,11 +380,17 @@ class FieldValidationTests(WritesTestCase):
              b'{"spec": {"containers": [{"name": "web", "colour": "red"}]}}'),
             (APPLY, b'{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "web", "image": "i", "image": "j", "colour": 1}]}}'),
         ]
-        for content_type, body in cases:
+        for (content_type, body), (code, reason, start) in zip(cases, (
+                # handlers/patch.go: NewInvalid(GroupKind{}, "", [Invalid("patch", ...)]).
+                (422, "Invalid", ' "" is invalid: patch: Invalid value: "{'),
+                (422, "Invalid", ' "" is invalid: patch: Invalid value: "{'),
+                # applyPatcher: "error strict decoding patch".
+                (400, "BadRequest", "error strict decoding patch: strict decoding error: "))):
             r = yield self.client.patch(f"{PODS}/p?fieldValidation=Strict&fieldManager=m", body,
                                         content_type=content_type)
-            self.assertEqual((r.code, r.json()["reason"]), (400, "BadRequest"), content_type)
-            self.assertIn("field", r.json()["message"])
+            self.assertEqual((r.code, r.json()["reason"]), (code, reason), content_type)
+            self.assertTrue(r.json()["message"].startswith(start), r.json()["message"])
+            self.assertIn("strict decoding error: ", r.json()["message"])
         r = yield self.client.patch(f"{PODS}/p?fieldManager=m", cases[1][1],
                                     content_type=cases[1][0])
         self.assertEqual(r.headers_named("Warning"),
