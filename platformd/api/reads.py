@@ -87,7 +87,7 @@ class Reader:
         prefix = store.prefix(call.info.namespace or None)
         start = ""
         if plan == CONTINUATION:
-            token = continuetokens.decode(options.continue_token)
+            token = continuetokens.decode(options.continue_token, prefix)
             revision, start = token.revision, token.start
             if self.snapshots.expired(token):
                 raise continuetokens.gone()
@@ -108,7 +108,7 @@ class Reader:
         if next_start is not None:
             meta["continue"] = continuetokens.encode(continuetokens.Token(
                 revision, next_start, token.issued if plan == CONTINUATION
-                else self.cache.clock.seconds()))
+                else self.cache.clock.seconds()), prefix)
             if not options.filtered:
                 meta["remainingItemCount"] = remaining
         if options.shard is not None:

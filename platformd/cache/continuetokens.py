@@ -2,10 +2,14 @@
 Continue tokens for paged lists (spec 4.4) and the snapshots behind them.
 
 A token says where the next page starts and at which revision the list was taken, as
-upstream's does (base64 of ``{"v", "rv", "start"}``), plus when the first page was
-served (``t``): a token older than ``--continue-token-ttl`` is refused with 410 Gone,
-and so is one whose revision has left the watch cache's history.  The pages of one list
-therefore show one consistent snapshot while writes go on.
+upstream's does (``storage/continue.go``: unpadded URL-safe base64 of ``{"v", "rv",
+"start"}``, the start key relative to the collection's key prefix and path-cleaned, so a
+token can never range outside the collection it is used on), plus when the first page
+was served (``t``): a token older than ``--continue-token-ttl`` is refused with 410
+Gone, and so is one whose revision has left the watch cache's history.  The pages of one
+list therefore show one consistent snapshot while writes go on.  A token that does not
+decode is 400 ``invalid continue token: continue key is not valid: …`` in upstream's
+words.
 
 The snapshot itself (the objects in key order at that revision) is kept in a small
 bounded cache so that later pages cost only their own items; when it has been evicted it
@@ -16,8 +20,9 @@ expiry (``expiry.py``).
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import posixpath
+import re
 from collections import OrderedDict
 from typing import Optional
 
@@ -43,26 +48,56 @@ class Token:
     issued: float
 
 
-def encode(token: Token) -> str:
-    payload = {"v": TOKEN_VERSION, "rv": token.revision, "start": token.start,
+def encode(token: Token, prefix: str) -> str:
+    """The token for ``token`` (whose ``start`` is a full key under ``prefix``)."""
+    payload = {"v": TOKEN_VERSION, "rv": token.revision, "start": token.start[len(prefix):],
                "t": int(token.issued)}
-    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
+    data = json.dumps(payload, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def decode(text: str) -> Token:
-    """Parse a continue token; a malformed one is a 400 BadRequest."""
+def _invalid(detail: str = "") -> errors.StatusError:
+    return errors.bad_request("invalid continue token: continue key is not valid"
+                              + (f": {detail}" if detail else ""))
+
+
+_NOT_RAW_URL_BASE64 = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _clean(path: str) -> str:
+    """Go's path.Clean for an absolute path (POSIX normpath keeps a leading "//")."""
+    cleaned = posixpath.normpath(path)
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
+
+
+def decode(text: str, prefix: str) -> Token:
+    """Parse a continue token for the collection under ``prefix`` (400 if malformed)."""
+    bad = _NOT_RAW_URL_BASE64.search(text)
+    if bad is not None or len(text) % 4 == 1:
+        # Go's base64.RawURLEncoding names the first byte it cannot take.
+        at = bad.start() if bad is not None else len(text) - 1
+        raise _invalid(f"illegal base64 data at input byte {at}")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     try:
-        padded = text + "=" * (-len(text) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if payload.get("v") != TOKEN_VERSION:
-            raise ValueError(f"unsupported continue token version {payload.get('v')!r}")
-        revision, start, issued = payload["rv"], payload["start"], payload["t"]
-        if not isinstance(revision, int) or revision <= 0 or not isinstance(start, str) \
-                or not isinstance(issued, (int, float)):
-            raise ValueError("malformed continue token fields")
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as e:
-        raise errors.bad_request(f"continue key is not valid: {e}") from None
-    return Token(revision, start, issued)
+        payload = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise _invalid(str(e)) from None
+    if not isinstance(payload, dict):
+        raise _invalid("json: cannot unmarshal into Go value of type storage.continueToken")
+    version, revision, start = payload.get("v"), payload.get("rv"), payload.get("start")
+    issued = payload.get("t", 0)
+    if version != TOKEN_VERSION:
+        raise _invalid(f"server does not recognize this encoded version {version or ''}")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision <= 0:
+        raise _invalid(f"incorrect encoded start resourceVersion (version {TOKEN_VERSION})")
+    if not isinstance(start, str) or not start:
+        raise _invalid(f"encoded start key empty (version {TOKEN_VERSION})")
+    key = start if start.startswith("/") else "/" + start
+    if _clean(key) != key:
+        raise _invalid(start)  # upstream's guard against "../" escaping the prefix
+    if not isinstance(issued, (int, float)) or isinstance(issued, bool):
+        issued = 0
+    return Token(revision, prefix + key[1:], issued)
 
 
 class Snapshots:

@@ -80,8 +80,10 @@ class ContinueTokenTests(SynchronousTestCase):
         """A token works until its TTL passes, then is refused as expired."""
         clock = Clock()
         snapshots = Snapshots(clock, ttl=300)
-        token = continuetokens.decode(continuetokens.encode(Token(7, "k\x00", clock.seconds())))
-        self.assertEqual((token.revision, token.start), (7, "k\x00"))
+        prefix = "/registry/configmaps/default/"
+        token = continuetokens.decode(continuetokens.encode(
+            Token(7, prefix + "k\x00", clock.seconds()), prefix), prefix)
+        self.assertEqual((token.revision, token.start), (7, prefix + "k\x00"))
         clock.advance(299)
         self.assertFalse(snapshots.expired(token))
         clock.advance(2)
@@ -105,9 +107,35 @@ class ContinueTokenTests(SynchronousTestCase):
         self.assertEqual(len(snapshots), 0)
 
     def test_malformed(self):
-        """A malformed token is a 400."""
+        """A malformed token is a 400 in upstream's words (storage/continue.go, and
+        "invalid continue token: " from its callers)."""
         from platformd.errors import StatusError
-        for text in ("", "!!!", "e30", continuetokens.encode(Token(1, "", 0)).replace("e", "f")):
+        prefix = "/registry/configmaps/default/"
+
+        def token(**payload):
+            import base64
+            import json
+            return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+        v = continuetokens.TOKEN_VERSION
+        for text, detail in (
+                ("ab!!", "illegal base64 data at input byte 2"),
+                (token(v="meta.platform.io/v2", rv=1, start="a"),
+                 "server does not recognize this encoded version meta.platform.io/v2"),
+                (token(v=v, rv=0, start="a"),
+                 f"incorrect encoded start resourceVersion (version {v})"),
+                (token(v=v, rv=1, start=""), f"encoded start key empty (version {v})"),
+                (token(v=v, rv=1, start="../kube-system/x"), "../kube-system/x"),
+                (token(v=v, rv=1, start="a/../../b"), "a/../../b")):
             with self.assertRaises(StatusError) as e:
-                continuetokens.decode(text)
-            self.assertEqual(e.exception.code, 400)
+                continuetokens.decode(text, prefix)
+            self.assertEqual((e.exception.code, e.exception.reason, e.exception.message),
+                             (400, "BadRequest",
+                              f"invalid continue token: continue key is not valid: {detail}"))
+
+    def test_bound_to_its_collection(self):
+        """A token's start key is relative to the collection it is used on: the same
+        token on another namespace starts in that namespace, never outside it."""
+        issued = continuetokens.encode(Token(7, "/registry/configmaps/a/x\x00", 0),
+                                       "/registry/configmaps/a/")
+        token = continuetokens.decode(issued, "/registry/configmaps/b/")
+        self.assertEqual(token.start, "/registry/configmaps/b/x\x00")
