@@ -131,11 +131,10 @@ def bad_request(message: str, causes=()) -> StatusError:
     return StatusError(400, "BadRequest", message, causes=tuple(causes))
 
 
-def method_not_allowed(verb: str, what: str) -> StatusError:
-    return StatusError(
-        405, "MethodNotAllowed", f"{verb} is not supported on resources of kind {what!r}"
-        if what else "the server does not allow this method on the requested resource",
-    )
+def method_not_allowed() -> StatusError:
+    """405 as go-restful answers a method a route does not register, in upstream's words."""
+    return StatusError(405, "MethodNotAllowed",
+                       "the server does not allow this method on the requested resource")
 
 
 def not_acceptable(types) -> StatusError:

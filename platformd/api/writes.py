@@ -149,6 +149,11 @@ _GO_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "bool", in
                   float: "number"}
 
 
+def _go_json_type(value) -> str:
+    """How Go's encoding/json names a JSON value's type in an unmarshal error."""
+    return _GO_JSON_TYPES[type(value)]
+
+
 def _json_patch_operations(patch_doc) -> list:
     """
     The operations of a JSON patch, checked as upstream's ``jsonpatch.DecodePatch``
@@ -157,11 +162,11 @@ def _json_patch_operations(patch_doc) -> list:
     if patch_doc is None:
         return []  # Go unmarshals null into an empty patch: nothing to do
     if not isinstance(patch_doc, list):
-        raise errors.bad_request(f"json: cannot unmarshal {_GO_JSON_TYPES[type(patch_doc)]} "
+        raise errors.bad_request(f"json: cannot unmarshal {_go_json_type(patch_doc)} "
                                  "into Go value of type jsonpatch.Patch")
     for operation in patch_doc:
         if operation is not None and not isinstance(operation, dict):
-            raise errors.bad_request(f"json: cannot unmarshal {_GO_JSON_TYPES[type(operation)]}"
+            raise errors.bad_request(f"json: cannot unmarshal {_go_json_type(operation)}"
                                      " into Go value of type jsonpatch.Operation")
     if len(patch_doc) > MAX_JSON_PATCH_OPERATIONS:
         raise errors.too_large_entity(
@@ -180,7 +185,11 @@ def apply_patch(content_type: str, original: dict, patch_doc, schema):
                 TypeError, ValueError, IndexError):
             raise errors.rejected() from None
     if not isinstance(patch_doc, dict):
-        raise errors.bad_request("a merge patch must be a JSON object")
+        if content_type == MERGE_PATCH:
+            raise errors.bad_request("Invalid JSON Patch")  # evanphx/json-patch's ErrBadJSONPatch
+        # patch.go strategicPatchObject: json.Unmarshal into a map.
+        raise errors.bad_request(f"json: cannot unmarshal {_go_json_type(patch_doc)} into Go "
+                                 "value of type map[string]interface {}")
     if content_type == MERGE_PATCH:
         return merge_patch(original, patch_doc)
     return strategic_merge(original, patch_doc, schema)

@@ -227,6 +227,17 @@ class PatchTests(WritesTestCase):
                                               "operations in a JSON patch is 10000, got 10001")
 
     @inlineCallbacks
+    def test_patch_that_is_not_an_object(self):
+        """A merge patch that is not an object: evanphx/json-patch's "Invalid JSON Patch";
+        a strategic one: Go's unmarshal error into a map (patch.go)."""
+        r = yield self.expect(self.client.patch(f"{CM}/c", [1]), 400, "BadRequest")
+        self.assertEqual(r.json()["message"], "Invalid JSON Patch")
+        r = yield self.expect(self.client.patch(
+            f"{CM}/c", [1], content_type="application/strategic-merge-patch+json"), 400)
+        self.assertEqual(r.json()["message"], "json: cannot unmarshal array into Go value of "
+                                              "type map[string]interface {}")
+
+    @inlineCallbacks
     def test_stale_resource_version_in_patch_conflicts(self):
         """A JSON patch, merge patch or strategic merge patch that sets a stale
         metadata.resourceVersion is 409 (store.go Update: the new object's version must

@@ -82,7 +82,8 @@ def _paths(kind) -> list:
 
 ODD_PATHS = ("/", "/api", "/apis", "/apis/rbac.authorization.platform.io",
              "/apis/rbac.authorization.platform.io/v1", "/openapi/v2", "/openapi/v3",
-             "/version", "/api/v1/namespaces/%ff/configmaps", "/api/v1/%00/x",
+             "/version", "/healthz", "/readyz", "/livez", "/api/v1/namespaces/%ff/configmaps",
+             "/api/v1/%00/x",
              "/api/v1/namespaces/default/configmaps/" + "a" * 70000, "/apis/nope/v9/things",
              "/api/v1/namespaces/default/configmaps/a/b/c/d/e", "//api//v1", "/api/v1/..",
              "/api/v1/namespaces/default/configmaps/%2e%2e")
