@@ -144,6 +144,15 @@ def not_acceptable(types) -> StatusError:
     )
 
 
+def no_route_accepts() -> StatusError:
+    """
+    406 when no route produces what Accept asks for: go-restful's service error, which
+    upstream's serviceErrorHandler turns into NewGenericServerResponse(406, "406: Not
+    Acceptable") (so ``details: {}``).
+    """
+    return StatusError(406, "NotAcceptable", "406: Not Acceptable", empty_details=True)
+
+
 def unsupported_media_type(types) -> StatusError:
     return StatusError(
         415, "UnsupportedMediaType",

@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deletes, query, requestinfo, responses, writes
+from platformd.api import deletes, query, requestinfo, responses, views, writes
 from platformd.api.call import Call
 from platformd.auth import authorizers
 from platformd.auth.interfaces import AuthenticationError
@@ -41,6 +41,10 @@ _HANDLERS = {
         call, api.store_for(call.kind), api.reader),
 }
 _STATUS_VERBS = frozenset({"get", "update", "patch"})
+#: The views a write's or delete's answer may take (checked before the work is done).
+_ANSWER_VIEWS = {"create": views.GET_VIEWS, "update": views.GET_VIEWS,
+                 "patch": views.GET_VIEWS, "delete": views.GET_VIEWS,
+                 "deletecollection": views.LIST_VIEWS}
 
 
 class APIServer:
@@ -136,7 +140,18 @@ class APIServer:
             raise errors.method_not_allowed()
         if info.verb in ("create",) and info.name:
             raise errors.method_not_allowed()
+        self._check_route_accepts(call)
+        answer_views = _ANSWER_VIEWS.get(info.verb)
+        if answer_views is not None:
+            # As upstream's write handlers: the answer's encoding is settled before any
+            # work, so a 406 never follows a write that was made.
+            call.pick(answer_views)
         return handler(call, self)
+
+    def _check_route_accepts(self, call) -> None:
+        """go-restful's route selection: path (404), method (405), then Accept (406)."""
+        if not self.negotiator.route_accepts(call.accept):
+            raise errors.no_route_accepts()
 
 
     def _non_resource(self, call):

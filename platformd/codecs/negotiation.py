@@ -141,6 +141,23 @@ class Negotiator:
                 out.append(choice)
         return tuple(out)
 
+    def route_accepts(self, accept) -> bool:
+        """
+        Whether go-restful would select a route for ``accept`` at all
+        (``Route.matchesAccept``): some entry, parameters cut off, is exactly ``*/*`` or a
+        media type the server produces.  ``application/*``, ``text/*`` or a lone ``*``
+        match no route, however goautoneg would rank them later.
+        """
+        if not accept:
+            return True
+        if isinstance(accept, bytes):
+            accept = accept.decode("latin-1")
+        for entry in accept.split(","):
+            mime = entry.split(";", 1)[0].strip(" \t")
+            if mime == "*/*" or mime in self.codecs:
+                return True
+        return False
+
     def error_choice(self, accept) -> Choice:
         """How an error is written: the best plain choice acceptable, else JSON."""
         for choice in self.choices(accept):

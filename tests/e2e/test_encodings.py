@@ -445,3 +445,34 @@ class DiscoveryEncodingTests(EncodingTestCase):
         for path in ("/version", "/openapi/v2"):
             r = yield self.get(path, "application/yaml")
             self.assertEqual((r.code, r.header("Content-Type")), (200, "application/json"))
+
+
+class RouteAcceptTests(EncodingTestCase):
+    @inlineCallbacks
+    def test_wildcard_forms(self):
+        """go-restful's Route.matchesAccept decides first: only */* or a produced type
+        selects a route, so application/*, text/* and a lone * are upstream's service
+        error 406 "406: Not Acceptable" with empty details; a list naming a produced type
+        anywhere is served."""
+        for accept in ("application/*", "text/*", "*", "text/html, application/*;q=0.9"):
+            r = yield self.client.get(CM, headers={"Accept": accept})
+            self.assertEqual(r.code, 406, accept)
+            self.assertEqual(r.json(), {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "406: Not Acceptable", "reason": "NotAcceptable", "details": {},
+                "code": 406}, accept)
+        for accept in ("*/*", "application/*, application/json", "text/html, */*;q=0.1",
+                       "application/json;as=Table;g=meta.platform.io;v=v1"):
+            r = yield self.client.get(CM, headers={"Accept": accept})
+            self.assertEqual(r.code, 200, accept)
+
+    @inlineCallbacks
+    def test_write_refused_before_it_is_made(self):
+        """A create whose answer cannot be encoded as asked is 406 and creates nothing
+        (upstream negotiates the output media type before the write)."""
+        for accept in ("application/*", "text/html"):
+            r = yield self.client.post(CM, {"metadata": {"name": "never"}},
+                                       headers={"Accept": accept})
+            self.assertEqual(r.code, 406, accept)
+        r = yield self.client.get(f"{CM}/never")
+        self.assertEqual(r.code, 404)
