@@ -9,7 +9,10 @@ C and crashes the process on deep enough input); before constructing, the node g
 checked for alias bombs as go-yaml checks it (``document contains excessive aliasing``:
 past 100 aliased nodes, at most 99 % of a document of up to 400,000 nodes may come
 from alias expansion, falling to 10 % at 4,000,000) and for anchors containing
-themselves.
+themselves.  Scalars resolve as go-yaml v2 resolves them (``y``/``n`` are booleans
+too), and mapping keys become JSON's strings as ``sigs.k8s.io/yaml``'s ``yamlToJSON``
+makes them: ``yes: 1`` is ``{"true": 1}``, an integer key its digits, a float key Go's
+``FormatFloat(f, 'g', -1, 32)``; a null key is refused as there.
 
 Writing uses PyYAML's C emitter with the choices upstream's encoder makes
 (``sigs.k8s.io/yaml``: JSON through go-yaml v2): mapping keys sorted in go-yaml's order
@@ -20,6 +23,8 @@ multi-line string as a literal block, anything else plain where YAML allows it.
 
 import functools
 import itertools
+import re
+import struct
 
 import yaml
 from zope.interface import implementer
@@ -144,16 +149,63 @@ _Dumper.add_representer(dict, _represent_mapping)
 _Dumper.add_representer(str, _represent_str)
 
 
+def _json_key(key, line: int) -> str:
+    """A mapping key as yamlToJSON writes it (sigs.k8s.io/yaml, yaml.go)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    if isinstance(key, float):
+        return _go_float32_key(key)
+    kind = "<nil>" if key is None else type(key).__name__
+    raise CodecError(f"invalid YAML: unsupported map key of type: {kind} (line {line})")
+
+
+def _go_float32_key(value: float) -> str:
+    """strconv.FormatFloat(f, 'g', -1, 32), with go-yaml's names for the specials."""
+    if value != value:
+        return ".nan"
+    if value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    for digits in range(1, 10):  # the shortest form that reads back as the same float32
+        text = f"{value:.{digits}g}"
+        if _as_float32(float(text)) == _as_float32(value):
+            break
+    mantissa, _, exponent = text.partition("e")
+    if exponent:
+        sign, number = exponent[0], exponent[1:].lstrip("0")
+        text = f"{mantissa}e{sign}{number.zfill(2)}"
+    return text
+
+
+def _as_float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
 def _construct_mapping(loader, node):
     loader.flatten_mapping(node)
     pairs = []
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, str):
-            raise CodecError(f"invalid YAML: mapping key {key!r} is not a string "
-                             f"(line {key_node.start_mark.line + 1})")
+        key = _json_key(loader.construct_object(key_node, deep=True),
+                        key_node.start_mark.line + 1)
         pairs.append((key, loader.construct_object(value_node, deep=True)))
     return from_pairs(pairs)
+
+
+#: go-yaml v2's booleans beyond YAML 1.1's that PyYAML knows: y, Y, n, N.
+_GO_YAML_BOOL = re.compile(r"^(?:y|Y|n|N)$")
+_TRUE = frozenset({"y", "yes", "true", "on"})
+
+
+def _construct_bool(loader, node) -> bool:
+    return loader.construct_scalar(node).lower() in _TRUE
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", _GO_YAML_BOOL, list("yYnN"))
+_Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:bool", _GO_YAML_BOOL, list("yYnN"))
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)

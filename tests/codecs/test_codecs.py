@@ -15,15 +15,17 @@ from tests.codecs.test_protobuf import OBJECTS, _list_of
 class CodecTests(SynchronousTestCase):
     def test_yaml_equals_json(self):
         """A YAML body decodes to what the same JSON body decodes to (timestamps as strings)."""
-        y = YAMLCodec().decode(b"a: 1\nt: 2020-01-01T00:00:00Z\nl: [x, y]\n")
-        j = JSONCodec().decode(b'{"a": 1, "t": "2020-01-01T00:00:00Z", "l": ["x", "y"]}')
+        y = YAMLCodec().decode(b"a: 1\nt: 2020-01-01T00:00:00Z\nl: [x, z, y]\n")
+        # go-yaml v2 reads a bare y as the boolean true.
+        j = JSONCodec().decode(b'{"a": 1, "t": "2020-01-01T00:00:00Z", "l": ["x", "z", true]}')
         self.assertEqual(y, j)
 
     def test_yaml_written_as_upstream(self):
         """
         Keys in go-yaml's order (non-letters first, digit runs by value), strings that would read back as
         another type double-quoted, multi-line strings as literal blocks, the rest plain
-        (or single-quoted where plain YAML cannot hold them, as libyaml does).
+        (or single-quoted where plain YAML cannot hold them, as libyaml does).  A key
+        is a string like any other: "n" would read back as go-yaml v2's false.
         """
         value = {"kind": "ConfigMap", "apiVersion": "v1",
                  "metadata": {"name": "x", "resourceVersion": "5",
@@ -33,7 +35,7 @@ class CodecTests(SynchronousTestCase):
         self.assertEqual(YAMLCodec().encode(value).decode(), """\
 apiVersion: v1
 data:
-  n: "12"
+  "n": "12"
   s: plain text
   script: |
     line1
@@ -139,3 +141,25 @@ class EveryEncodingRoundTripTests(SynchronousTestCase):
                 for codec in codecs:
                     self.assertEqual(codec.decode(codec.encode(value)), value,
                                      (codec.media_type, value["kind"]))
+
+
+class YAMLKeyTests(SynchronousTestCase):
+    """YAML keys and scalars as upstream reads YAML: go-yaml v2, then yamlToJSON."""
+
+    def test_boolean_keys_become_strings(self):
+        """A bare yes/on/y key is the boolean true, written as the key "true" (off, n:
+        "false"); integer and float keys as Go formats them."""
+        value = YAMLCodec().decode(b"yes: 1\noff: 2\nY: 3\nn: 4\n7: 5\n1.5: 6\n2.0e+10: 7\n")
+        self.assertEqual(value, {"true": 3, "false": 4, "7": 5, "1.5": 6, "2e+10": 7})
+
+    def test_go_yaml_booleans(self):
+        """y and n are booleans as values too (go-yaml v2), and written quoted."""
+        codec = YAMLCodec()
+        self.assertEqual(codec.decode(b"a: y\nb: N\nc: 'y'\n"), {"a": True, "b": False, "c": "y"})
+        self.assertEqual(codec.encode({"a": "y", "b": "n"}), b'a: "y"\nb: "n"\n')
+
+    def test_null_key_refused(self):
+        """A null key has no JSON form: 400 from the handler (yamlToJSON refuses it)."""
+        with self.assertRaises(CodecError) as e:
+            YAMLCodec().decode(b"~: 1\n")
+        self.assertIn("unsupported map key of type: <nil>", str(e.exception))

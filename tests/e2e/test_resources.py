@@ -416,13 +416,13 @@ class ProtocolTests(ServerTestCase):
     @inlineCallbacks
     def test_yaml(self):
         """YAML request and response bodies."""
-        body = (b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  k: v\n")
+        body = (b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yml\ndata:\n  k: v\n")
         r = yield self.client.post("/api/v1/namespaces/default/configmaps", body,
                                    content_type="application/yaml",
                                    headers={"Accept": "application/yaml"})
         self.assertEqual(r.code, 201, r.body)
         self.assertEqual(r.header("Content-Type"), "application/yaml")
-        self.assertIn(b"name: y", r.body)
+        self.assertIn(b"name: yml", r.body)
 
     @inlineCallbacks
     def test_negotiation_errors(self):

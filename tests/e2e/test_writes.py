@@ -162,8 +162,8 @@ class ServerSideApplyTests(WritesTestCase):
     @inlineCallbacks
     def test_apply_yaml(self):
         """The apply body is YAML."""
-        body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  k: v\n"
-        r = yield self.expect(self.apply(f"{CM}/y", body, "yaml-user"), 201)
+        body = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yml\ndata:\n  k: v\n"
+        r = yield self.expect(self.apply(f"{CM}/yml", body, "yaml-user"), 201)
         self.assertEqual(r.json()["data"], {"k": "v"})
 
 
@@ -376,7 +376,7 @@ class FieldValidationTests(WritesTestCase):
     @inlineCallbacks
     def test_yaml_body(self):
         """YAML bodies are checked the same way, at any depth."""
-        body = b"metadata:\n  name: y\n  name: y\ndata:\n  k: '1'\nspec:\n  a: 1\n"
+        body = b"metadata:\n  name: yml\n  name: yml\ndata:\n  k: '1'\nspec:\n  a: 1\n"
         r = yield self.expect(self.post("Strict", body, "application/yaml"), 400)
         self.assertIn('duplicate field "metadata.name"', r.json()["message"])
         self.assertIn('unknown field "spec"', r.json()["message"])

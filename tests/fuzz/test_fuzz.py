@@ -53,7 +53,7 @@ class FuzzTests(ServerTestCase):
                 b'"rbac.authorization.platform.io","kind":"ClusterRole","name":"x"}}')
         r = yield self.expect("POST", RB, body, code=422, reason="Invalid")
         self.assertIn("subjects[0].kind: Unsupported value", r.json()["message"])
-        r = yield self.expect("POST", CM, b"metadata:\n  name: y\n  labels:\n    a: ~\n",
+        r = yield self.expect("POST", CM, b"metadata:\n  name: yml\n  labels:\n    a: ~\n",
                               content_type="application/yaml", code=201)
         self.assertEqual(r.json()["metadata"]["labels"], {"a": ""})
 
