@@ -28,6 +28,7 @@ import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
 
+from platformd.registry.meta import set_resource_version
 from platformd.storage.interface import DELETE, PUT, Event, KeyValue
 
 log = Logger()
@@ -69,7 +70,7 @@ class CachedObject:
             raise CorruptObjectError(f"{self.key}: {e}") from None
         if not isinstance(obj, dict):
             raise CorruptObjectError(f"{self.key}: stored value is not an object")
-        obj.setdefault("metadata", {})["resourceVersion"] = str(self.revision)
+        set_resource_version(obj.setdefault("metadata", {}), str(self.revision))
         return obj
 
     @property
@@ -166,6 +167,27 @@ class CacheEvent:
         return frame
 
 
+#: How every object stored before objects were kept in upstream's field order begins
+#: (that version wrote apiVersion first; every later one writes kind first).
+_OLD_ORDER = b'{"apiVersion":'
+
+
+def _in_upstream_order(kind, raw: bytes) -> bytes:
+    """
+    ``raw`` in upstream's field order: objects are written in it (``Struct.order``), so
+    only those a previous version stored are reordered, once as they enter the cache.
+    Bytes that do not decode are left for ``CachedObject`` to report.
+    """
+    if raw[:len(_OLD_ORDER)] != _OLD_ORDER:
+        return raw
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    kind.schema.order(obj)
+    return orjson.dumps(obj)
+
+
 def old_kv(entry: CachedObject) -> KeyValue:
     return KeyValue(entry.key, entry.raw, entry.create_revision, entry.revision)
 
@@ -216,7 +238,7 @@ class KindCache:
             del self._keys[bisect_left(self._keys, key)]
             self._publish(CacheEvent(DELETED, None, old, event.revision, self.clock.seconds()))
             return
-        new = CachedObject(key, event.kv.value, event.kv.mod_revision, event.kv.create_revision)
+        new = self._admit(event.kv)
         self.objects[key] = new
         if old is None:
             insort(self._keys, key)
@@ -224,8 +246,12 @@ class KindCache:
                                  self.clock.seconds()))
 
     def load(self, kv) -> None:
-        self.objects[kv.key] = CachedObject(kv.key, kv.value, kv.mod_revision, kv.create_revision)
+        self.objects[kv.key] = self._admit(kv)
         insort(self._keys, kv.key)
+
+    def _admit(self, kv) -> CachedObject:
+        return CachedObject(kv.key, _in_upstream_order(self.kind, kv.value), kv.mod_revision,
+                            kv.create_revision)
 
     def replace(self, kvs, revision: int) -> None:
         """

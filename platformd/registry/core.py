@@ -53,9 +53,9 @@ ENV_VAR = _struct("EnvVar", {
 
 CONTAINER_PORT = _struct("ContainerPort", {
     "name": Prop(STRING, "An IANA_SVC_NAME for the port."),
+    "hostPort": Prop(INT32, "Port number on the host."),
     "containerPort": Prop(INT32, "Port number on the pod's IP address.", required=True),
     "protocol": Prop(STRING, "UDP, TCP or SCTP; defaults to TCP."),
-    "hostPort": Prop(INT32, "Port number on the host."),
     "hostIP": Prop(STRING, "Host IP to bind the external port to."),
 }, "A network port in a single container.")
 
@@ -70,25 +70,24 @@ CONTAINER = _struct("Container", {
     "command": Prop(ListOf(STRING), "Entrypoint array."),
     "args": Prop(ListOf(STRING), "Arguments to the entrypoint."),
     "workingDir": Prop(STRING, "The container's working directory."),
-    "env": Prop(ListOf(ENV_VAR, "map", ("name",), "merge", "name"),
-                "Environment variables to set in the container."),
     "ports": Prop(ListOf(CONTAINER_PORT, "map", ("containerPort", "protocol"), "merge",
                          "containerPort"), "Ports to expose from the container."),
+    "env": Prop(ListOf(ENV_VAR, "map", ("name",), "merge", "name"),
+                "Environment variables to set in the container."),
     "resources": Prop(RESOURCE_REQUIREMENTS, "Compute resources required by this container."),
-    "imagePullPolicy": Prop(STRING, "Always, Never or IfNotPresent."),
     "terminationMessagePath": Prop(STRING, "Path of the container's termination message."),
     "terminationMessagePolicy": Prop(STRING, "File or FallbackToLogsOnError."),
+    "imagePullPolicy": Prop(STRING, "Always, Never or IfNotPresent."),
     "stdin": Prop(BOOLEAN, "Whether the container allocates a buffer for stdin."),
     "stdinOnce": Prop(BOOLEAN, "Whether stdin is closed after the first attach ends."),
     "tty": Prop(BOOLEAN, "Whether the container allocates a TTY; needs stdin."),
 }, "A single application container to run within a pod.")
 
 POD_SPEC = _struct("PodSpec", {
-    "nodeName": Prop(STRING, "The node this pod is bound to."),
-    "containers": Prop(ListOf(CONTAINER, "map", ("name",), "merge", "name"),
-                       "Containers of the pod; at least one.", required=True),
     "initContainers": Prop(ListOf(CONTAINER, "map", ("name",), "merge", "name"),
                            "Containers run to completion before the app containers start."),
+    "containers": Prop(ListOf(CONTAINER, "map", ("name",), "merge", "name"),
+                       "Containers of the pod; at least one.", required=True),
     "restartPolicy": Prop(STRING, "Always, OnFailure or Never; defaults to Always."),
     "terminationGracePeriodSeconds": Prop(INT64, "Grace period for termination; defaults to 30."),
     "activeDeadlineSeconds": Prop(INT64, "Maximum run time of the pod."),
@@ -97,26 +96,27 @@ POD_SPEC = _struct("PodSpec", {
     "serviceAccountName": Prop(STRING, "The ServiceAccount the pod runs as."),
     "serviceAccount": Prop(STRING, "Deprecated alias of serviceAccountName."),
     "automountServiceAccountToken": Prop(BOOLEAN, "Whether a token is mounted automatically."),
+    "nodeName": Prop(STRING, "The node this pod is bound to."),
     "hostNetwork": Prop(BOOLEAN, "Use the host's network namespace."),
     "hostPID": Prop(BOOLEAN, "Use the host's pid namespace."),
     "hostIPC": Prop(BOOLEAN, "Use the host's ipc namespace."),
+    "imagePullSecrets": Prop(ListOf(LOCAL_OBJECT_REFERENCE, "map", ("name",), "merge", "name"),
+                             "Secrets for pulling images."),
     "hostname": Prop(STRING, "The pod's hostname."),
     "subdomain": Prop(STRING, "The pod's subdomain, a DNS label."),
     "schedulerName": Prop(STRING, "The scheduler that dispatches the pod."),
     "priorityClassName": Prop(STRING, "The PriorityClass giving the pod's priority."),
     "priority": Prop(INT32, "The priority value."),
-    "imagePullSecrets": Prop(ListOf(LOCAL_OBJECT_REFERENCE, "map", ("name",), "merge", "name"),
-                             "Secrets for pulling images."),
 }, "The desired state of a pod.")
 
 POD_CONDITION = _struct("PodCondition", {
     "type": Prop(STRING, "Type of the condition.", required=True),
+    "observedGeneration": Prop(INT64, "The metadata.generation the condition was set for."),
     "status": Prop(STRING, "True, False or Unknown.", required=True),
     "lastProbeTime": Prop(TIME, "Last time the condition was probed."),
     "lastTransitionTime": Prop(TIME, "Last time the condition changed."),
     "reason": Prop(STRING, "One-word reason for the last transition."),
     "message": Prop(STRING, "Human-readable details of the last transition."),
-    "observedGeneration": Prop(INT64, "The metadata.generation the condition was set for."),
 }, "A condition of a pod.")
 
 POD_IP = _struct("PodIP", {
@@ -128,32 +128,32 @@ FREE_FORM_STATE = _struct("ContainerState", {}, "Details of a container's state.
 
 CONTAINER_STATUS = _struct("ContainerStatus", {
     "name": Prop(STRING, "Name of the container.", required=True),
+    "state": Prop(FREE_FORM_STATE, "The container's current state."),
+    "lastState": Prop(FREE_FORM_STATE, "The container's last termination state."),
     "ready": Prop(BOOLEAN, "Whether the container passes its readiness check.", required=True),
-    "started": Prop(BOOLEAN, "Whether the container has started."),
     "restartCount": Prop(INT32, "Times the container has restarted.", required=True),
     "image": Prop(STRING, "The image the container runs.", required=True),
     "imageID": Prop(STRING, "The image's ID.", required=True),
     "containerID": Prop(STRING, "The container's ID in the runtime."),
-    "state": Prop(FREE_FORM_STATE, "The container's current state."),
-    "lastState": Prop(FREE_FORM_STATE, "The container's last termination state."),
+    "started": Prop(BOOLEAN, "Whether the container has started."),
 }, "The state of one container of a pod.")
 
 POD_STATUS = _struct("PodStatus", {
+    "observedGeneration": Prop(INT64, "The metadata.generation the status was set for."),
     "phase": Prop(STRING, "Pending, Running, Succeeded, Failed or Unknown."),
     "conditions": Prop(ListOf(POD_CONDITION, "map", ("type",), "merge", "type"),
                        "Current service state of the pod."),
     "message": Prop(STRING, "Why the pod is in this condition."),
     "reason": Prop(STRING, "A brief CamelCase reason."),
+    "nominatedNodeName": Prop(STRING, "The node this pod preempts pods on, if any."),
     "hostIP": Prop(STRING, "IP address of the host the pod runs on."),
     "podIP": Prop(STRING, "IP address allocated to the pod."),
     "podIPs": Prop(ListOf(POD_IP, "map", ("ip",), "merge", "ip"), "IP addresses allocated to the pod."),
     "startTime": Prop(TIME, "When the pod was acknowledged by its node."),
-    "containerStatuses": Prop(ListOf(CONTAINER_STATUS), "Status of each container."),
     "initContainerStatuses": Prop(ListOf(CONTAINER_STATUS), "Status of each init container."),
+    "containerStatuses": Prop(ListOf(CONTAINER_STATUS), "Status of each container."),
     "qosClass": Prop(STRING, "The quality-of-service class."),
-    "nominatedNodeName": Prop(STRING, "The node this pod preempts pods on, if any."),
     "resize": Prop(STRING, "Deprecated status of a pending resize."),
-    "observedGeneration": Prop(INT64, "The metadata.generation the status was set for."),
 }, "The most recently observed status of a pod.")
 
 NAMESPACE_SPEC = _struct("NamespaceSpec", {
@@ -383,17 +383,17 @@ POD = _core("Pod", "pods", True, {
     returns_deleted_object=True)
 
 CONFIG_MAP = _core("ConfigMap", "configmaps", True, {
+    "immutable": Prop(BOOLEAN, "If true, data cannot be updated."),
     "data": Prop(MapOf(STRING), "Configuration data (UTF-8 strings)."),
     "binaryData": Prop(MapOf(BYTES), "Binary configuration data, base64-encoded."),
-    "immutable": Prop(BOOLEAN, "If true, data cannot be updated."),
 }, "ConfigMap holds configuration data for pods to consume.", short_names=("cm",),
     validate=_validate_configmap, validate_update=_validate_immutable_data(("data", "binaryData")))
 
 SECRET = _core("Secret", "secrets", True, {
+    "immutable": Prop(BOOLEAN, "If true, data cannot be updated."),
     "data": Prop(MapOf(BYTES), "Secret data, base64-encoded."),
     "stringData": Prop(MapOf(STRING), "Write-only convenience: merged into data on write."),
     "type": Prop(STRING, "Used to facilitate programmatic handling of secret data."),
-    "immutable": Prop(BOOLEAN, "If true, data cannot be updated."),
 }, "Secret holds secret data of a certain type.", default=_default_secret,
     validate=_validate_secret, validate_update=_validate_immutable_data(("data",)))
 

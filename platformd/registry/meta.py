@@ -66,6 +66,31 @@ LIST_META = Struct("io.platform.apimachinery.pkg.apis.meta.v1.ListMeta", {
     "remainingItemCount": Prop(INT64, "Items not in this page."),
 }, doc="Metadata of a list.")
 
+#: ObjectMeta's fields before ``resourceVersion`` (Go's struct order).
+_BEFORE_RESOURCE_VERSION = frozenset({"name", "generateName", "namespace", "selfLink", "uid"})
+
+
+def set_resource_version(meta: dict, revision: str) -> None:
+    """
+    Set ``metadata.resourceVersion`` in place, at ObjectMeta's position for it (after
+    ``uid``), so an object in upstream's field order stays in it.  Storage holds objects
+    without it (the revision is the version), so it is put back on every read and write.
+    """
+    if "resourceVersion" in meta:
+        meta["resourceVersion"] = revision
+        return
+    items = list(meta.items())
+    at = 0
+    while at < len(items) and items[at][0] in _BEFORE_RESOURCE_VERSION:
+        at += 1
+    if at == len(items):
+        meta["resourceVersion"] = revision
+        return
+    items.insert(at, ("resourceVersion", revision))
+    meta.clear()
+    meta.update(items)
+
+
 DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_SUBDOMAIN = DNS1123_LABEL + r"(\." + DNS1123_LABEL + ")*"
 _LABEL_RE = re.compile(DNS1123_LABEL + r"\Z")

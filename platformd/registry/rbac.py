@@ -60,10 +60,10 @@ SUBJECT = Struct(f"{PREFIX}.Subject", {
 }, doc="A reference to an API object or a user or group name.")
 
 _BINDING_FIELDS = {
-    "roleRef": Prop(ROLE_REF, "RoleRef can reference a Role in the current namespace or a ClusterRole "
-                              "in the global namespace. Immutable.", required=True),
     "subjects": Prop(ListOf(SUBJECT), "Subjects holds references to the objects the role applies to. "
                                       "Atomic: replaced, not merged."),
+    "roleRef": Prop(ROLE_REF, "RoleRef can reference a Role in the current namespace or a ClusterRole "
+                              "in the global namespace. Immutable.", required=True),
 }
 
 SUBJECT_KINDS = ("ServiceAccount", "User", "Group")

@@ -65,9 +65,11 @@ class ResourceType:
     list_schema: Struct = attrs.field(init=False)
 
     def __attrs_post_init__(self):
+        # TypeMeta's order (kind, then apiVersion), then ObjectMeta, then the kind's own
+        # fields: Go's struct order, which ``Struct.order`` writes objects in.
         props = {
-            "apiVersion": Prop(STRING, "The versioned schema of this representation."),
             "kind": Prop(STRING, "The REST resource this object represents."),
+            "apiVersion": Prop(STRING, "The versioned schema of this representation."),
             "metadata": Prop(OBJECT_META, "Standard object metadata."),
         }
         props.update(self.fields)
@@ -75,8 +77,8 @@ class ResourceType:
             f"{self.definition_prefix}.{self.kind}", props, doc=self.doc))
         object.__setattr__(self, "list_schema", Struct(
             f"{self.definition_prefix}.{self.kind}List", {
-                "apiVersion": Prop(STRING, "The versioned schema of this representation."),
                 "kind": Prop(STRING, "The REST resource this object represents."),
+                "apiVersion": Prop(STRING, "The versioned schema of this representation."),
                 "metadata": Prop(LIST_META, "Standard list metadata."),
                 "items": Prop(ListOf(self.schema), f"List of {self.kind} objects.",
                               required=True),

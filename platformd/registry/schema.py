@@ -99,6 +99,9 @@ class Scalar:
         """What Go's decoder leaves for a ``null`` element of a list or map."""
         return {"string": "", "boolean": False}.get(self.type, 0)
 
+    def order(self, value) -> None:
+        """Nothing to order in a scalar (see ``Struct.order``)."""
+
     def walk(self):
         return iter(())
 
@@ -130,6 +133,15 @@ class MapOf:
     def zero(self):
         return None  # a nil map
 
+    def order(self, value) -> None:
+        """Keys sorted as Go's encoding/json sorts a map's (code point order is UTF-8's)."""
+        if isinstance(value, dict):
+            items = sorted(value.items())
+            value.clear()
+            value.update(items)
+            for item in value.values():
+                self.values.order(item)
+
     def walk(self):
         yield self.values
 
@@ -160,6 +172,11 @@ class ListOf:
 
     def zero(self):
         return None  # a nil slice
+
+    def order(self, value) -> None:
+        if isinstance(value, list):
+            for item in value:
+                self.items.order(item)
 
     def walk(self):
         yield self.items
@@ -212,6 +229,29 @@ class Struct:
 
     def zero(self):
         return {}  # a struct with every field at its zero value
+
+    def order(self, value) -> None:
+        """
+        Put ``value``'s fields in declaration order, in place and all the way down.
+        Declarations follow the Go struct's field order, which is the order upstream's
+        encoding/json writes, so one ``orjson.dumps`` of an ordered object gives
+        upstream's bytes.  Fields the schema does not name (``preserve_unknown``) follow,
+        as they came.  In place, so references into the object stay valid.
+        """
+        if not isinstance(value, dict):
+            return
+        props = self.props
+        keys = [k for k in props if k in value]
+        if len(keys) < len(value):
+            keys.extend(k for k in value if k not in props)
+        if keys != list(value):
+            items = [(k, value[k]) for k in keys]
+            value.clear()
+            value.update(items)
+        for key, item in value.items():
+            prop = props.get(key)
+            if prop is not None and item is not None:
+                prop.node.order(item)
 
     def required_names(self):
         return [name for name, prop in self.props.items() if prop.required]

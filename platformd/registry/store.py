@@ -23,7 +23,7 @@ from platformd import errors
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.registry import deletion, managedfields
 from platformd.registry.managedfields import Manager
-from platformd.registry.meta import validate_object_meta_update
+from platformd.registry.meta import set_resource_version, validate_object_meta_update
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
 )
@@ -39,19 +39,20 @@ def rfc3339(seconds: float) -> str:
 
 
 def _encode_for_storage(obj: dict) -> bytes:
-    """Storage holds objects without resourceVersion: the revision *is* the version."""
+    """
+    Storage holds objects without resourceVersion: the revision *is* the version.  The
+    object is left as it is: its field order (``Struct.order``) is kept.
+    """
     meta = obj["metadata"]
-    rv = meta.pop("resourceVersion", None)
-    try:
+    if "resourceVersion" not in meta:
         return orjson.dumps(obj)
-    finally:
-        if rv is not None:
-            meta["resourceVersion"] = rv
+    return orjson.dumps({**obj, "metadata": {
+        k: v for k, v in meta.items() if k != "resourceVersion"}})
 
 
 def _with_type(kind, obj: dict) -> dict:
-    """The object with apiVersion and kind first, as upstream serialises it."""
-    out = {"apiVersion": kind.api_version, "kind": kind.kind}
+    """The object with kind and apiVersion first, as upstream serialises it."""
+    out = {"kind": kind.kind, "apiVersion": kind.api_version}
     for key, value in obj.items():
         if key not in ("apiVersion", "kind"):
             out[key] = value
@@ -165,6 +166,7 @@ class GenericStore:
                 managedfields.record(self.kind, None, obj, manager, self.now())
         except errors.StatusError:
             return fail()
+        self.kind.schema.order(obj)  # upstream's field order, for storage and answer alike
         meta = obj["metadata"]
         name = meta["name"]
         key = self.kind.storage_key(meta.get("namespace"), name)
@@ -174,7 +176,7 @@ class GenericStore:
             return succeed(obj)
 
         def created(kv):
-            meta["resourceVersion"] = str(kv.mod_revision)
+            set_resource_version(meta, str(kv.mod_revision))
             return obj
 
         def exists(failure):
@@ -276,6 +278,7 @@ class GenericStore:
     @inlineCallbacks
     def _write_update(self, key, new: dict, current, dry_run: bool):
         """Deferred[dict | None]; None means another writer won (retry or 409)."""
+        self.kind.schema.order(new)
         meta = new["metadata"]
         meta.pop("selfLink", None)
         if meta.get("deletionTimestamp") and not self._finalizers(new):
@@ -285,10 +288,10 @@ class GenericStore:
         value = _encode_for_storage(new)
         if value == _encode_for_storage(current.obj):
             # Nothing changed: no write, no new version (as upstream).
-            meta["resourceVersion"] = str(current.revision)
+            set_resource_version(meta, str(current.revision))
             returnValue(new)
         if dry_run:
-            meta["resourceVersion"] = str(current.revision)
+            set_resource_version(meta, str(current.revision))
             returnValue(new)
         try:
             kv = yield self.storage.update(key, value, current.revision)
@@ -296,7 +299,7 @@ class GenericStore:
             returnValue(None)
         except KeyNotFoundError:
             raise self._not_found(meta["name"]) from None
-        meta["resourceVersion"] = str(kv.mod_revision)
+        set_resource_version(meta, str(kv.mod_revision))
         returnValue(new)
 
     # -- delete ------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, WatchCache
+from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CorruptObjectError, WatchCache
 from platformd.registry import core
 from platformd.registry.catalog import builtin
 from platformd.storage.memory import MemoryStorage
@@ -64,3 +64,51 @@ class WatchCacheTests(SynchronousTestCase):
         d = self.storage.delete(added)
         self.successResultOf(d)
         self.assertEqual(seen[-1], DELETED)
+
+
+class FieldOrderTests(SynchronousTestCase):
+    """Objects come out of the cache in upstream's field order (encoding/json's)."""
+
+    def setUp(self):
+        self.storage = MemoryStorage(Clock())
+        self.successResultOf(self.storage.start())
+        self.cache = WatchCache(self.storage, builtin(), Clock())
+        self.kind = self.cache.for_kind(core.CONFIG_MAP)
+
+    def test_resource_version_after_uid(self):
+        """resourceVersion is put at ObjectMeta's place for it (after uid), not at the end."""
+        self.successResultOf(self.cache.start())
+        kv = self.successResultOf(self.storage.create(
+            KEY, b'{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c",'
+                 b'"namespace":"default","uid":"u","creationTimestamp":"2024-01-02T03:04:05Z"}}'))
+        self.assertEqual(self.kind.get(KEY).json,
+                         b'{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c",'
+                         b'"namespace":"default","uid":"u","resourceVersion":"%d",'
+                         b'"creationTimestamp":"2024-01-02T03:04:05Z"}}' % kv.mod_revision)
+
+    def test_store_of_a_previous_version(self):
+        """
+        An object a previous version stored (apiVersion first, fields and map keys in
+        the client's order) is served in upstream's order: loaded at start, or arriving
+        through the watch.
+        """
+        old = (b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"b":"1","a":"2"},'
+               b'"creationTimestamp":"2024-01-02T03:04:05Z","uid":"u","namespace":"default",'
+               b'"name":"c"},"data":{"y":"1","x":"2"},"immutable":false}')
+        first = self.successResultOf(self.storage.create(KEY, old))
+        self.successResultOf(self.cache.start())
+        other = core.CONFIG_MAP.storage_key("default", "d")
+        second = self.successResultOf(self.storage.create(other, old.replace(b'"c"', b'"d"')))
+        for key, name, kv in ((KEY, b"c", first), (other, b"d", second)):
+            self.assertEqual(self.kind.get(key).json,
+                             b'{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"%s",'
+                             b'"namespace":"default","uid":"u","resourceVersion":"%d",'
+                             b'"creationTimestamp":"2024-01-02T03:04:05Z",'
+                             b'"labels":{"a":"2","b":"1"}},"immutable":false,'
+                             b'"data":{"x":"2","y":"1"}}' % (name, kv.mod_revision))
+
+    def test_undecodable_old_bytes_still_reported(self):
+        """Bytes that only look like an old object are left for the cache to report."""
+        self.successResultOf(self.storage.create(KEY, b'{"apiVersion":'))
+        self.successResultOf(self.cache.start())
+        self.assertRaises(CorruptObjectError, lambda: self.kind.get(KEY).obj)

@@ -1,9 +1,11 @@
 """The schema language: type checks, pruning, unknown and duplicate fields."""
 
+import json
+
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.codecs.jsoncodec import JSONCodec
-from platformd.registry import core, rbac
+from platformd.registry import core, meta, rbac
 from platformd.registry.schema import DecodeContext, DecodeError
 
 
@@ -43,3 +45,88 @@ class DecodeTests(SynchronousTestCase):
         with self.assertRaises(DecodeError):
             core.POD.schema.decode({"spec": {"terminationGracePeriodSeconds": True}}, "",
                                    DecodeContext())
+
+
+class OrderTests(SynchronousTestCase):
+    """
+    ``Struct.order``: Go's struct declaration order, as encoding/json writes it (checked
+    against ``api/core/v1/types.go``, ``api/rbac/v1/types.go`` and apimachinery's
+    ``pkg/apis/meta/v1/types.go``), map keys sorted.
+    """
+
+    def test_declarations_follow_go(self):
+        """Every modelled field in the Go struct's order (fields not modelled left out)."""
+        expected = [
+            (core.POD.schema, ["kind", "apiVersion", "metadata", "spec", "status"]),
+            (rbac.ROLE_BINDING.schema, ["kind", "apiVersion", "metadata", "subjects", "roleRef"]),
+            (core.CONFIG_MAP.schema, ["kind", "apiVersion", "metadata", "immutable", "data",
+                                      "binaryData"]),
+            (core.SECRET.schema, ["kind", "apiVersion", "metadata", "immutable", "data",
+                                  "stringData", "type"]),
+            (core.POD.list_schema, ["kind", "apiVersion", "metadata", "items"]),
+            (meta.OBJECT_META, [
+                "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
+                "generation", "creationTimestamp", "deletionTimestamp",
+                "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
+                "finalizers", "managedFields"]),
+            (meta.LIST_META, ["selfLink", "resourceVersion", "continue", "remainingItemCount"]),
+            (core.CONTAINER_PORT, ["name", "hostPort", "containerPort", "protocol", "hostIP"]),
+            (core.CONTAINER, [
+                "name", "image", "command", "args", "workingDir", "ports", "env", "resources",
+                "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy",
+                "stdin", "stdinOnce", "tty"]),
+            (core.POD_SPEC, [
+                "initContainers", "containers", "restartPolicy",
+                "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy",
+                "nodeSelector", "serviceAccountName", "serviceAccount",
+                "automountServiceAccountToken", "nodeName", "hostNetwork", "hostPID",
+                "hostIPC", "imagePullSecrets", "hostname", "subdomain", "schedulerName",
+                "priorityClassName", "priority"]),
+            (core.POD_CONDITION, ["type", "observedGeneration", "status", "lastProbeTime",
+                                  "lastTransitionTime", "reason", "message"]),
+            (core.CONTAINER_STATUS, ["name", "state", "lastState", "ready", "restartCount",
+                                     "image", "imageID", "containerID", "started"]),
+            (core.POD_STATUS, [
+                "observedGeneration", "phase", "conditions", "message", "reason",
+                "nominatedNodeName", "hostIP", "podIP", "podIPs", "startTime",
+                "initContainerStatuses", "containerStatuses", "qosClass", "resize"]),
+            (rbac.SUBJECT, ["kind", "apiGroup", "name", "namespace"]),
+            (rbac.ROLE_REF, ["apiGroup", "kind", "name"]),
+            (rbac.POLICY_RULE, ["verbs", "apiGroups", "resources", "resourceNames",
+                                "nonResourceURLs"]),
+        ]
+        for struct, names in expected:
+            self.assertEqual(list(struct.props), names, struct.name)
+
+    def test_order_in_place(self):
+        """Fields, nested structs, list items and map keys; the same dicts, reordered."""
+        meta_value = {"labels": {"b": "1", "a": "2"}, "uid": "u", "name": "n"}
+        obj = {"roleRef": {"name": "r", "kind": "Role"}, "metadata": meta_value,
+               "subjects": [{"name": "a", "kind": "User"}], "kind": "RoleBinding"}
+        rbac.ROLE_BINDING.schema.order(obj)
+        self.assertIs(obj["metadata"], meta_value)
+        self.assertEqual(json.dumps(obj), json.dumps({
+            "kind": "RoleBinding", "metadata": {"name": "n", "uid": "u",
+                                                "labels": {"a": "2", "b": "1"}},
+            "subjects": [{"kind": "User", "name": "a"}],
+            "roleRef": {"kind": "Role", "name": "r"}}))
+
+    def test_unknown_fields_follow(self):
+        """A free-form struct's fields (ContainerState) stay as they came, after known ones."""
+        status = {"containerStatuses": [{"state": {"waiting": {}, "running": {}},
+                                         "name": "c"}], "phase": "Running"}
+        core.POD_STATUS.order(status)
+        self.assertEqual(json.dumps(status), json.dumps({
+            "phase": "Running", "containerStatuses": [
+                {"name": "c", "state": {"waiting": {}, "running": {}}}]}))
+
+    def test_set_resource_version(self):
+        """resourceVersion goes after uid (ObjectMeta's order), or is replaced in place."""
+        value = {"name": "n", "namespace": "d", "uid": "u", "labels": {}}
+        meta.set_resource_version(value, "5")
+        self.assertEqual(list(value), ["name", "namespace", "uid", "resourceVersion", "labels"])
+        meta.set_resource_version(value, "6")
+        self.assertEqual(list(value.items())[3], ("resourceVersion", "6"))
+        only = {"name": "n"}
+        meta.set_resource_version(only, "1")
+        self.assertEqual(list(only), ["name", "resourceVersion"])
