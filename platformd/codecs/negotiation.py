@@ -1,8 +1,8 @@
 """
 Content negotiation: which codec reads a request body and which writes the response.
 
-``Accept`` is parsed as RFC 9110 media ranges with q-values, best first; among equal
-q-values a concrete type comes before a wildcard (goautoneg's order).  The parameters are
+``Accept`` is parsed as goautoneg parses it: media ranges with q-values, in its order
+(``parse_accept``).  The parameters are
 read as upstream's ``acceptMediaTypeOptions`` reads them: ``as``/``g``/``v`` ask for a
 view, and a range asking for one this server does not serve (aggregated discovery's
 ``as=APIGroupDiscoveryList``, another group or version, a Table in anything but JSON or
@@ -37,10 +37,23 @@ class MediaRange:
         return f"{self.type}/{self.subtype}"
 
 
+def _before(a: MediaRange, b: MediaRange) -> bool:
+    """goautoneg's ``acceptSorter.Less``: a higher q, or a concrete type or subtype."""
+    return a.q > b.q or (a.type != "*" and b.type == "*") or (
+        a.subtype != "*" and b.subtype == "*")
+
+
 def parse_accept(header: str) -> list:
-    """Media ranges of an Accept header, best first (stable for equal q)."""
+    """
+    Media ranges of an Accept header in goautoneg's order (``ParseAccept``): sorted by
+    ``_before`` with Go's insertion sort (what ``sort.Sort`` does for up to 12 entries).
+    ``_before`` is not a consistent order, so the result is the algorithm's:
+    ``*/*;q=0.9, application/yaml;q=0.5`` puts YAML first, as upstream does.  Ranges
+    with ``q=0`` (or a q that does not parse, which goautoneg reads as 0) are kept, last:
+    upstream's ``NegotiateMediaTypeOptions`` never looks at q, so ``*/*;q=0`` is JSON.
+    """
     ranges = []
-    for index, item in enumerate(header.split(",")):
+    for item in header.split(","):
         item = item.strip()
         if not item:
             continue
@@ -62,10 +75,13 @@ def parse_accept(header: str) -> list:
                     q = 0.0
             elif key:
                 params[key] = value
-        if q > 0:
-            ranges.append((-q, main == "*", sub == "*", index, MediaRange(main, sub, params, q)))
-    ranges.sort(key=lambda r: r[:4])
-    return [r[4] for r in ranges]
+        ranges.append(MediaRange(main, sub, params, q))
+    for i in range(1, len(ranges)):
+        j = i
+        while j > 0 and _before(ranges[j], ranges[j - 1]):
+            ranges[j], ranges[j - 1] = ranges[j - 1], ranges[j]
+            j -= 1
+    return ranges
 
 
 #: The encodings a Table is served in (upstream's ``AllowsMediaTypeTransform``).

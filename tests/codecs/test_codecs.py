@@ -74,10 +74,20 @@ class NegotiationTests(SynchronousTestCase):
         self.n = Negotiator()
 
     def test_q_values(self):
-        """Higher q wins; order breaks ties."""
+        """
+        Higher q wins; order breaks ties; q=0 (or a q that does not parse) is kept, last,
+        as goautoneg's ParseAccept keeps it and upstream's NegotiateMediaTypeOptions
+        (``handlers/negotiation/negotiate.go``) never reads q.
+        """
         self.assertEqual(self.n.pick("application/json;q=0.5, application/yaml")
                          .codec.media_type, "application/yaml")
-        self.assertEqual([m.full for m in parse_accept("a/b;q=0.1, c/d, e/f;q=0")], ["c/d", "a/b"])
+        self.assertEqual([m.full for m in parse_accept("a/b;q=0.1, c/d, e/f;q=0")],
+                         ["c/d", "a/b", "e/f"])
+        for accept in ("*/*;q=0", "application/json;q=0", "application/yaml;q=x, text/html"):
+            self.assertIn(self.n.pick(accept).codec.media_type,
+                          ("application/json", "application/yaml"), accept)
+        self.assertEqual(self.n.pick("application/yaml;q=0, application/json;q=0")
+                         .codec.media_type, "application/yaml")
 
     def test_fallback_past_unserved_views(self):
         """Views this server does not serve are skipped in favour of a later plain type."""
@@ -113,11 +123,19 @@ class NegotiationTests(SynchronousTestCase):
             self.assertEqual((choice.codec.media_type, choice.view), expected, accept)
 
     def test_concrete_before_wildcard(self):
-        """Among equal q-values a concrete type wins over */* whatever the order."""
+        """
+        goautoneg's ``acceptSorter.Less`` puts a concrete type before a wildcard even
+        at a lower q, and Go's insertion sort (``sort.Sort`` of up to 12 entries) applies
+        it pairwise: ``*/*;q=1, application/yaml;q=0.5`` is YAML upstream.
+        """
         self.assertEqual(self.n.pick("*/*, application/yaml").codec.media_type,
                          "application/yaml")
         self.assertEqual(self.n.pick("*/*;q=1, application/yaml;q=0.5").codec.media_type,
-                         "application/json")
+                         "application/yaml")
+        # Insertion sort by hand: b/c passes a/* (concrete subtype), then */* passes
+        # a/* and b/c (higher q).
+        self.assertEqual([m.full for m in parse_accept("a/*;q=0.9, b/c;q=0.5, */*")],
+                         ["*/*", "b/c", "a/*"])
 
     def test_not_acceptable(self):
         """Nothing acceptable is a 406."""

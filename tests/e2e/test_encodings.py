@@ -467,6 +467,18 @@ class RouteAcceptTests(EncodingTestCase):
             self.assertEqual(r.code, 200, accept)
 
     @inlineCallbacks
+    def test_q_zero_still_served(self):
+        """goautoneg keeps q=0 ranges and upstream's NegotiateMediaTypeOptions never reads
+        q (``handlers/negotiation/negotiate.go``): ``*/*;q=0`` and ``…json;q=0`` are JSON;
+        goautoneg's sort puts a concrete type before a wildcard of higher q."""
+        for accept in ("*/*;q=0", "application/json;q=0"):
+            r = yield self.client.get(CM, headers={"Accept": accept})
+            self.assertEqual((r.code, r.header("Content-Type")), (200, "application/json"),
+                             accept)
+        r = yield self.client.get(CM, headers={"Accept": "*/*;q=1, application/yaml;q=0.5"})
+        self.assertEqual((r.code, r.header("Content-Type")), (200, "application/yaml"))
+
+    @inlineCallbacks
     def test_write_refused_before_it_is_made(self):
         """A create whose answer cannot be encoded as asked is 406 and creates nothing
         (upstream negotiates the output media type before the write)."""
