@@ -11,12 +11,17 @@ from platformd.storage.memory import MemoryStorage
 KEY = core.CONFIG_MAP.storage_key("default", "c")
 
 
-class WatchCacheTests(SynchronousTestCase):
+class CacheTestCase(SynchronousTestCase):
+    """A cache over memory storage, not started; ``kind`` is its ConfigMap cache."""
+
     def setUp(self):
         self.storage = MemoryStorage(Clock())
         self.successResultOf(self.storage.start())
         self.cache = WatchCache(self.storage, builtin(), Clock())
         self.kind = self.cache.for_kind(core.CONFIG_MAP)
+
+
+class WatchCacheTests(CacheTestCase):
 
     def test_load_then_follow(self):
         """Objects present at start are loaded; later writes arrive before their ack."""
@@ -66,14 +71,8 @@ class WatchCacheTests(SynchronousTestCase):
         self.assertEqual(seen[-1], DELETED)
 
 
-class FieldOrderTests(SynchronousTestCase):
+class FieldOrderTests(CacheTestCase):
     """Objects come out of the cache in upstream's field order (encoding/json's)."""
-
-    def setUp(self):
-        self.storage = MemoryStorage(Clock())
-        self.successResultOf(self.storage.start())
-        self.cache = WatchCache(self.storage, builtin(), Clock())
-        self.kind = self.cache.for_kind(core.CONFIG_MAP)
 
     def test_resource_version_after_uid(self):
         """resourceVersion is put at ObjectMeta's place for it (after uid), not at the end."""
