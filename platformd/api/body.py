@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from platformd import errors
 from platformd.codecs.interface import CodecError
-from platformd.registry.schema import DecodeContext, DecodeError
+from platformd.model.schema import DecodeContext, DecodeError
 
 #: Upstream refuses bodies above 3 MiB; so do we, before parsing.
 MAX_BODY = 3 * 1024 * 1024

@@ -19,7 +19,7 @@ from platformd.api import responses, writeoptions
 from platformd.api.body import read_body
 from platformd.api.selectors import from_call as selectors
 from platformd.codecs.interface import CodecError
-from platformd.registry import fielderrors as fe
+from platformd.model import fielderrors as fe
 
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 UNSAFE = errors.UNSAFE_DELETE_OPTION

@@ -14,7 +14,7 @@ import attrs
 from platformd import errors
 from platformd.api import shards
 from platformd.api.selectors import parse_field_selector, parse_label_selector
-from platformd.registry import fielderrors as fe
+from platformd.model import fielderrors as fe
 
 EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
 

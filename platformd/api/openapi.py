@@ -37,8 +37,8 @@ from typing import Optional
 
 import attrs
 
-from platformd.registry.meta import LIST_META
-from platformd.registry.schema import (
+from platformd.model.meta import LIST_META
+from platformd.model.schema import (
     BOOLEAN, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
 )
 

@@ -16,7 +16,7 @@ import re
 import attrs
 
 from platformd import errors
-from platformd.registry.meta import qualified_name
+from platformd.model.meta import qualified_name
 
 _LABEL_TOKEN = re.compile(
     r"\s*(?:(?P<op>==|!=|=|\(|\)|,|!)|(?P<word>[A-Za-z0-9_./-]+)|(?P<bad>\S))")

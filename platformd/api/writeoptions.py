@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from platformd import errors
-from platformd.registry import fielderrors as fe
+from platformd.model import fielderrors as fe
 
 OPTION_KINDS = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions",
                 "delete": "DeleteOptions", "deletecollection": "DeleteOptions"}

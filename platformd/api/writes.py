@@ -26,9 +26,9 @@ from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.patch.apply import apply as apply_configuration
 from platformd.patch.merge import merge_patch
 from platformd.patch.strategic import strategic_merge
-from platformd.registry import fielderrors as fe
-from platformd.registry.managedfields import Manager
-from platformd.registry.schema import DecodeContext, DecodeError
+from platformd.model import fielderrors as fe
+from platformd.patch.managedfields import Manager
+from platformd.model.schema import DecodeContext, DecodeError
 
 _json = JSONCodec()
 _yaml = YAMLCodec()

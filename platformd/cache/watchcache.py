@@ -28,7 +28,7 @@ import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
 
-from platformd.registry.meta import set_resource_version
+from platformd.model.meta import set_resource_version
 from platformd.storage.interface import DELETE, PUT, Event, KeyValue
 
 log = Logger()

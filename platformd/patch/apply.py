@@ -20,8 +20,8 @@ import json
 
 from platformd import errors
 from platformd.patch.fieldsets import MISSING, fields_of, item_key, remove_path, value_at
-from platformd.registry import managedfields
-from platformd.registry.schema import ListOf, MapOf, Struct
+from platformd.patch import managedfields
+from platformd.model.schema import ListOf, MapOf, Struct
 
 
 def merge(live, applied, node):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from platformd.registry.schema import ListOf, MapOf, Struct
+from platformd.model.schema import ListOf, MapOf, Struct
 
 #: Fields nobody owns: identity, server-set state and the bookkeeping itself.
 IGNORED = frozenset({

@@ -23,7 +23,7 @@ Fields the schema does not know (free-form objects) merge as in JSON merge patch
 from __future__ import annotations
 
 from platformd import errors
-from platformd.registry.schema import ListOf, MapOf, Struct
+from platformd.model.schema import ListOf, MapOf, Struct
 
 _DELETE = object()
 _DIRECTIVE = "$patch"

@@ -26,7 +26,7 @@ from platformd.podinfo import errors
 from platformd.podinfo.encoding import PodVersion
 from platformd.podinfo.errors import PodsError
 from platformd.podinfo.watchqueue import WatchQueue
-from platformd.registry.store import rfc3339
+from platformd.model.times import rfc3339
 
 #: Set on the last message about a pod that left this node (see module docstring).
 REMOVED_ANNOTATION = "pods.nodeagent.platform.io/removed"

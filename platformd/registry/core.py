@@ -12,10 +12,10 @@ import base64
 import binascii
 import re
 
-from platformd.registry import fielderrors as fe
-from platformd.registry.meta import dns_label, dns_subdomain
+from platformd.model import fielderrors as fe
+from platformd.model.meta import dns_label, dns_subdomain
 from platformd.registry.resource import ResourceType
-from platformd.registry.schema import (
+from platformd.model.schema import (
     BOOLEAN, BYTES, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop, Struct,
 )
 

@@ -9,10 +9,10 @@ and 7.4 make it the authorizer's error to report, not validation's.
 
 from __future__ import annotations
 
-from platformd.registry import fielderrors as fe
-from platformd.registry.meta import dns_subdomain, path_segment
+from platformd.model import fielderrors as fe
+from platformd.model.meta import dns_subdomain, path_segment
 from platformd.registry.resource import ResourceType
-from platformd.registry.schema import STRING, ListOf, MapOf, Prop, Struct
+from platformd.model.schema import STRING, ListOf, MapOf, Prop, Struct
 
 GROUP = "rbac.authorization.platform.io"
 VERSION = "v1"

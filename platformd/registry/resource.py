@@ -12,8 +12,8 @@ from typing import Callable, Optional
 
 import attrs
 
-from platformd.registry.meta import LIST_META, OBJECT_META, validate_object_meta
-from platformd.registry.schema import STRING, ListOf, Prop, Struct
+from platformd.model.meta import LIST_META, OBJECT_META, validate_object_meta
+from platformd.model.schema import STRING, ListOf, Prop, Struct
 
 
 def _no_causes(*_args) -> list:

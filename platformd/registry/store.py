@@ -12,7 +12,6 @@ storage interface, so two writers can never both win.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from typing import Optional
 
@@ -21,9 +20,11 @@ from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
 
 from platformd import errors
 from platformd.cache.watchcache import CorruptObjectError
-from platformd.registry import deletion, managedfields
-from platformd.registry.managedfields import Manager
-from platformd.registry.meta import set_resource_version, validate_object_meta_update
+from platformd.model.meta import set_resource_version, validate_object_meta_update
+from platformd.model.times import rfc3339
+from platformd.patch import managedfields
+from platformd.patch.managedfields import Manager
+from platformd.registry import deletion
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
 )
@@ -32,10 +33,6 @@ from platformd.storage.interface import (
 _UPDATE_RETRIES = 16
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_FIELDS = ("resourceVersion", "selfLink")
-
-
-def rfc3339(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def _encode_for_storage(obj: dict) -> bytes:

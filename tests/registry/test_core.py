@@ -3,7 +3,7 @@
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.registry import core
-from platformd.registry.schema import DecodeContext
+from platformd.model.schema import DecodeContext
 
 
 def check(kind, obj):

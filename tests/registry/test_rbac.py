@@ -3,7 +3,7 @@
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.registry import rbac
-from platformd.registry.schema import DecodeContext
+from platformd.model.schema import DecodeContext
 
 GROUP = rbac.GROUP
 

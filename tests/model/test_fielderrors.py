@@ -3,7 +3,7 @@
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.errors import invalid
-from platformd.registry import fielderrors as fe
+from platformd.model import fielderrors as fe
 
 
 class FieldErrorTests(SynchronousTestCase):

@@ -5,8 +5,9 @@ import json
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.codecs.jsoncodec import JSONCodec
-from platformd.registry import core, meta, rbac
-from platformd.registry.schema import DecodeContext, DecodeError
+from platformd.model import meta
+from platformd.registry import core, rbac
+from platformd.model.schema import DecodeContext, DecodeError
 
 
 class DecodeTests(SynchronousTestCase):

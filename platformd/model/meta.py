@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from platformd.registry import fielderrors as fe
-from platformd.registry.schema import (
+from platformd.model import fielderrors as fe
+from platformd.model.schema import (
     BOOLEAN, INT64, STRING, TIME, ListOf, MapOf, Prop, Struct,
 )
 
