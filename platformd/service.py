@@ -1,11 +1,32 @@
 """
-Composing the daemon from its options: storage, watch cache, stores, authentication,
-the HTTPS listener — and the order they start and stop in.
+The daemon: ``PlatformService``, the service tree ``twistd platformd`` runs.
 
-Start order: listen first (so a port in use fails at once, before anything else), then
-open storage, fill the cache, start controllers, create the built-in namespaces, and only
-then report ready (``/readyz``); API requests before that get 503.  Stop order is the
-reverse, and storage stops last so pending writes finish.
+::
+
+    Edge (startup.py: StartupError → one line, exit 1)          make_service, for twistd
+    └── PlatformService
+        ├── ListenerService "https"     listening.py: an endpoint description, TLS factory
+        └── Sequence "boot"             lifecycle.py / compose.boot_sequence
+            ├── storage                 SQLite: open, recover
+            ├── cache                   load every object at one revision, follow storage
+            ├── expiry                  history/snapshot expiry LoopingCall
+            ├── namespace-controller
+            ├── pods-socket             (feature gate PodsAPI)
+            ├── builtin-namespaces
+            └── ready                   /readyz answers 200 from here on
+
+Constructing it does no I/O (``compose`` only builds objects).  ``privilegedStartService``
+reads and writes the files (``prepare``: ``--data-dir``, the PKI, TLS options, the token
+file), then listens — first of all, so a port in use fails at once — then binds the
+pods socket.  ``startService`` starts the boot sequence, each step once the previous
+one has finished (``MultiService`` alone would not wait for storage to open before
+loading the cache); API requests before "ready" are answered 503.  ``stopService`` stops
+listening and closes connections first, then the boot sequence in reverse: storage last,
+so pending writes finish.
+
+Every error an operator must fix is a ``StartupError``; only the edge (``make_service``,
+which the twistd plugin calls, and ``startup.Edge`` around the daemon) turns it into one
+line on standard error and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -13,124 +34,110 @@ from __future__ import annotations
 import gc
 import os
 import socket
-import sys
 
 from twisted.application import service
-from twisted.internet import error as net_error
-from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
-from twisted.protocols.tls import TLSMemoryBIOFactory
 
-from platformd import errors
-from platformd.api.app import APIServer
-from platformd.api.documents import Documents
 from platformd.api.site import make_site
 from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
-from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
-from platformd.api.reads import Reader
-from platformd.api.watch import WatchServer
-from platformd.cache.continuetokens import Snapshots
-from platformd.cache.expiry import Expiry
-from platformd.cache.watchcache import WatchCache
-from platformd.codecs.cborcodec import CBORCodec
-from platformd.codecs.jsoncodec import JSONCodec
-from platformd.codecs.negotiation import Negotiator
-from platformd.codecs.protobufcodec import ProtobufCodec
-from platformd.codecs.yamlcodec import YAMLCodec
+from platformd.compose import Components, boot_sequence, compose
+from platformd.listening import ListenerService, listen_description, tls_factory
 from platformd.pki import PKIError, ensure_pki
-from platformd.tlstransport import PlatformTLSTransport
 from platformd.registry import core
-from platformd.registry.catalog import builtin
-from platformd.registry.namespaces import NamespaceController
-from platformd.registry.store import GenericStore, NamespaceLifecycle
+from platformd.startup import Edge, StartupError, exit_with
 from platformd.storage.sqlite import SQLiteStorage
 from platformd.tlscontext import server_tls_options
 
 log = Logger()
 
-#: Namespaces that always exist (upstream: default, kube-system, kube-public,
-#: kube-node-lease).
-BUILTIN_NAMESPACES = ("default", "platform-system", "platform-public", "platform-node-lease")
-
-
-def fail(message: str):
-    """
-    Print one line and exit non-zero (twistd would otherwise print a traceback).  Once
-    twistd's logging has started, ``sys.stderr`` is redirected into the log; the line
-    goes to the real standard error, where an operator and systemd's journal see it.
-    """
-    stream = sys.__stderr__ or sys.stderr
-    stream.write(f"platformd: {message}\n")
-    stream.flush()
-    raise SystemExit(1)
-
 
 class PlatformService(service.MultiService):
+    """The daemon (see module docstring)."""
+
     def __init__(self, options, reactor):
         super().__init__()
         self.options = options
         self.reactor = reactor
-        self.ready = False
-        self.port = None
-        data_dir = os.path.abspath(options["data-dir"])
-        try:
-            os.makedirs(data_dir, mode=0o700, exist_ok=True)
-        except OSError as e:
-            fail(f"cannot create --data-dir {data_dir}: {e.strerror}")
-        self.data_dir = data_dir
-        self.catalog = builtin()
-        self.storage = SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"))
-        self.cache = WatchCache(self.storage, self.catalog, reactor, options["watch-history-ttl"])
-        self.snapshots = Snapshots(reactor, options["continue-token-ttl"])
-        self.expiry = Expiry(reactor, self.cache, self.snapshots)
-        namespace_cache = self.cache.for_kind(core.NAMESPACE)
-        lifecycle = NamespaceLifecycle(namespace_cache, core.NAMESPACE)
-        self.stores = {id(k): GenericStore(k, self.storage, self.cache.for_kind(k), reactor,
-                                           lifecycle)
-                       for k in self.catalog.kinds}
-        self.namespaces = NamespaceController(reactor, self.cache, self.catalog, self.stores,
-                                              core.NAMESPACE)
-        self.tls, self.authenticator = self._security(options)
-        bind = options["bind-address"]
-        gates = options["feature-gates"]
-        self.api = APIServer(
-            self.catalog, self.stores,
-            Reader(self.cache, self.snapshots, gates, self.storage),
-            WatchServer(self.cache, gates, reactor), negotiator(gates), self.authenticator,
-            AuthorizerChain([AlwaysAllow()]), Documents(self.catalog, f"{bind}:{options['secure-port']}"),
-            lambda: self.ready, gates)
-        self.site = make_site(self.api.resource())
-        # The node-local pods socket (issue 6), started once the cache has loaded.
-        self.cache_loaded = Deferred()
-        if gates["PodsAPI"]:
+        self.data_dir = os.path.abspath(options["data-dir"])
+        bind, port = options["bind-address"], options["secure-port"]
+        #: The TLS options, read by ``prepare``.
+        self.tls = None
+        #: The authenticators are chosen by ``prepare`` (the token file is read there);
+        #: the chain itself is what the API holds.
+        self.authenticator = AuthenticatorChain([])
+        storage = SQLiteStorage(reactor, os.path.join(self.data_dir, "platformd.db"))
+        self.components: Components = compose(
+            storage, reactor, options["feature-gates"], self.authenticator,
+            watch_history_ttl=options["watch-history-ttl"],
+            continue_token_ttl=options["continue-token-ttl"],
+            address=f"{bind}:{port}")
+        self.site = make_site(self.components.resource())
+        self.listener = ListenerService(reactor, listen_description(options),
+                                        lambda: tls_factory(self.tls, self.site),
+                                        address=f"{bind}:{port}")
+        self.listener.setServiceParent(self)
+        after_cache = []
+        if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
-            PodsService(reactor, self.cache.for_kind(core.POD), options["pods-socket"],
-                        options["node-name"], self.cache_loaded).setServiceParent(self)
+            after_cache.append(PodsService(reactor, self.components.cache.for_kind(core.POD),
+                                           options["pods-socket"], options["node-name"]))
+        self.boot = boot_sequence(self.components, after_cache=after_cache,
+                                  on_ready=self._on_ready)
+        self.boot.name = "boot"
+        self.boot.setServiceParent(self)
+        #: Fires once booting ended: ready, or failed (with the failure).
+        self.booted: Deferred | None = None
+        self._until_listening: Deferred = succeed(None)
 
-    def _security(self, options):
+    # The composed parts, as tests and tools reach them.
+    catalog = property(lambda self: self.components.catalog)
+    storage = property(lambda self: self.components.storage)
+    cache = property(lambda self: self.components.cache)
+    snapshots = property(lambda self: self.components.snapshots)
+    stores = property(lambda self: self.components.stores)
+    api = property(lambda self: self.components.api)
+    expiry = property(lambda self: self.components.expiry)
+    namespaces = property(lambda self: self.components.namespaces)
+    #: The ``IListeningPort`` and the TLS factory, once listening.
+    port = property(lambda self: self.listener.port)
+    factory = property(lambda self: self.listener.factory)
+
+    @property
+    def ready(self) -> bool:
+        return self.components.ready
+
+    def prepare(self) -> None:
         """
-        The TLS options and the authenticator chain.  Without given certificates the PKI
-        under ``--data-dir`` is made (first start) or reused; the kubeconfig's server URL
-        is written once the listening port is known (see ``privilegedStartService``).
+        The daemon's files: make ``--data-dir``; make (first start) or reuse the PKI
+        under it unless certificates are given; read the TLS options; read the token
+        file.  Raises ``StartupError``.  The kubeconfig's server URL is rewritten once
+        the listening port is known (``privilegedStartService``).
         """
+        try:
+            os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise StartupError(f"cannot create --data-dir {self.data_dir}: {e.strerror}") \
+                from None
+        options = self.options
         cert, key, client_ca = (options["tls-cert-file"], options["tls-private-key-file"],
                                 options["client-ca-file"])
         try:
             if not cert:
                 paths = self._ensure_pki(options["secure-port"] or 6443)
                 cert, key, client_ca = paths.serving_cert, paths.serving_key, paths.client_ca
-            tls = server_tls_options(cert, key, client_ca)
+            self.tls = server_tls_options(cert, key, client_ca)
         except PKIError as e:
-            fail(str(e))
+            raise StartupError(str(e)) from None
         authenticators = [X509Authenticator()]
         if options["token-auth-file"]:
             try:
                 authenticators.append(TokenAuthenticator.from_file(options["token-auth-file"]))
             except TokenFileError as e:
-                fail(str(e))
-        return tls, AuthenticatorChain(authenticators)
+                raise StartupError(str(e)) from None
+        self.authenticator.authenticators = authenticators
 
     def _ensure_pki(self, port: int):
         bind = self.options["bind-address"]
@@ -142,81 +149,67 @@ class PlatformService(service.MultiService):
                           f"https://{url_host}:{port}")
 
     def privilegedStartService(self):
-        # TLSMemoryBIOFactory is a WrappingFactory: it tracks live connections, which
-        # stopService closes.
-        self.factory = factory = TLSMemoryBIOFactory(self.tls, False, self.site)
-        factory.protocol = PlatformTLSTransport
-        try:
-            # A deep accept queue: thousands of watch clients may connect at once.
-            self.port = self.reactor.listenTCP(self.options["secure-port"], factory,
-                                               backlog=1024,
-                                               interface=self.options["bind-address"])
-        except net_error.CannotListenError as e:
-            fail(f"cannot listen on {self.options['bind-address']}:"
-                 f"{self.options['secure-port']}: {e.socketError}")
+        """Files, then listen (a port in use fails here), then the pods socket."""
+        self.prepare()
+        self.listener.privilegedStartService()
+        if self.listener.port is not None:  # every stream endpoint answers at once
+            self._listened(self.listener.port)
+        else:
+            self._until_listening = self.listener.listening().addCallback(self._listened)
+        self.boot.privilegedStartService()
+        service.Service.privilegedStartService(self)
+
+    def _listened(self, port) -> None:
         if not self.options["tls-cert-file"] and not self.options["secure-port"]:
             # An ephemeral port: point admin.kubeconfig at the port we really got.
             try:
-                self._ensure_pki(self.port.getHost().port)
+                self._ensure_pki(port.getHost().port)
             except PKIError as e:
-                fail(str(e))
-        super().privilegedStartService()
+                raise StartupError(str(e)) from None
 
     def startService(self):
-        super().startService()
-        #: Fires once booting ended (``self.ready`` says whether it succeeded).
-        self.booted = self._boot().addErrback(self._boot_failed)
+        """
+        Start the boot sequence once listening (``MultiService.startService`` would start
+        the children without waiting); ``booted`` fires when it has finished.
+        """
+        service.Service.startService(self)
+        self.listener.startService()
+        self.booted = self._until_listening.addCallback(lambda _: self._start_boot())
 
-    @inlineCallbacks
-    def _boot(self):
-        yield self.storage.start()
-        yield self.cache.start()
-        self.cache_loaded.callback(None)
-        self.expiry.start()
-        self.namespaces.start()
-        store = self.stores[id(core.NAMESPACE)]
-        for name in BUILTIN_NAMESPACES:
-            try:
-                yield store.create({"metadata": {"name": name}}, None)
-            except errors.StatusError as e:
-                if e.reason != "AlreadyExists":
-                    raise
+    def _start_boot(self):
+        if not self.running:
+            return None  # stopped before listening
+        return self.boot.startService()
+
+    def _on_ready(self) -> None:
         # Everything loaded so far (modules, the cache) lives as long as the process:
         # take it out of the collector's view so full collections stay short.
         gc.collect()
         gc.freeze()
-        self.ready = True
         log.info("platformd serving on https://{host}:{port}",
                  host=self.options["bind-address"], port=self.port.getHost().port)
 
-    def _boot_failed(self, failure):
-        log.failure("platformd could not start", failure)
-        sys.stderr.write(f"platformd: could not start: {failure.getErrorMessage()}\n")
-        if self.reactor.running:
-            self.reactor.stop()
-
     @inlineCallbacks
     def stopService(self):
-        self.ready = False
-        if self.port is not None:
-            yield self.port.stopListening()
-            for protocol in list(self.factory.protocols):
-                protocol.transport.loseConnection()
-        yield super().stopService()
-        self.expiry.stop()
-        self.cache.stop()
-        yield self.storage.stop()
+        """Stop accepting and close connections, then the boot sequence in reverse."""
+        service.Service.stopService(self)
+        self.components.ready = False
+        if self.listener.running:
+            yield self.listener.stopService()
+        if self.boot.running:
+            yield self.boot.stopService()
 
 
-def negotiator(gates) -> Negotiator:
-    """The served encodings: JSON (default), YAML and Protobuf; CBOR under its gate."""
-    codecs = [JSONCodec(), YAMLCodec(), ProtobufCodec()]
-    if gates["CBORServingAndStorage"]:
-        codecs.append(CBORCodec())
-    return Negotiator(codecs)
-
-
-def make_service(options, reactor=None) -> PlatformService:
+def make_service(options, reactor=None) -> Edge:
+    """
+    What ``twistd platformd`` runs (the plugin's ``makeService``): the daemon for
+    ``options`` inside ``Edge``, where a ``StartupError`` — here or when it starts —
+    becomes one line on standard error and exit status 1.  No I/O happens here.  Tests
+    and tools that want exceptions construct ``PlatformService`` directly.
+    """
     if reactor is None:
         from twisted.internet import reactor
-    return PlatformService(options, reactor)
+    try:
+        return Edge(PlatformService(options, reactor), reactor)
+    except StartupError as e:
+        exit_with(e)

@@ -3,10 +3,11 @@
 when the feature gate ``PodsAPI`` is on.
 
 privilegedStartService binds the socket (before twistd drops privileges, and so that a
-bad path is one clear line at startup, like a taken HTTPS port) and starts grpcio on its
-own thread pool.
-Calls are refused with FAILED_PRECONDITION until ``synced`` fires — the parent fires it
-once the watch cache has loaded; tests hold it back.  stopService ends every watch,
+bad path is a ``StartupError``: one clear line at startup, like a taken HTTPS port) and
+starts grpcio on its own thread pool.
+Calls are refused with FAILED_PRECONDITION until the service has started and ``synced``
+has fired — the daemon starts it only once the watch cache has loaded (and gives no
+``synced``); tests hold it back.  stopService ends every watch,
 stops grpcio with a short grace and waits for it in a thread, never on the reactor, and
 gives up waiting after ``STOP_TIMEOUT`` so twistd's stop never hangs.
 """
@@ -19,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from twisted.application import service
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 
@@ -28,7 +29,7 @@ from platformd.podinfo import unixsocket
 from platformd.podinfo.nodepods import NodePods
 from platformd.podinfo.servicer import PodsServicer
 from platformd.podinfo.watchqueue import DEFAULT_LIMIT
-from platformd.service import fail
+from platformd.startup import StartupError
 
 log = Logger()
 
@@ -43,15 +44,19 @@ STOP_TIMEOUT = 5.0
 
 
 class PodsService(service.Service):
+    name = "pods-socket"
+
     def __init__(self, reactor, cache: KindCache, socket_path: str, node_name: str,
-                 synced: Deferred, queue_limit: int = DEFAULT_LIMIT):
+                 synced: Deferred | None = None, queue_limit: int = DEFAULT_LIMIT):
         if sys.platform == "win32":
-            fail("the pods socket (feature gate PodsAPI) is not supported on Windows")
+            raise StartupError("the pods socket (feature gate PodsAPI) is not supported "
+                               "on Windows")
         self.reactor = reactor
         self.socket_path = os.path.abspath(socket_path)
         self.pods = NodePods(cache, node_name, reactor, WORKERS - RESERVED_FOR_UNARY)
         self.servicer = PodsServicer(reactor, self.pods, queue_limit)
-        self.synced = synced
+        #: None: synced as soon as started (the daemon starts it after the cache loads).
+        self.synced = synced if synced is not None else succeed(None)
         self.executor = None
         self.server = None
 
@@ -60,7 +65,7 @@ class PodsService(service.Service):
         try:
             unixsocket.prepare(self.socket_path)
         except unixsocket.SocketPathError as e:
-            fail(f"--pods-socket: {e}")
+            raise StartupError(f"--pods-socket: {e}") from None
         self.executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="pods-grpc")
         server = grpc.server(self.executor, handlers=[self.servicer.handler()],
                              maximum_concurrent_rpcs=WORKERS)
@@ -70,7 +75,8 @@ class PodsService(service.Service):
             server.add_insecure_port(f"unix:{self.socket_path}")
         except RuntimeError as e:
             self.executor.shutdown(wait=False)
-            fail(f"--pods-socket: cannot listen on {self.socket_path}: {e}")
+            raise StartupError(
+                f"--pods-socket: cannot listen on {self.socket_path}: {e}") from None
         finally:
             os.umask(old_umask)
         os.chmod(self.socket_path, unixsocket.SOCKET_MODE)

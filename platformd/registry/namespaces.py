@@ -6,10 +6,14 @@ A namespace being deleted is marked terminating (``deletionTimestamp``, phase
 it through the same generic stores a client would use (so finalizers are honoured), and
 once nothing is left it removes the namespace itself.  It reacts to cache events on the
 reactor: when a terminating namespace appears, and when an object in one goes away.
+
+It is a service of the daemon, started once the cache has loaded; stopping it stops it
+following the cache (work already scheduled finishes or is dropped).
 """
 
 from __future__ import annotations
 
+from twisted.application import service
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
 
@@ -19,7 +23,9 @@ from platformd.cache.watchcache import DELETED
 log = Logger()
 
 
-class NamespaceController:
+class NamespaceController(service.Service):
+    name = "namespace-controller"
+
     def __init__(self, reactor, cache, catalog, stores, namespace_kind):
         self.reactor = reactor
         self.cache = cache
@@ -28,14 +34,35 @@ class NamespaceController:
         self.namespaced = [(k, stores[id(k)]) for k in catalog.kinds if k.namespaced]
         self._scheduled: set = set()
         self._running: set = set()
+        self._following = False
 
     def start(self):
+        self._following = True
         self.cache.for_kind(self.namespace_kind).listeners.append(self._namespace_changed)
         for kind, _store in self.namespaced:
             self.cache.for_kind(kind).listeners.append(self._content_changed)
         for entry in list(self.cache.for_kind(self.namespace_kind).objects.values()):
             if entry.obj["metadata"].get("deletionTimestamp"):
                 self._schedule(entry.name)
+
+    def stop(self):
+        if not self._following:
+            return
+        self._following = False
+        self._listening(self.namespace_kind).remove(self._namespace_changed)
+        for kind, _store in self.namespaced:
+            self._listening(kind).remove(self._content_changed)
+
+    def _listening(self, kind) -> list:
+        return self.cache.for_kind(kind).listeners
+
+    def startService(self):
+        super().startService()
+        self.start()
+
+    def stopService(self):
+        super().stopService()
+        self.stop()
 
     def _namespace_changed(self, type_, new, old, revision):
         if new is not None and new.obj["metadata"].get("deletionTimestamp"):
@@ -53,7 +80,7 @@ class NamespaceController:
         return entry is not None and bool(entry.obj["metadata"].get("deletionTimestamp"))
 
     def _schedule(self, name: str):
-        if name in self._scheduled:
+        if name in self._scheduled or not self._following:
             return
         self._scheduled.add(name)
         self.reactor.callLater(0, self._run, name)

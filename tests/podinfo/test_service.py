@@ -23,16 +23,9 @@ from platformd.podinfo import service as podservice
 from platformd.podinfo.nodepods import REMOVED_ANNOTATION
 from platformd.podinfo.service import PodsService
 from platformd.protos.platform.api.core.v1.generated_pb2 import Pod
+from platformd.startup import StartupError
 
 from tests.podinfo.support import Client, PodFeed, code_of, pod, socket_dir
-
-
-class FailCalled(Exception):
-    pass
-
-
-def _raise(message):
-    raise FailCalled(message)
 
 
 @defer.inlineCallbacks
@@ -206,30 +199,27 @@ class PodsServiceTests(TestCase):
 
     def test_live_socket_refused(self):
         """A socket another live process serves is a one-line startup error."""
-        self.patch(podservice, "fail", _raise)
         os.makedirs(self.dir)
         live = socket.socket(socket.AF_UNIX)
         self.addCleanup(live.close)
         live.bind(self.path)
         live.listen(1)
-        e = self.assertRaises(FailCalled, self.start)
+        e = self.assertRaises(StartupError, self.start)
         self.assertIn("served by another running process", str(e))
         self.assertTrue(os.path.exists(self.path))
 
     def test_not_a_socket_refused(self):
         """A regular file at the socket path is not removed: startup fails instead."""
-        self.patch(podservice, "fail", _raise)
         os.makedirs(self.dir)
         with open(self.path, "w") as f:
             f.write("precious")
-        e = self.assertRaises(FailCalled, self.start)
+        e = self.assertRaises(StartupError, self.start)
         self.assertIn("is not a socket", str(e))
 
     def test_windows_refused(self):
         """On Windows the pods socket is refused with a clear error."""
-        self.patch(podservice, "fail", _raise)
         self.patch(sys, "platform", "win32")
-        e = self.assertRaises(FailCalled, self.start)
+        e = self.assertRaises(StartupError, self.start)
         self.assertIn("not supported on Windows", str(e))
 
     @defer.inlineCallbacks

@@ -1,0 +1,176 @@
+"""
+The API server's parts, composed in one place: the daemon (``service.py``) and the
+in-memory test harness (``tests/stub.py``) both call ``compose``.
+
+``compose`` only builds objects — no file, socket or thread is touched — and every
+constructor of the API's parts (catalog, stores and the namespace lifecycle, watch
+cache, reader, watcher, negotiator, authorizer chain, documents, ``APIServer``, the
+namespace controller, expiry) is called here and nowhere else.  What differs between the
+daemon and a test is passed in: the storage, the clock, the feature gates, the
+authenticator, the TTLs and the address the documents name.
+
+``boot_sequence`` is the order the parts start in once composed (storage → cache →
+expiry, namespace controller, [pods socket] → built-in namespaces → ready), as a
+``lifecycle.Sequence``; see docs/architecture.md, "Startup".
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import attrs
+from twisted.internet.defer import inlineCallbacks
+
+from platformd import errors
+from platformd.api.app import APIServer
+from platformd.api.documents import Documents
+from platformd.api.reads import Reader
+from platformd.api.watch import WatchServer
+from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
+from platformd.cache.continuetokens import Snapshots
+from platformd.cache.expiry import Expiry
+from platformd.cache.watchcache import WatchCache
+from platformd.codecs.cborcodec import CBORCodec
+from platformd.codecs.jsoncodec import JSONCodec
+from platformd.codecs.negotiation import Negotiator
+from platformd.codecs.protobufcodec import ProtobufCodec
+from platformd.codecs.yamlcodec import YAMLCodec
+from platformd.lifecycle import Sequence, Step, cache_service, storage_service
+from platformd.registry import core
+from platformd.registry.catalog import builtin
+from platformd.registry.namespaces import NamespaceController
+from platformd.registry.store import GenericStore, NamespaceLifecycle
+
+#: Namespaces that always exist (upstream: default, kube-system, kube-public,
+#: kube-node-lease).
+BUILTIN_NAMESPACES = ("default", "platform-system", "platform-public", "platform-node-lease")
+
+
+class Readiness:
+    """``readiness()`` is True once the server serves (what ``/readyz`` answers)."""
+
+    ready = False
+
+    def __call__(self) -> bool:
+        return self.ready
+
+
+@attrs.define(eq=False)
+class Components:
+    """The composed API server (see ``compose``)."""
+
+    clock: object
+    gates: object
+    catalog: object
+    storage: object
+    cache: WatchCache
+    snapshots: Snapshots
+    #: The generic store of each kind, by ``id(kind)``.
+    stores: dict
+    api: APIServer
+    #: Services started once the cache has loaded.
+    expiry: Expiry
+    namespaces: NamespaceController
+    readiness: Readiness
+
+    @property
+    def ready(self) -> bool:
+        return self.readiness.ready
+
+    @ready.setter
+    def ready(self, value: bool) -> None:
+        self.readiness.ready = value
+
+    def store_for(self, kind):
+        return self.stores[id(kind)]
+
+    def resource(self):
+        """The Klein app as a twisted.web resource."""
+        return self.api.resource()
+
+
+def compose(storage, clock, gates, authenticator, *,
+            watch_history_ttl: float = 300.0, continue_token_ttl: float = 300.0,
+            address: str = "127.0.0.1:6443", authorizer=None,
+            catalog=None) -> Components:
+    """
+    The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
+    reactor, or a ``Clock`` in tests).
+
+    ``gates`` are the feature gates; ``authenticator`` answers who a request is (the
+    daemon's chain of x509 and token authenticators, or a test's);  ``authorizer``
+    defaults to the chain of ``AlwaysAllow``; ``address`` is the host:port the OpenAPI
+    documents name; ``catalog`` defaults to the built-in kinds.
+    """
+    catalog = catalog if catalog is not None else builtin()
+    authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
+    cache = WatchCache(storage, catalog, clock, watch_history_ttl)
+    snapshots = Snapshots(clock, continue_token_ttl)
+    lifecycle = NamespaceLifecycle(cache.for_kind(core.NAMESPACE), core.NAMESPACE)
+    stores = {id(k): GenericStore(k, storage, cache.for_kind(k), clock, lifecycle)
+              for k in catalog.kinds}
+    readiness = Readiness()
+    api = APIServer(
+        catalog, stores,
+        Reader(cache, snapshots, gates, storage),
+        WatchServer(cache, gates, clock), negotiator(gates), authenticator,
+        authorizer, Documents(catalog, address),
+        readiness, gates)
+    return Components(
+        clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
+        snapshots=snapshots, stores=stores, api=api,
+        expiry=Expiry(clock, cache, snapshots),
+        namespaces=NamespaceController(clock, cache, catalog, stores, core.NAMESPACE),
+        readiness=readiness)
+
+
+def negotiator(gates) -> Negotiator:
+    """The served encodings: JSON (default), YAML and Protobuf; CBOR under its gate."""
+    codecs = [JSONCodec(), YAMLCodec(), ProtobufCodec()]
+    if gates["CBORServingAndStorage"]:
+        codecs.append(CBORCodec())
+    return Negotiator(codecs)
+
+
+def boot_sequence(components: Components, *, after_cache=(),
+                  on_ready=None) -> Sequence:
+    """
+    The services of ``components`` in start order, as one ``Sequence``:
+
+    1. storage (opened, recovered),
+    2. the watch cache (every object loaded at one revision, then following storage),
+    3. expiry, the namespace controller and ``after_cache`` (the daemon's pods socket),
+    4. the built-in namespaces (created unless they exist),
+    5. ready: ``components.ready`` becomes True (after ``on_ready()``, if given); it is
+       False again as soon as stopping begins.
+
+    Stopping goes in reverse, each after the one started after it has stopped: storage
+    last, so writes still pending finish.
+    """
+    boot = Sequence()
+    services = [storage_service(components.storage), cache_service(components.cache),
+                components.expiry, components.namespaces, *after_cache,
+                Step("builtin-namespaces", lambda: create_builtin_namespaces(components)),
+                Step("ready", lambda: _ready(components, on_ready),
+                     lambda: setattr(components, "ready", False))]
+    for child in services:
+        child.setServiceParent(boot)
+    return boot
+
+
+def _ready(components: Components, on_ready: Optional[Callable]) -> None:
+    if on_ready is not None:
+        on_ready()
+    components.ready = True
+
+
+@inlineCallbacks
+def create_builtin_namespaces(components: Components):
+    """Create each of ``BUILTIN_NAMESPACES`` that does not exist (a Deferred)."""
+    store = components.store_for(core.NAMESPACE)
+    for name in BUILTIN_NAMESPACES:
+        try:
+            yield store.create({"metadata": {"name": name}}, None)
+        except errors.StatusError as e:
+            if e.reason != "AlreadyExists":
+                raise
