@@ -11,6 +11,18 @@ SQLite without the rest of the server noticing.
 Threading: every method is called on the reactor thread and returns a Deferred that fires
 on the reactor thread.  Backends do their blocking work in threads of their own.
 
+Values are plaintext at this interface.  Each backend takes an ``IValueTransformer``
+(``transformers.py``; default: identity) and puts every value it stores through
+``to_storage(key, value)`` and every value it hands back (``get``, ``range``, a watch's
+events, their ``prev``, a write's result and a ``RevisionMismatchError``'s ``current``)
+through ``from_storage(key, data)``, the key being authenticated data: what is in memory
+or on disk is the transformed form, what callers see is plaintext.  This is where
+encryption at rest plugs in (``docs/storage.md``).  A stored value that does not
+transform back (``TransformError``: another key's value, a lost or wrong secret, tampered
+bytes) fails neither the read nor the watch that meets it: its ``KeyValue.value`` is a
+``CorruptValue``, bytes that are not JSON, so the watch cache reports that one object as
+corrupt (``CorruptObjectError``) and it can still be deleted.
+
 Ordering promise: for a successful write, every watch sink that matches its key has been
 called with the write's event *before* the write's Deferred fires.  A cache fed by a
 watch therefore already holds an acknowledged write when the client hears about it.
@@ -119,6 +131,28 @@ class FutureRevisionError(StorageError):
         super().__init__(requested, current)
         self.requested = requested
         self.current = current
+
+
+class TransformError(StorageError):
+    """A transformer's ``from_storage`` found data it cannot turn back into the value."""
+
+
+class CorruptValue(bytes):
+    """
+    What a backend hands back in place of a value that does not transform back.
+
+    Its bytes are a NUL and a sentence saying why, so never JSON: the watch cache
+    decodes them as it decodes every value and reports a corrupt object.  ``error`` is
+    the ``TransformError``; the data as stored is not handed out.
+    """
+
+    error: TransformError
+
+    @classmethod
+    def of(cls, error: TransformError) -> CorruptValue:
+        value = cls(b"\0stored value does not transform back: " + str(error).encode())
+        value.error = error
+        return value
 
 
 class IWatch(Interface):

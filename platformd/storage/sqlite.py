@@ -21,6 +21,11 @@ the lookup needs neither the memory nor a full scan at start.  Reads run on a sm
 of reader threads with connections of their own.  Nothing touches the disk on the
 reactor thread.
 
+Values: each is stored as the store's transformer makes it (``transformers.py``; the
+writer thread transforms it as it inserts the row) and read back in the reader thread
+that reads it, so the reactor sees only plaintext.  A tombstone's value is empty and
+never transformed.
+
 Reads see no half-done compaction: ``compact()`` marks the revision compacted at once (so
 later reads and watches below it are refused) but queues the deletion only after the
 reads already under way have finished.
@@ -50,7 +55,7 @@ from platformd.storage.interface import (
     RangeResult,
     StorageError,
 )
-from platformd.storage.memory import (
+from platformd.storage.mvcc import (
     Create,
     Delete,
     Update,
@@ -59,6 +64,7 @@ from platformd.storage.memory import (
     check_watchable,
     read_revision,
 )
+from platformd.storage.transformers import IDENTITY, IValueTransformer, Transformed
 
 #: The most writes one transaction takes.
 _BATCH = 1000
@@ -100,7 +106,7 @@ ORDER BY r.mod_revision
 """
 
 
-def _select_kvs(db, low: str, high: Optional[str], revision: int) -> list:
+def _select_kvs(db, values: Transformed, low: str, high: Optional[str], revision: int) -> list:
     """The version at ``revision`` of every live key in [low, high), in key order."""
     bound, bounds = "key >= ?", (low,)
     if high is not None:
@@ -112,28 +118,34 @@ def _select_kvs(db, low: str, high: Optional[str], revision: int) -> list:
               WHERE {bound} AND mod_revision <= ? GROUP BY key) AS latest
         JOIN revisions AS r ON r.mod_revision = latest.newest
         WHERE NOT r.deleted ORDER BY r.key""", bounds + (revision,))
-    return [KeyValue(*row) for row in rows]
+    read = values.value
+    return [KeyValue(key, read(key, data), create, mod) for key, data, create, mod in rows]
 
 
-def _select_kv(db, key: str, revision: int) -> Optional[KeyValue]:
+def _select_kv(db, values: Transformed, key: str, revision: int) -> Optional[KeyValue]:
     """The version of ``key`` at ``revision``, or None."""
     row = db.execute("""
-        SELECT key, value, create_revision, mod_revision, deleted FROM revisions
+        SELECT value, create_revision, mod_revision, deleted FROM revisions
         WHERE key = ? AND mod_revision <= ? ORDER BY mod_revision DESC LIMIT 1""",
                      (key, revision)).fetchone()
-    return None if row is None or row[4] else KeyValue(*row[:4])
+    if row is None or row[3]:
+        return None
+    data, create, mod, _ = row
+    return KeyValue(key, values.value(key, data), create, mod)
 
 
-def _select_events(db, prefix: str, after: int, upto: int) -> list:
+def _select_events(db, values: Transformed, prefix: str, after: int, upto: int) -> list:
     """The events of keys under ``prefix`` in (after, upto], in revision order."""
     events = []
-    for key, value, create, mod, deleted, *prev in db.execute(
+    read = values.value
+    for key, data, create, mod, deleted, *old in db.execute(
             _EVENTS, (after, upto, len(prefix), prefix)):
-        prev = None if prev[2] is None else KeyValue(key, *prev)
+        prev = None if old[2] is None else KeyValue(key, read(key, old[0]), old[1], old[2])
         if deleted:
+            assert prev is not None, f"{key}: a tombstone at {mod} with no version before it"
             events.append(Event(DELETE, attrs.evolve(prev, mod_revision=mod), prev))
         else:
-            events.append(Event(PUT, KeyValue(key, value, create, mod), prev))
+            events.append(Event(PUT, KeyValue(key, read(key, data), create, mod), prev))
     return events
 
 
@@ -167,9 +179,11 @@ class _Writer:
     up itself in ``run``; the reactor only ever hears from it through ``callFromThread``.
     """
 
-    def __init__(self, reactor, path: str, requests: queue.SimpleQueue, committed):
+    def __init__(self, reactor, path: str, values: Transformed, requests: queue.SimpleQueue,
+                 committed):
         self._reactor = reactor
         self._path = path
+        self._values = values
         self._requests = requests
         self._committed = committed
 
@@ -249,12 +263,14 @@ class _Writer:
                              (request.revision,))
             return None, revision
         try:
-            event = request.apply(_select_kv(self._db, request.key, revision), revision + 1)
+            current = _select_kv(self._db, self._values, request.key, revision)
+            event = request.apply(current, revision + 1)
         except StorageError as error:
             return error, revision
         deleted = event.type == DELETE
+        value = b"" if deleted else self._values.stored(request.key, event.kv.value)
         self._db.execute(_INSERT, (event.revision, request.key, event.kv.create_revision,
-                                   b"" if deleted else event.kv.value, deleted))
+                                   value, deleted))
         return event, event.revision
 
 
@@ -283,6 +299,8 @@ class SQLiteStorage:
     path: str
     #: How many reader threads (and connections) serve reads.
     readers: int = 4
+    #: What values go through on their way to disk and back (default: stored as they are).
+    transformer: IValueTransformer = IDENTITY
     revision: int = attrs.field(default=0, init=False)
     compacted_revision: int = attrs.field(default=0, init=False)
     #: Transactions committed so far (a batch of writes is one).
@@ -297,6 +315,9 @@ class SQLiteStorage:
     _serving: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _stopped: Deferred = attrs.field(factory=Deferred, init=False)
+    _values: Transformed = attrs.field(
+        default=attrs.Factory(lambda self: Transformed(self.transformer), takes_self=True),
+        init=False)
 
     @_pool.default
     def _make_pool(self):
@@ -304,7 +325,8 @@ class SQLiteStorage:
 
     def start(self):
         started = Deferred()
-        writer = _Writer(self.reactor, self.path, self._requests, self._committed)
+        writer = _Writer(self.reactor, self.path, self._values, self._requests,
+                         self._committed)
         threading.Thread(target=writer.run, args=(started, self._stopped),
                          name="platformd-sqlite-writer", daemon=True).start()
         return started.addCallback(self._recovered)
@@ -327,14 +349,14 @@ class SQLiteStorage:
             self._connections.get().close()
 
     def get(self, key):
-        return self._read(_select_kv, key, self.revision)
+        return self._read(_select_kv, self._values, key, self.revision)
 
     def range(self, prefix, revision=None):
         try:
             at = read_revision(self, revision)
         except StorageError as error:
             return fail(error)
-        kvs = self._read(_select_kvs, prefix, _prefix_end(prefix), at)
+        kvs = self._read(_select_kvs, self._values, prefix, _prefix_end(prefix), at)
         return kvs.addCallback(RangeResult, at)
 
     def create(self, key, value):
@@ -354,7 +376,8 @@ class SQLiteStorage:
         else:
             # Events up to self.revision are on disk; later ones are still to be
             # published, so the watch hears of them live.
-            history = self._read(_select_events, prefix, from_revision, self.revision)
+            history = self._read(_select_events, self._values, prefix, from_revision,
+                                 self.revision)
             history.addCallbacks(watch.catch_up, watch.fail)
         return watch
 

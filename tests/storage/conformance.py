@@ -1,20 +1,37 @@
 """
 The IStorage contract as tests, written once and run against every backend.
 
-A backend's tests mix ``StorageConformance`` into a trial ``TestCase`` and define
-``make_storage()``: a coroutine giving a started, empty store that is stopped at cleanup.
-The tests await every Deferred, so they serve synchronous and threaded backends alike.
+A backend's tests mix these into a trial ``TestCase`` that defines the hooks:
+
+- ``make_storage(**options)``: a coroutine giving a started, empty store, built with
+  ``options`` (``transformer=``), that is stopped at cleanup;
+- ``stored_values(store)``: every version's value as the backend holds it (in memory or
+  on disk), in revision order, tombstones left out;
+- ``put_stored(store, key, data)``: make ``data`` the stored bytes of ``key``'s current
+  version, as if the disk had been edited.
+
+``StorageConformance`` is the contract; ``SealedConformance`` is the same contract with
+every value sealed at rest by ``SealingTransformer``, so everything a store hands back
+(reads, ranges, watch events and their ``prev``, write results, errors) is shown to be
+plaintext; ``TransformerConformance`` checks the seam itself.  The tests await every
+Deferred, so they serve synchronous and threaded backends alike.
 """
 
 from __future__ import annotations
 
+import hashlib
+
+import attrs
+
 from twisted.internet.defer import Deferred
+from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from platformd.storage.interface import (
     DELETE,
     PUT,
     CompactedError,
+    CorruptValue,
     Event,
     FutureRevisionError,
     IStorage,
@@ -23,7 +40,39 @@ from platformd.storage.interface import (
     KeyNotFoundError,
     KeyValue,
     RevisionMismatchError,
+    TransformError,
 )
+from platformd.storage.transformers import IdentityTransformer, IValueTransformer
+
+
+@implementer(IValueTransformer)
+class SealingTransformer:
+    """
+    A stand-in for encryption: ``sealed:``, a tag binding the value to its key (the key
+    as authenticated data), then the value's bytes XORed.  Reading checks both.
+    """
+
+    PREFIX = b"sealed:"
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        return self.PREFIX + self._tag(key, value) + self._flip(value)
+
+    def from_storage(self, key: str, data: bytes) -> bytes:
+        if not data.startswith(self.PREFIX):
+            raise TransformError(f"{key}: not sealed")
+        tag, body = data[len(self.PREFIX):][:8], data[len(self.PREFIX) + 8:]
+        value = self._flip(body)
+        if tag != self._tag(key, value):
+            raise TransformError(f"{key}: sealed for another key")
+        return value
+
+    @staticmethod
+    def _tag(key: str, value: bytes) -> bytes:
+        return hashlib.sha256(key.encode() + b"\0" + value).digest()[:8]
+
+    @staticmethod
+    def _flip(data: bytes) -> bytes:
+        return bytes(byte ^ 0x5A for byte in data)
 
 
 class Sink:
@@ -70,9 +119,6 @@ async def write_history(store) -> list:
 
 class StorageConformance:
     """Tests every IStorage backend passes (see module docstring)."""
-
-    async def make_storage(self):
-        raise NotImplementedError("a backend's test case defines make_storage()")
 
     async def test_provides_interfaces(self):
         """The store provides IStorage and its watches IWatch."""
@@ -300,3 +346,76 @@ class StorageConformance:
         await b_sink.wait(1)
         self.assertEqual(a_sink.events, [Event(DELETE, gone, two)])
         self.assertEqual(b_sink.events, [created(bee)])
+
+
+class SealedConformance(StorageConformance):
+    """The contract again, every value sealed at rest: callers see only plaintext."""
+
+    async def make_storage(self, **options):
+        return await super().make_storage(transformer=SealingTransformer(), **options)
+
+
+class TransformerConformance:
+    """The value-transformer seam (see module docstring)."""
+
+    async def test_identity_by_default(self):
+        """Without a transformer values are stored as they are."""
+        store = await self.make_storage()
+        self.assertIsInstance(store.transformer, IdentityTransformer)
+        await write_history(store)
+        self.assertEqual(self.stored_values(store), [b"one", b"two", b"uno", b"bee"])
+
+    async def test_stored_transformed(self):
+        """Every value is held as the transformer made it from its key and value."""
+        sealing = SealingTransformer()
+        store = await self.make_storage(transformer=sealing)
+        versions = await write_history(store)
+        self.assertEqual(self.stored_values(store),
+                         [sealing.to_storage(kv.key, kv.value) for kv in versions[:4]])
+        for data in self.stored_values(store):
+            for value in (b"one", b"two", b"uno", b"bee"):
+                self.assertNotIn(value, data)
+
+    async def test_reads_plaintext_after_compaction(self):
+        """Ranges and watches over what compaction left read back plaintext."""
+        store = await self.make_storage(transformer=SealingTransformer())
+        one, two, uno, bee, gone = await write_history(store)
+        await store.compact(bee.mod_revision)
+        self.assertEqual((await store.range("/", bee.mod_revision)).kvs, [uno, two, bee])
+        sink = Sink()
+        store.watch("/", bee.mod_revision, sink)
+        await sink.wait(1)
+        self.assertEqual(sink.events, [Event(DELETE, gone, two)])
+
+    async def test_key_is_authenticated(self):
+        """A value moved to another key does not read back: it is a CorruptValue there."""
+        store = await self.make_storage(transformer=SealingTransformer())
+        a = await store.create("/a", b"A")
+        b = await store.create("/b", b"B")
+        [sealed_a, _] = self.stored_values(store)
+        self.put_stored(store, "/b", sealed_a)
+        moved = await store.get("/b")
+        self.assertIsInstance(moved.value, CorruptValue)
+        self.assertIsInstance(moved.value.error, TransformError)
+        self.assertEqual(moved, KeyValue("/b", moved.value, b.create_revision, b.mod_revision))
+        self.assertEqual((await store.range("/")).kvs, [a, moved])
+        self.assertEqual(await store.get("/a"), a)
+
+    async def test_corrupt_value_still_written(self):
+        """A key whose value does not read back can be updated and deleted; events say so."""
+        store = await self.make_storage(transformer=SealingTransformer())
+        b = await store.create("/b", b"B")
+        self.put_stored(store, "/b", b"garbage")
+        sink = Sink()
+        store.watch("/", store.revision, sink)
+        error = await self.assertFailure(store.update("/b", b"x", expected_revision=0),
+                                         RevisionMismatchError)
+        self.assertIsInstance(error.current.value, CorruptValue)
+        again = await store.update("/b", b"again", expected_revision=b.mod_revision)
+        self.assertIsInstance(sink.events[0].prev.value, CorruptValue)
+        self.assertEqual(sink.events[0].kv, again)
+        self.put_stored(store, "/b", b"garbage")
+        gone = await store.delete("/b")
+        self.assertIsInstance(gone.value, CorruptValue)
+        self.assertEqual(sink.events[1], Event(DELETE, gone, attrs.evolve(
+            gone, mod_revision=again.mod_revision)))

@@ -2,17 +2,56 @@
 
 from __future__ import annotations
 
+import attrs
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from platformd.storage.interface import KeyValue
-from platformd.storage.memory import MemoryStorage, Watchers
-from tests.storage.conformance import Sink, StorageConformance, created
+from platformd.storage.interface import PUT, Event
+from platformd.storage.memory import MemoryStorage
+from tests.storage.conformance import (
+    SealedConformance,
+    Sink,
+    StorageConformance,
+    TransformerConformance,
+    created,
+)
 
 
-class MemoryConformanceTests(StorageConformance, TestCase):
-    async def make_storage(self):
-        return MemoryStorage(MemoryReactorClock())
+class MemoryTestCase(TestCase):
+    """The conformance hooks for MemoryStorage (see tests/storage/conformance.py)."""
+
+    async def make_storage(self, **options):
+        return MemoryStorage(MemoryReactorClock(), **options)
+
+    def stored_values(self, store: MemoryStorage) -> list:
+        versions = {kv.mod_revision: kv.value for kv in store._current.values()}
+        for event in store._log:
+            if event.type == PUT:
+                versions[event.revision] = event.kv.value
+            if event.prev is not None:
+                versions[event.prev.mod_revision] = event.prev.value
+        return [versions[revision] for revision in sorted(versions)]
+
+    def put_stored(self, store: MemoryStorage, key: str, data: bytes):
+        old = store._current[key]
+        new = store._current[key] = attrs.evolve(old, value=data)
+
+        def swap(kv):
+            return new if kv is old else kv
+
+        store._log[:] = [Event(e.type, swap(e.kv), swap(e.prev)) for e in store._log]
+
+
+class MemoryConformanceTests(StorageConformance, MemoryTestCase):
+    pass
+
+
+class MemorySealedConformanceTests(SealedConformance, MemoryTestCase):
+    pass
+
+
+class MemoryTransformerTests(TransformerConformance, MemoryTestCase):
+    pass
 
 
 class SynchronyTests(SynchronousTestCase):
@@ -42,17 +81,3 @@ class SynchronyTests(SynchronousTestCase):
         [b] = acknowledged
         self.assertEqual(first.events, [created(a), created(b)])
         self.assertEqual(second.events, [created(a), created(b)])
-
-
-class WatchTests(SynchronousTestCase):
-    def test_history_overlapping_held_events(self):
-        """Events held during the catch-up follow the history, once each, after from_revision."""
-        watchers = Watchers()
-        sink = Sink()
-        watch = watchers.add("/a/", 1, sink)
-        events = [created(KeyValue(key, b"", revision, revision))
-                  for revision, key in enumerate(["/a/1", "/a/2", "/b/3", "/a/4", "/a/5"], 1)]
-        watchers.publish(events[3:], lambda: None)
-        self.assertEqual(sink.events, [])
-        watch.catch_up(events[:4])
-        self.assertEqual([event.kv.key for event in sink.events], ["/a/2", "/a/4", "/a/5"])

@@ -24,25 +24,67 @@ from platformd.storage.interface import (
     RevisionMismatchError,
 )
 from platformd.storage.sqlite import SQLiteStorage
-from tests.storage.conformance import Sink, StorageConformance, write_history
+from tests.storage.conformance import (
+    SealedConformance,
+    SealingTransformer,
+    Sink,
+    StorageConformance,
+    TransformerConformance,
+    write_history,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class SQLiteTestCase(TestCase):
+    """Started stores, and the conformance hooks (see tests/storage/conformance.py)."""
+
     timeout = 15
 
-    async def started(self, path=None) -> SQLiteStorage:
+    async def started(self, path=None, **options) -> SQLiteStorage:
         """A started store on ``path`` (default: a new file), stopped at cleanup."""
-        store = SQLiteStorage(reactor, path or self.mktemp())
+        store = SQLiteStorage(reactor, path or self.mktemp(), **options)
         await store.start()
         self.addCleanup(store.stop)
         return store
 
+    async def make_storage(self, **options):
+        return await self.started(**options)
+
+    def stored_values(self, store: SQLiteStorage) -> list:
+        with closing(sqlite3.connect(store.path)) as db:
+            return [value for (value,) in db.execute(
+                "SELECT value FROM revisions WHERE NOT deleted ORDER BY mod_revision")]
+
+    def put_stored(self, store: SQLiteStorage, key: str, data: bytes):
+        with closing(sqlite3.connect(store.path, isolation_level=None)) as db:
+            db.execute("UPDATE revisions SET value = ? WHERE mod_revision = ("
+                       "SELECT max(mod_revision) FROM revisions WHERE key = ?)", (data, key))
+
 
 class SQLiteConformanceTests(StorageConformance, SQLiteTestCase):
-    async def make_storage(self):
-        return await self.started()
+    pass
+
+
+class SQLiteSealedConformanceTests(SealedConformance, SQLiteTestCase):
+    pass
+
+
+class SQLiteTransformerTests(TransformerConformance, SQLiteTestCase):
+    async def test_file_holds_no_plaintext(self):
+        """Neither the database nor its log holds a sealed value's plaintext; unsealed, they do."""
+        secret = b'{"data":{"password":"hunter2-plaintext"}}'
+        for transformer, found in ((SealingTransformer(), False), (None, True)):
+            path = self.mktemp()
+            options = {} if transformer is None else {"transformer": transformer}
+            store = SQLiteStorage(reactor, path, **options)
+            await store.start()
+            kv = await store.create("/registry/secrets/default/s", secret)
+            await store.update(kv.key, secret + b" ", expected_revision=kv.mod_revision)
+            on_disk = b"".join(Path(name).read_bytes()
+                               for name in (path, path + "-wal") if os.path.exists(name))
+            await store.stop()
+            self.assertEqual(b"hunter2-plaintext" in on_disk, found)
 
 
 class GroupCommitTests(SQLiteTestCase):

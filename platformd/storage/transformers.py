@@ -1,0 +1,137 @@
+"""
+Value transformers: what a backend does to a value between the API server and the disk.
+
+This is the seam encryption at rest plugs into, as upstream's
+``k8s.io/apiserver/pkg/storage/value.Transformer``: every value a backend stores passes
+through ``to_storage`` on its way in and ``from_storage`` on its way out, so everything
+above the storage interface (the watch cache, the handlers) only ever sees plaintext.
+The storage key is given to both as authenticated data (upstream's
+``DefaultContext(key)``): an encrypting transformer binds each ciphertext to its key, so
+a value copied to another key no longer decodes.
+
+``IdentityTransformer`` stores values as they are; it is every backend's default.
+``ByKeyPrefix`` chooses a transformer per resource by key prefix
+(``/registry/secrets/`` → an encrypting one, anything else identity), which is what an
+EncryptionConfiguration will be turned into.
+
+``Transformed`` is the backends' side: it applies one transformer to keys' values and
+events, and turns a value that does not transform back into a ``CorruptValue`` (see
+``platformd.storage.interface``) instead of failing the whole read.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+from zope.interface import Interface, implementer
+
+from platformd.storage.interface import DELETE, CorruptValue, Event, KeyValue, TransformError
+
+
+class IValueTransformer(Interface):
+    """Turns values into what is stored and back, with the storage key as authenticated data."""
+
+    def to_storage(key: str, value: bytes) -> bytes:
+        """The bytes to store for ``value`` under ``key``."""
+
+    def from_storage(key: str, data: bytes) -> bytes:
+        """
+        The value ``data``, stored under ``key``, stands for.  Raises
+        ``TransformError`` when ``data`` does not transform back: it was written under
+        another key, with another secret, was tampered with, or is in no format this
+        transformer reads.  Any other exception is a bug of the transformer.
+        """
+
+
+@implementer(IValueTransformer)
+class IdentityTransformer:
+    """Values stored as they are: the default, and upstream's ``identity`` provider."""
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        return value
+
+    def from_storage(self, key: str, data: bytes) -> bytes:
+        return data
+
+    def __repr__(self) -> str:
+        return "IdentityTransformer()"
+
+
+IDENTITY = IdentityTransformer()
+
+
+@implementer(IValueTransformer)
+@attrs.frozen
+class ByKeyPrefix:
+    """
+    A transformer per resource: each key goes to the transformer of the longest prefix
+    in ``transformers`` it starts with (e.g. ``{"/registry/secrets/": aes}``), and to
+    ``default`` when none matches.
+    """
+
+    transformers: dict = attrs.field(converter=dict)
+    default: IValueTransformer = IDENTITY
+    #: The prefixes, longest first, so the first match is the longest.
+    _prefixes: tuple = attrs.field(init=False)
+
+    @_prefixes.default
+    def _longest_first(self) -> tuple:
+        return tuple(sorted(self.transformers, key=len, reverse=True))
+
+    def choose(self, key: str) -> IValueTransformer:
+        """The transformer of ``key``."""
+        for prefix in self._prefixes:
+            if key.startswith(prefix):
+                return self.transformers[prefix]
+        return self.default
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        return self.choose(key).to_storage(key, value)
+
+    def from_storage(self, key: str, data: bytes) -> bytes:
+        return self.choose(key).from_storage(key, data)
+
+
+@attrs.frozen
+class Transformed:
+    """
+    A backend's use of its transformer: stored forms in, plaintext out.
+
+    ``value`` and ``kv`` read back, never raising for data that does not transform back:
+    they give a ``CorruptValue`` carrying the ``TransformError``, which the watch cache
+    reports as a corrupt object, so one such key neither stops a list, a watch or the
+    server's start nor hides from an unsafe delete.
+    """
+
+    transformer: IValueTransformer = IDENTITY
+
+    def stored(self, key: str, value: bytes) -> bytes:
+        """What to store for ``value`` under ``key``."""
+        return self.transformer.to_storage(key, value)
+
+    def value(self, key: str, data: bytes) -> bytes:
+        """The plaintext of ``data`` stored under ``key``, or a CorruptValue."""
+        try:
+            return self.transformer.from_storage(key, data)
+        except TransformError as error:
+            return CorruptValue.of(error)
+
+    def kv(self, stored: Optional[KeyValue]) -> Optional[KeyValue]:
+        """``stored`` (a version as stored, or None) with its value read back."""
+        return None if stored is None else self._kv(stored)
+
+    def _kv(self, stored: KeyValue) -> KeyValue:
+        value = self.value(stored.key, stored.value)
+        # Identity hands back the very bytes: keep the version itself (no copy per read).
+        return stored if value is stored.value else attrs.evolve(stored, value=value)
+
+    def event(self, stored: Event) -> Event:
+        """``stored`` (an event whose versions are as stored) with its values read back."""
+        prev = self.kv(stored.prev)
+        if stored.type == DELETE:  # the deletion holds the last value: read it once
+            assert prev is not None, f"{stored.kv.key}: a deletion with no version before it"
+            kv = attrs.evolve(prev, mod_revision=stored.revision)
+        else:
+            kv = self._kv(stored.kv)
+        return Event(stored.type, kv, prev)
