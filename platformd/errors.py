@@ -165,14 +165,13 @@ def unauthorized() -> StatusError:
     return StatusError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden(user: str, verb: str, resource: str, group: str, why: str = "") -> StatusError:
-    message = (
-        f'{qualified(resource, group)} is forbidden: User "{user}" cannot {verb} '
-        f'resource "{resource}" in API group "{group}"'
-    )
-    if why:
-        message += f": {why}"
-    return StatusError(403, "Forbidden", message, group=group, kind=resource)
+def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
+    """Upstream's ``NewForbidden(GroupResource{group, resource}, name, why)``."""
+    if not resource and not group:
+        return StatusError(403, "Forbidden", f"forbidden: {why}", empty_details=True)
+    target = qualified(resource, group)
+    message = f'{target} "{name}" is forbidden: {why}' if name else f"{target} is forbidden: {why}"
+    return StatusError(403, "Forbidden", message, name=name or None, group=group, kind=resource)
 
 
 def rejected() -> StatusError:

@@ -1,7 +1,8 @@
 """
-The HTTP front: one Klein route that takes every request through the same steps
-(see docs/architecture.md): health → negotiation → authentication → request info →
-authorization → handler, with every failure rendered as a Status in one place.
+The HTTP front: one Klein route that takes every request through the filter chain
+(``filters.py``: audit ID → request info → readiness → authentication → impersonation →
+max-in-flight → authorization) to the handler of its verb, with every failure rendered
+as a Status in one place (``handle`` and ``_failed``: upstream's panic recovery).
 
 Routing inside ``/api`` and ``/apis`` is done by ``requestinfo`` and a dict lookup rather
 than by one route per path shape: it is what upstream does, it keeps the per-request
@@ -10,20 +11,17 @@ path short, and it gives authorization and the handlers the same reading of the 
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deletes, query, requestinfo, responses, views, writes
+from platformd.api import deletes, filters, responses, views, writes
 from platformd.api.call import Call
-from platformd.auth import authorizers
-from platformd.auth.interfaces import AuthenticationError
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.codecs.jsoncodec import JSON
+from platformd.context import RequestContext
 
 log = Logger()
 
@@ -53,18 +51,30 @@ class APIServer:
     app = Klein()
 
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
-                 authorizer, documents, readiness, gates):
+                 authorizer, documents, readiness, gates, max_in_flight=None):
         self.catalog = catalog
         self.gates = gates
         self.stores = stores
         self.reader = reader
         self.watcher = watcher
         self.negotiator = negotiator
+        #: The authenticator and authorizer chains; their members may be replaced at run
+        #: time (a reloaded configuration file), the chains themselves stay.
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.documents = documents
         #: ``readiness()`` -> True once the server serves (cache loaded).
         self.readiness = readiness
+        self.max_in_flight = max_in_flight or filters.MaxInFlight()
+        self.chain = filters.FilterChain([
+            filters.audit_id,
+            filters.request_info,
+            filters.Readiness(readiness),
+            filters.Authentication(authenticator),
+            filters.Impersonation(authorizer),
+            self.max_in_flight,
+            filters.Authorization(authorizer),
+        ], self._serve)
 
     def store_for(self, kind):
         return self.stores[id(kind)]
@@ -74,19 +84,13 @@ class APIServer:
 
     @app.route("/", branch=True, strict_slashes=False)
     def handle(self, request):
-        path = request.path
-        if path in HEALTH_PATHS:
+        if request.path in HEALTH_PATHS:
             return self._health(request)
         errors_in = self.negotiator.error_choice(request.getHeader(b"accept"))
         try:
-            result = self._dispatch(request)
-        except errors.StatusError as e:
-            return responses.write_error(request, e, errors_in)
-        except CorruptObjectError as e:
-            return responses.write_error(request, _read_error(request, e), errors_in)
+            result = self.chain(RequestContext(request))
         except Exception:
-            log.failure("request failed: {method} {path}", method=request.method, path=path)
-            return responses.write_error(request, errors.internal("unexpected error"), errors_in)
+            return self._failed(Failure(), request, errors_in)
         if isinstance(result, Deferred):
             return result.addErrback(self._failed, request, errors_in)
         return result
@@ -98,6 +102,11 @@ class APIServer:
             return responses.write_error(request, failure.value, errors_in)
         if failure.check(CorruptObjectError):
             return responses.write_error(request, _read_error(request, failure.value), errors_in)
+        if failure.check(filters.TooManyRequests):
+            request.responseHeaders.setRawHeaders(b"Retry-After", [b"1"])
+            return responses.write(request, 429,
+                                   b"Too many requests, please try again later.\n",
+                                   "text/plain; charset=utf-8")
         log.failure("request failed: {method} {path}", failure,
                     method=request.method, path=request.path)
         return responses.write_error(request, errors.internal("unexpected error"), errors_in)
@@ -108,21 +117,10 @@ class APIServer:
             return responses.write(request, 503, b"not ready", "text/plain; charset=utf-8")
         return responses.write(request, 200, b"ok", "text/plain; charset=utf-8")
 
-    def _dispatch(self, request):
-        if not self.readiness():
-            raise errors.StatusError(503, "ServiceUnavailable",
-                                     "the server is starting; try again shortly", retry_after=1)
-        try:
-            user = self.authenticator.authenticate(request)
-        except AuthenticationError:
-            user = None
-        if user is None:
-            raise errors.unauthorized()
-        path = unquote(request.path.decode("utf-8", "replace"))
-        watch = query.flag(query.values(request, b"watch"))
-        info = requestinfo.parse(request.method, path, watch)
-        authorizers.check(self.authorizer, user, info)
-        call = Call(request, info, user, self.negotiator, self.authorizer, self.gates)
+    def _serve(self, ctx):
+        """The endpoint behind the filters: route by resource and verb."""
+        info = ctx.info
+        call = Call(ctx, self.negotiator, self.gates)
         if not info.is_resource:
             return self._non_resource(call)
         kind = self.catalog.lookup(info.group, info.version, info.resource)
@@ -152,7 +150,6 @@ class APIServer:
         """go-restful's route selection: path (404), method (405), then Accept (406)."""
         if not self.negotiator.route_accepts(call.accept):
             raise errors.no_route_accepts()
-
 
     def _non_resource(self, call):
         request = call.request

@@ -1,30 +1,29 @@
 """
-``Call``: one API request as the handlers see it: the Twisted request, what it asks
-(RequestInfo), who asks (UserInfo), the kind, and the response codec.
+``Call``: one API request as the handlers see it: the Twisted request, its
+``RequestContext`` (what it asks, who asks, dry run, field manager ...), the kind, and
+the response's negotiation.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-import attrs
-
 from platformd import errors
 from platformd.api import query
-from platformd.auth import authorizers
 
 
 class Call:
-    __slots__ = ("request", "info", "user", "kind", "negotiator", "accept", "pretty",
-                 "authorizer", "warnings", "gates", "_args")
+    __slots__ = ("request", "context", "info", "user", "kind", "negotiator", "accept",
+                 "pretty", "warnings", "gates", "_args")
 
-    def __init__(self, request, info, user, negotiator, authorizer, gates):
+    def __init__(self, context, negotiator, gates):
+        request = context.request
         self.request = request
+        self.context = context
         self.gates = gates
         self.accept = request.getHeader(b"accept")
-        self.authorizer = authorizer
-        self.info = info
-        self.user = user
+        self.info = context.info
+        self.user = context.user
         self.kind = None
         self.warnings: list = []
         self.negotiator = negotiator
@@ -39,12 +38,12 @@ class Call:
         """The best acceptable (codec, view) among plain and ``views``; 406 if none."""
         return self.negotiator.pick(self.accept, views, self.kind)
 
-    def authorize_as(self, verb: str) -> None:
+    def authorize_as(self, verb: str):
         """
-        Authorize this request again as ``verb``: a PUT that creates is a ``create``
-        (spec 2.1.10), so it needs that permission too.
+        Authorize this request again as ``verb`` (None, or a Deferred): an apply that
+        creates is a ``create`` (spec 2.1.10), so it needs that permission too.
         """
-        authorizers.check(self.authorizer, self.user, attrs.evolve(self.info, verb=verb))
+        return self.context.authorize_as(verb)
 
     def arg(self, name: str) -> Optional[str]:
         """The first value of query parameter ``name`` (str), or None when absent."""

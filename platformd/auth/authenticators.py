@@ -12,6 +12,7 @@ import csv
 import io
 
 import attrs
+from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from platformd.auth.interfaces import (
@@ -95,15 +96,27 @@ def parse_token_csv(text: str, source: str = "token file") -> dict:
     return tokens
 
 
+@implementer(IAuthenticator)
 @attrs.define
 class AuthenticatorChain:
-    """Tries each authenticator in order; the first user found wins."""
+    """
+    Tries each authenticator in order; the first user found wins.  An authenticator may
+    answer later (a Deferred): the chain then goes on once it has answered.
+    """
 
     authenticators: list
 
     def authenticate(self, request):
-        for authenticator in self.authenticators:
-            user = authenticator.authenticate(request)
+        return self._try(0, request)
+
+    def _try(self, start: int, request):
+        for index in range(start, len(self.authenticators)):
+            user = self.authenticators[index].authenticate(request)
+            if isinstance(user, Deferred):
+                return user.addCallback(self._answered, index, request)
             if user is not None:
                 return user
         return None
+
+    def _answered(self, user, index: int, request):
+        return user if user is not None else self._try(index + 1, request)

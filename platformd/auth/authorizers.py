@@ -1,6 +1,11 @@
 """
-Authorizers.  For now every authenticated user is allowed (the RBAC authorizer reading
-RoleBindings is a later issue); the chain and its seam are in place for it.
+Authorizers and the authorizer chain.
+
+Every authorizer answers Allow, Deny or NoOpinion, at once or with a Deferred (a
+webhook answers later).  The chain asks them in order until one has an opinion, as
+upstream's union authorizer; a request no authorizer allows is 403 with upstream's
+message (``responsewriters.Forbidden``).  ``AlwaysAllow`` is the default until RBAC
+lands; RBAC, webhooks and the privileged-group authorizer plug into the same chain.
 """
 
 from __future__ import annotations
@@ -9,11 +14,11 @@ import attrs
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.auth.interfaces import (
-    ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer,
-)
+from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
+from platformd.deferreds import then
 
 _ALLOWED = Decision(ALLOW)
+_NO_OPINION = Decision(NO_OPINION)
 
 
 @implementer(IAuthorizer)
@@ -22,22 +27,62 @@ class AlwaysAllow:
         return _ALLOWED
 
 
+@implementer(IAuthorizer)
 @attrs.define
 class AuthorizerChain:
-    """The first authorizer with an opinion decides; none at all denies."""
+    """The first authorizer with an opinion decides; none at all is NoOpinion."""
 
     authorizers: list
 
-    def authorize(self, attributes) -> Decision:
-        for authorizer in self.authorizers:
-            decision = authorizer.authorize(attributes)
-            if decision.verdict in (ALLOW, DENY):
+    def authorize(self, attributes):
+        return self._ask(0, attributes)
+
+    def _ask(self, start: int, attributes):
+        for index in range(start, len(self.authorizers)):
+            decision = self.authorizers[index].authorize(attributes)
+            if not isinstance(decision, Decision):
+                # A Deferred: go on down the chain once it has answered.
+                return decision.addCallback(self._answered, index, attributes)
+            if decision.verdict != NO_OPINION:
                 return decision
-        return Decision(NO_OPINION, "no authorizer had an opinion")
+        return _NO_OPINION
+
+    def _answered(self, decision: Decision, index: int, attributes):
+        if decision.verdict != NO_OPINION:
+            return decision
+        return self._ask(index + 1, attributes)
 
 
-def check(authorizer, user, info) -> None:
-    """Raise 403 Forbidden unless ``authorizer`` allows ``user`` the request ``info``."""
-    decision = authorizer.authorize(Attributes(user, info))
+def check(authorizer, attributes: Attributes):
+    """
+    None when ``authorizer`` allows ``attributes`` (or a Deferred firing with None);
+    otherwise raises (or fails with) 403 Forbidden.
+    """
+    return then(authorizer.authorize(attributes), _enforce, attributes)
+
+
+def _enforce(decision: Decision, attributes: Attributes) -> None:
     if decision.verdict != ALLOW:
-        raise errors.forbidden(user.name, info.verb, info.resource, info.group, decision.reason)
+        raise forbidden(attributes, decision.reason)
+
+
+def forbidden(attributes: Attributes, reason: str = "") -> errors.StatusError:
+    """
+    Upstream's ``responsewriters.Forbidden``: ``forbiddenMessage`` (what was asked, by
+    whom, where), the authorizer's reason after a colon, wrapped by ``NewForbidden``
+    with the resource, its group and the object's name.
+    """
+    info = attributes.info
+    user = attributes.user.name if attributes.user is not None else ""
+    if not info.is_resource:
+        message = f'User "{user}" cannot {info.verb} path "{info.path}"'
+    else:
+        resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
+        message = (f'User "{user}" cannot {info.verb} resource "{resource}" in API group '
+                   f'"{info.group}"')
+        message += (f' in the namespace "{info.namespace}"' if info.namespace
+                    else " at the cluster scope")
+    if reason:
+        message += f": {reason}"
+    return errors.forbidden(info.resource if info.is_resource else "", info.group,
+                            info.name if info.is_resource else "", message)

@@ -47,14 +47,19 @@ class IAuthenticator(Interface):
     def authenticate(request):
         """
         ``UserInfo`` for the request, or ``None`` when this authenticator has nothing to
-        say (no credentials of its kind).  Raises ``AuthenticationError`` when
-        credentials of its kind are present but wrong.
+        say (no credentials of its kind), or a Deferred firing with one of those (an
+        authenticator that must ask the network, such as a JWT issuer's JWKS, answers
+        later and never blocks the reactor).  Raises (or fails with)
+        ``AuthenticationError`` when credentials of its kind are present but wrong.
         """
 
 
 class IAuthorizer(Interface):
     def authorize(attributes):
-        """A ``Decision`` (or a Deferred firing with one) for ``attributes``."""
+        """
+        A ``Decision`` for ``attributes``, or a Deferred firing with one (a webhook
+        answers later).  The chain and the filter handle both.
+        """
 
 
 class AuthenticationError(Exception):

@@ -7,13 +7,14 @@ from twisted.web.test.requesthelper import DummyRequest
 
 from platformd.api import responses
 from platformd.api.call import Call
+from platformd.context import RequestContext
 
 
 def call(accept_encoding=None, compression=True):
     request = DummyRequest([b""])
     if accept_encoding is not None:
         request.requestHeaders.setRawHeaders(b"accept-encoding", [accept_encoding])
-    return Call(request, None, None, None, None, {"APIResponseCompression": compression})
+    return Call(RequestContext(request), None, {"APIResponseCompression": compression})
 
 
 class CompressedTests(SynchronousTestCase):

@@ -568,7 +568,7 @@ class VerbClassificationTests(ServerTestCase):
 
         path = f"{RBAC}/namespaces/default/rolebindings"
         yield self.client.post(path, rolebinding("exists"))
-        self.server.api.authorizer = NoCreate()
+        self.server.api.authorizer.authorizers = [NoCreate()]
         r = yield self.client.put(f"{path}/absent", rolebinding("absent"))
         self.assertEqual((r.code, r.json()["reason"]), (403, "Forbidden"))
         self.assertEqual(seen, ["update", "create"])

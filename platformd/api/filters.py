@@ -1,0 +1,297 @@
+"""
+The request filter chain, in the order of upstream's ``DefaultBuildHandlerChain``
+(``k8s.io/apiserver/pkg/server/config.go``):
+
+    audit ID → (panic recovery: ``app.py``) → request info → readiness →
+    authentication → (audit: issue 16) → impersonation → max-in-flight →
+    authorization → handler (admission happens in the write handlers)
+
+A filter is a callable ``filter(ctx, proceed)``: it reads or fills the request's
+``RequestContext``, then returns ``proceed(ctx)``, or raises a ``StatusError`` to answer
+instead.  Any step may answer later with a Deferred (an authenticator fetching a JWKS, an
+authorizer calling a webhook): ``deferreds.then`` continues the chain when it fires, and
+costs nothing when the answer comes at once, which keeps the hot path synchronous.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Optional
+from urllib.parse import unquote
+
+import attrs
+from twisted.internet.defer import Deferred
+
+from platformd import errors
+from platformd.api import query, requestinfo
+from platformd.auth import authorizers
+from platformd.auth.interfaces import (
+    AUTHENTICATED_GROUP, Attributes, AuthenticationError, UserInfo,
+)
+from platformd.deferreds import then
+from platformd.model.meta import dns_label, dns_subdomain
+
+SYSTEM_MASTERS = "system:masters"
+UNAUTHENTICATED_GROUP = "system:unauthenticated"
+ANONYMOUS = "system:anonymous"
+
+
+class FilterChain:
+    """The filters around an endpoint, built once; calling it runs one request."""
+
+    def __init__(self, filters, endpoint: Callable):
+        handler = endpoint
+        for filter_ in reversed(filters):
+            handler = _bind(filter_, handler)
+        self._run = handler
+
+    def __call__(self, ctx):
+        return self._run(ctx)
+
+
+def _bind(filter_, proceed):
+    return lambda ctx: filter_(ctx, proceed)
+
+
+def audit_id(ctx, proceed):
+    """
+    Upstream's ``WithAuditInit``: the client's ``Audit-ID`` or a new UUID, echoed on the
+    response so a request can be found in the audit log and the server's logs.
+    """
+    request = ctx.request
+    given = request.getHeader(b"audit-id")
+    ctx.audit_id = given.decode("latin-1") if given else str(uuid.uuid4())
+    request.responseHeaders.setRawHeaders(b"Audit-Id", [ctx.audit_id.encode("latin-1")])
+    return proceed(ctx)
+
+
+def request_info(ctx, proceed):
+    """What is asked: verb, group, resource, namespace, name (``requestinfo``)."""
+    request = ctx.request
+    path = unquote(request.path.decode("utf-8", "replace"))
+    watch = query.flag(query.values(request, b"watch"))
+    ctx.info = requestinfo.parse(request.method, path, watch)
+    return proceed(ctx)
+
+
+@attrs.define
+class Readiness:
+    """503 with ``Retry-After: 1`` until the server serves (cache loaded)."""
+
+    ready: Callable[[], bool]
+
+    def __call__(self, ctx, proceed):
+        if not self.ready():
+            raise errors.StatusError(503, "ServiceUnavailable",
+                                     "the server is starting; try again shortly", retry_after=1)
+        return proceed(ctx)
+
+
+@attrs.define
+class Authentication:
+    """
+    Who asks.  No credentials, or wrong ones, are 401 (anonymous access is off: a
+    deliberate difference from upstream's default).
+    """
+
+    authenticator: object
+
+    def __call__(self, ctx, proceed):
+        try:
+            user = self.authenticator.authenticate(ctx.request)
+        except AuthenticationError:
+            raise errors.unauthorized() from None
+        if isinstance(user, Deferred):
+            return user.addCallbacks(self._authenticated, _unauthorized, (ctx, proceed))
+        return self._authenticated(user, ctx, proceed)
+
+    @staticmethod
+    def _authenticated(user, ctx, proceed):
+        if user is None:
+            raise errors.unauthorized()
+        ctx.user = user
+        return proceed(ctx)
+
+
+def _unauthorized(failure):
+    failure.trap(AuthenticationError)
+    raise errors.unauthorized()
+
+
+#: The impersonation headers (upstream's ``authenticationv1.Impersonate*Header``).
+IMPERSONATE_USER = b"impersonate-user"
+IMPERSONATE_GROUP = b"impersonate-group"
+IMPERSONATE_UID = b"impersonate-uid"
+IMPERSONATE_EXTRA = b"impersonate-extra-"
+#: The group of the ``uids`` and ``userextras`` impersonation resources.
+AUTHENTICATION_GROUP = "authentication.platform.io"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+
+
+@attrs.frozen
+class _Impersonated:
+    """One thing asked to be impersonated, as the authorizer is asked about it."""
+
+    resource: str
+    name: str
+    group: str = ""
+    version: str = "v1"
+    namespace: str = ""
+    subresource: str = ""
+
+
+@attrs.define
+class Impersonation:
+    """
+    Upstream's ``WithImpersonation``: ``Impersonate-User`` (a service account's name
+    impersonates that service account), ``Impersonate-Group``, ``Impersonate-Uid`` and
+    ``Impersonate-Extra-<key>`` headers; the requester must be allowed the
+    ``impersonate`` verb on each; the request then runs as the impersonated user.
+    """
+
+    authorizer: object
+
+    def __call__(self, ctx, proceed):
+        headers = ctx.request.requestHeaders
+        asked = _impersonation_requests(headers)
+        if not asked:
+            return proceed(ctx)
+        result = self._check(ctx, asked, 0)
+        return then(result, self._become, ctx, asked, proceed)
+
+    def _check(self, ctx, asked: list, start: int):
+        for index in range(start, len(asked)):
+            item = asked[index]
+            attributes = Attributes(ctx.user, requestinfo.RequestInfo(
+                True, ctx.info.path, "impersonate", "", item.group, item.version,
+                item.resource, item.subresource, item.namespace, item.name))
+            answer = authorizers.check(self.authorizer, attributes)
+            if isinstance(answer, Deferred):
+                return answer.addCallback(lambda _: self._check(ctx, asked, index + 1))
+        return None
+
+    @staticmethod
+    def _become(_, ctx, asked: list, proceed):
+        groups_given = ctx.request.requestHeaders.hasHeader(IMPERSONATE_GROUP)
+        name, uid, groups, extra = "", "", [], {}
+        for item in asked:
+            if item.resource == "serviceaccounts":
+                name = f"{SERVICE_ACCOUNT_PREFIX}{item.namespace}:{item.name}"
+                if not groups_given:
+                    groups = ["system:serviceaccounts", f"system:serviceaccounts:{item.namespace}"]
+            elif item.resource == "users":
+                name = item.name
+            elif item.resource == "groups":
+                groups.append(item.name)
+            elif item.resource == "userextras":
+                extra.setdefault(item.subresource, []).append(item.name)
+            else:
+                uid = item.name
+        if name != ANONYMOUS:
+            if not {AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP} & set(groups):
+                groups.append(AUTHENTICATED_GROUP)
+        elif UNAUTHENTICATED_GROUP not in groups:
+            groups.append(UNAUTHENTICATED_GROUP)
+        ctx.user = UserInfo(name, uid, tuple(groups),
+                            tuple((key, tuple(values)) for key, values in extra.items()))
+        return proceed(ctx)
+
+
+def _impersonation_requests(headers) -> list:
+    """Upstream's ``buildImpersonationRequests``: what the headers ask to impersonate."""
+    asked = []
+    user = (headers.getRawHeaders(IMPERSONATE_USER) or [b""])[0].decode("utf-8", "replace")
+    if user:
+        account = _service_account(user)
+        asked.append(_Impersonated("serviceaccounts", account[1], namespace=account[0])
+                     if account else _Impersonated("users", user))
+    for group in headers.getRawHeaders(IMPERSONATE_GROUP) or ():
+        asked.append(_Impersonated("groups", group.decode("utf-8", "replace")))
+    for header, values in headers.getAllRawHeaders():
+        lowered = header.lower()
+        if lowered.startswith(IMPERSONATE_EXTRA):
+            key = unquote(lowered[len(IMPERSONATE_EXTRA):].decode("utf-8", "replace"))
+            for value in values:
+                asked.append(_Impersonated("userextras", value.decode("utf-8", "replace"),
+                                           AUTHENTICATION_GROUP, subresource=key))
+    uid = (headers.getRawHeaders(IMPERSONATE_UID) or [b""])[0].decode("utf-8", "replace")
+    if uid:
+        asked.append(_Impersonated("uids", uid, AUTHENTICATION_GROUP))
+    if asked and not user:
+        # Upstream answers this with a 500 InternalError; a request's bad headers are
+        # the client's fault, so it is a 400 here (docs/errors.md).
+        raise errors.bad_request("requested impersonation of groups, extra or a uid "
+                                 "without impersonating a user")
+    return asked
+
+
+def _service_account(username: str) -> Optional[tuple]:
+    """(namespace, name) when ``username`` is a service account's (``SplitUsername``)."""
+    if not username.startswith(SERVICE_ACCOUNT_PREFIX):
+        return None
+    parts = username[len(SERVICE_ACCOUNT_PREFIX):].split(":")
+    if len(parts) != 2 or not all(parts):
+        return None
+    namespace, name = parts
+    if dns_label(namespace) or dns_subdomain(name):
+        return None
+    return namespace, name
+
+
+#: Upstream's ``--max-requests-inflight`` and ``--max-mutating-requests-inflight``.
+MAX_READONLY_IN_FLIGHT = 400
+MAX_MUTATING_IN_FLIGHT = 200
+_READONLY_VERBS = frozenset({"get", "list", "watch"})
+
+
+@attrs.define
+class MaxInFlight:
+    """
+    Upstream's ``WithMaxInFlightLimit``: at most ``readonly`` reads and ``mutating``
+    writes in flight; long-running requests (watches) are not counted; when full,
+    ``system:masters`` still gets an answer and everyone else a 429 with
+    ``Retry-After: 1`` (upstream writes it as plain text, so does this).
+    """
+
+    readonly: int = MAX_READONLY_IN_FLIGHT
+    mutating: int = MAX_MUTATING_IN_FLIGHT
+    in_flight: dict = attrs.field(factory=lambda: {True: 0, False: 0})
+
+    def __call__(self, ctx, proceed):
+        verb = ctx.info.verb
+        if verb == "watch":
+            return proceed(ctx)
+        mutating = verb not in _READONLY_VERBS
+        limit = self.mutating if mutating else self.readonly
+        if self.in_flight[mutating] >= limit and SYSTEM_MASTERS not in ctx.user.groups:
+            raise TooManyRequests()
+        self.in_flight[mutating] += 1
+        try:
+            result = proceed(ctx)
+        except BaseException:
+            self.in_flight[mutating] -= 1
+            raise
+        if isinstance(result, Deferred):
+            return result.addBoth(self._done, mutating)
+        self.in_flight[mutating] -= 1
+        return result
+
+    def _done(self, result, mutating: bool):
+        self.in_flight[mutating] -= 1
+        return result
+
+
+class TooManyRequests(Exception):
+    """The in-flight limit is reached (answered as upstream's plain-text 429)."""
+
+
+@attrs.define
+class Authorization:
+    """May this user do this?  403 Forbidden with upstream's message otherwise."""
+
+    authorizer: object
+
+    def __call__(self, ctx, proceed):
+        ctx.authorizer = self.authorizer
+        return then(authorizers.check(self.authorizer, Attributes(ctx.user, ctx.info)),
+                    lambda _: proceed(ctx))

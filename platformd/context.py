@@ -1,0 +1,54 @@
+"""
+``RequestContext``: what one API request carries from the filter chain down to the
+handlers, admission and the store.
+
+Upstream threads a Go ``context.Context`` through every layer and reads the user, the
+request info, the audit ID and the trace span out of it.  This is the same idea as one
+explicit object: the filters (``api/filters.py``) fill it in order (audit ID, request
+info, user, possibly an impersonated user), the write handlers add the write's options
+(dry run, field manager), and the store and admission plugins read it instead of taking
+callbacks.  It imports nothing of the HTTP layer, so the store below it stays
+HTTP-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import attrs
+
+from platformd.auth import authorizers
+from platformd.auth.interfaces import Attributes, UserInfo
+
+
+@attrs.define(slots=True, eq=False)
+class RequestContext:
+    #: The twisted.web request (filters and handlers read headers from it; the layers
+    #: below the handlers never do).
+    request: Any
+    #: The request's audit ID: the client's ``Audit-ID`` header or a new UUID, echoed in
+    #: the response's ``Audit-Id`` header as upstream's ``WithAuditInit``.
+    audit_id: str = ""
+    #: What is asked (``api/requestinfo.RequestInfo``), from the request-info filter.
+    info: Any = None
+    #: Who asks, after authentication and impersonation.
+    user: Optional[UserInfo] = None
+    #: The authorizer that admitted the request, for the checks a handler or the store
+    #: makes later (a PUT that creates also needs ``create``).
+    authorizer: Any = None
+    #: Whether the request is a dry run (spec 4.8): admission sees it, storage is not
+    #: written.
+    dry_run: bool = False
+    #: The write's field manager (``fieldManager`` or the User-Agent's first word).
+    field_manager: str = ""
+    #: The request's trace span once tracing is configured; None otherwise.
+    span: Any = None
+
+    def authorize_as(self, verb: str):
+        """
+        Authorize this request again as ``verb`` (None, or a Deferred when the
+        authorizer answers later); raises or fails with 403 Forbidden.  A PUT or an
+        apply that creates is a ``create`` too (spec 2.1.10).
+        """
+        return authorizers.check(self.authorizer,
+                                 Attributes(self.user, attrs.evolve(self.info, verb=verb)))
