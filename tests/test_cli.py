@@ -73,6 +73,16 @@ class CommandLineTests(SynchronousTestCase):
             result = twistd("--data-dir", self.data, "--secure-port", str(port))
         self.assertOneLineError(result, f"127.0.0.1:{port}")
 
+    def test_data_dir_not_creatable(self):
+        """A --data-dir that cannot be made is one line naming it (read at start, not
+        when the service is constructed)."""
+        os.makedirs(self.data)
+        blocker = os.path.join(self.data, "file")
+        with open(blocker, "w"):
+            pass
+        self.assertOneLineError(twistd("--data-dir", os.path.join(blocker, "d")),
+                                "cannot create --data-dir")
+
     def test_cert_without_key(self):
         """--tls-cert-file without --tls-private-key-file is refused."""
         self.assertOneLineError(twistd("--tls-cert-file", __file__), "--tls-private-key-file")

@@ -122,7 +122,7 @@ def start_server(testcase, *args, data_dir=None):
     service.privilegedStartService()
     service.startService()
     testcase.addCleanup(service.stopService)
-    yield service.booted
+    yield service.booted  # a boot failure fails the test with its cause
     if not service.ready:
         raise AssertionError("platformd did not become ready")
     service.pki_dir = os.path.join(data_dir, "pki")

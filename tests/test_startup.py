@@ -1,0 +1,178 @@
+"""
+The daemon's service tree (docs/architecture.md, "Startup"): construction without I/O,
+the boot order, ``Sequence``'s waiting start and reverse stop, listening through an
+endpoint description, and ``StartupError`` reaching the operator only at the edge.
+"""
+
+import io
+import os
+import socket
+import sys
+
+from twisted.application import service
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.protocol import Factory
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from platformd import startup
+from platformd.lifecycle import Sequence, Step
+from platformd.listening import ListenerService, listen_description
+from platformd.options import Options
+from platformd.service import PlatformService, make_service
+from platformd.startup import Edge, StartupError
+
+
+def options(*args):
+    parsed = Options()
+    parsed.parseOptions(list(args))
+    return parsed
+
+
+class TreeTests(SynchronousTestCase):
+    def test_construction_does_no_io(self):
+        """Constructing the daemon touches no file: the data directory is not made."""
+        data = os.path.abspath(self.mktemp())
+        daemon = PlatformService(options("--data-dir", data), reactor)
+        self.assertFalse(os.path.exists(data))
+        self.assertEqual(daemon.authenticator.authenticators, [])
+        self.assertFalse(daemon.ready)
+
+    def test_boot_order(self):
+        """Listener and boot sequence; the boot starts storage → cache → ... → ready."""
+        daemon = PlatformService(options("--data-dir", self.mktemp(),
+                                          "--feature-gates", "PodsAPI=true"), reactor)
+        self.assertEqual([s.name for s in daemon], ["https", "boot"])
+        self.assertEqual([s.name for s in daemon.boot],
+                         ["storage", "cache", "expiry", "namespace-controller", "pods-socket",
+                          "builtin-namespaces", "ready"])
+        self.assertIs(daemon.getServiceNamed("boot").getServiceNamed("expiry"), daemon.expiry)
+
+    def test_startup_error_not_system_exit(self):
+        """Library code raises StartupError (a malformed token file)."""
+        data = os.path.abspath(self.mktemp())
+        os.makedirs(data)
+        tokens = os.path.join(data, "tokens.csv")
+        with open(tokens, "w") as f:
+            f.write("short\n")
+        daemon = PlatformService(options("--data-dir", data, "--token-auth-file", tokens),
+                                 reactor)
+        e = self.assertRaises(StartupError, daemon.prepare)
+        self.assertIn("line 1", str(e))
+
+    def test_data_dir_not_creatable(self):
+        """A data directory that cannot be made is a StartupError naming it."""
+        parent = self.mktemp()
+        with open(parent, "w"):
+            pass
+        daemon = PlatformService(options("--data-dir", os.path.join(parent, "d")), reactor)
+        e = self.assertRaises(StartupError, daemon.prepare)
+        self.assertIn("cannot create --data-dir", str(e))
+
+
+class SequenceTests(SynchronousTestCase):
+    def sequence(self, log, results):
+        seq = Sequence()
+        for name in results:
+            Step(name, lambda n=name: (log.append(("start", n)), results[n])[1],
+                 lambda n=name: log.append(("stop", n))).setServiceParent(seq)
+        return seq
+
+    def test_waits_for_each_start(self):
+        """The next child starts only once the previous child's Deferred has fired."""
+        log, gate = [], Deferred()
+        seq = self.sequence(log, {"a": None, "b": gate, "c": succeed(None)})
+        started = seq.startService()
+        self.assertEqual(log, [("start", "a"), ("start", "b")])
+        self.assertNoResult(started)
+        gate.callback(None)
+        self.assertEqual(log[-1], ("start", "c"))
+        self.successResultOf(started)
+
+    def test_stops_in_reverse(self):
+        """Stopping goes last-started first."""
+        log = []
+        seq = self.sequence(log, {"a": None, "b": None, "c": None})
+        seq.startService()
+        del log[:]
+        self.successResultOf(seq.stopService())
+        self.assertEqual(log, [("stop", "c"), ("stop", "b"), ("stop", "a")])
+
+    def test_failure_stops_the_sequence(self):
+        """A failed start fails the sequence; later children never start; stop stops
+        what started."""
+        log = []
+        seq = self.sequence(log, {"a": None, "b": fail(ValueError("no")), "c": None})
+        self.failureResultOf(seq.startService(), ValueError)
+        self.assertNotIn(("start", "c"), log)
+        self.successResultOf(seq.stopService())
+        self.assertEqual(log[-2:], [("stop", "b"), ("stop", "a")])
+
+    def test_stop_while_starting(self):
+        """Stopped while a child is starting, the children after it never start."""
+        log, gate = [], Deferred()
+        seq = self.sequence(log, {"a": gate, "b": None})
+        started = seq.startService()
+        seq.stopService()
+        gate.callback(None)
+        self.successResultOf(started)
+        self.assertEqual(log, [("start", "a"), ("stop", "a")])
+
+
+class ListeningTests(TestCase):
+    def test_descriptions(self):
+        """--bind-address and --secure-port as a tcp endpoint description."""
+        self.assertEqual(listen_description({"bind-address": "127.0.0.1", "secure-port": 6443}),
+                         "tcp:6443:interface=127.0.0.1:backlog=1024")
+        self.assertEqual(listen_description({"bind-address": "::1", "secure-port": 0}),
+                         r"tcp:0:interface=\:\:1:backlog=1024")
+        self.assertEqual(listen_description({"bind-address": "", "secure-port": 1}),
+                         "tcp:1:backlog=1024")
+
+    def test_port_in_use(self):
+        """A port in use is a StartupError at once, naming the address."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            port = s.getsockname()[1]
+            listener = ListenerService(reactor, f"tcp:{port}:interface=127.0.0.1",
+                                       Factory, address=f"127.0.0.1:{port}")
+            e = self.assertRaises(StartupError, listener.privilegedStartService)
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", str(e))
+        self.failureResultOf(listener.listening(), StartupError)
+
+    def test_listens_and_stops(self):
+        """Any description: listening gives the port; stopping stops listening."""
+        listener = ListenerService(reactor, "tcp:0:interface=127.0.0.1", Factory)
+        listener.privilegedStartService()
+        self.assertEqual(self.successResultOf(listener.listening()), listener.port)
+        self.assertTrue(listener.port.getHost().port)
+        listener.startService()
+        return listener.stopService()
+
+
+class EdgeTests(SynchronousTestCase):
+    def setUp(self):
+        self.stderr = io.StringIO()
+        self.patch(sys, "__stderr__", self.stderr)
+
+    def test_privileged_start_error(self):
+        """At the edge a StartupError is one line and SystemExit(1)."""
+        class Failing(service.Service):
+            def privilegedStartService(self):
+                raise StartupError("no good")
+
+        edge = Edge(Failing(), reactor)
+        e = self.assertRaises(SystemExit, edge.privilegedStartService)
+        self.assertEqual(e.code, 1)
+        self.assertEqual(self.stderr.getvalue(), "platformd: no good\n")
+
+    def test_make_service(self):
+        """make_service, what twistd runs, is the daemon inside the edge."""
+        edge = make_service(options("--data-dir", self.mktemp()), reactor)
+        self.assertIsInstance(edge, Edge)
+        self.assertIsInstance(edge.daemon, PlatformService)
+
+    def test_report(self):
+        startup.report("one line")
+        self.assertEqual(self.stderr.getvalue(), "platformd: one line\n")
