@@ -29,7 +29,7 @@ from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
 
 from platformd.model.meta import set_resource_version
-from platformd.storage.interface import DELETE, PUT, Event, KeyValue
+from platformd.storage.interface import DELETE, PUT, Event, IWatch, KeyValue
 
 log = Logger()
 
@@ -53,9 +53,9 @@ class CachedObject:
         self.raw = bytes(memoryview(raw)) if isinstance(raw, bytes) else raw
         self.revision = revision
         self.create_revision = create_revision
-        self._obj = None
-        self._json = None
-        self._encodings = None
+        self._obj: Optional[dict] = None
+        self._json: Optional[bytes] = None
+        self._encodings: Optional[dict] = None
 
     @property
     def obj(self) -> dict:
@@ -142,7 +142,7 @@ class CacheEvent:
         self.revision = revision
         self.time = time
         self._frames: dict = {}
-        self._gone = None
+        self._gone: Optional[CachedObject] = None
 
     @property
     def key(self) -> str:
@@ -364,7 +364,7 @@ class WatchCache:
         self.revision = 0
         #: Every event after this revision is held in the kinds' histories.
         self.horizon = 0
-        self._watch = None
+        self._watch: Optional[IWatch] = None
         self._waiters: list = []  # (revision, Deferred), fired once the cache reaches it
 
     def for_kind(self, kind) -> KindCache:
@@ -393,7 +393,7 @@ class WatchCache:
         """
         if self.revision >= revision:
             return succeed(True)
-        d = Deferred()
+        d: Deferred[bool] = Deferred()
         entry = (revision, d)
         self._waiters.append(entry)
 
@@ -434,7 +434,7 @@ class WatchCache:
     @inlineCallbacks
     def _relist(self):
         result = yield self.storage.range("/registry/")
-        grouped = {prefix: [] for prefix in self.kinds}
+        grouped: dict[str, list[KeyValue]] = {prefix: [] for prefix in self.kinds}
         for kv in result.kvs:
             cache = self._cache_for(kv.key)
             if cache is not None:

@@ -15,7 +15,7 @@ them: ``spec.containers[0].image``.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import attrs
 
@@ -118,7 +118,7 @@ BYTES = Scalar("string", "byte")
 class MapOf:
     """A map with string keys, every value of one type (labels, ConfigMap data)."""
 
-    values: object
+    values: Node
 
     def decode(self, value, path, ctx):
         if value is None:
@@ -155,7 +155,7 @@ class ListOf:
     hints.
     """
 
-    items: object
+    items: Node
     list_type: str = "atomic"
     map_keys: tuple = ()
     patch_strategy: Optional[str] = None
@@ -186,7 +186,7 @@ class ListOf:
 class Prop:
     """One field of a Struct."""
 
-    node: object
+    node: Node
     doc: str = ""
     required: bool = False
 
@@ -259,6 +259,10 @@ class Struct:
     def walk(self):
         for prop in self.props.values():
             yield prop.node
+
+
+#: A schema node: what a field, map value or list item is described by.
+Node = Union[Scalar, MapOf, ListOf, Struct]
 
 
 def structs(root):

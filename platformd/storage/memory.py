@@ -26,7 +26,14 @@ import attrs
 from twisted.internet.defer import Deferred, fail, succeed
 from zope.interface import implementer
 
-from platformd.storage.interface import DELETE, Event, IStorage, RangeResult, StorageError
+from platformd.storage.interface import (
+    DELETE,
+    Event,
+    IStorage,
+    KeyValue,
+    RangeResult,
+    StorageError,
+)
 from platformd.storage.mvcc import (
     Create,
     Delete,
@@ -127,7 +134,7 @@ class MemoryStorage:
             kv = self._current[op.key] = attrs.evolve(
                 event.kv, value=self._values.stored(op.key, event.kv.value))
         self._log.append(Event(event.type, kv, stored))
-        acknowledged = Deferred()
+        acknowledged: Deferred[KeyValue] = Deferred()
         self._watchers.publish([event], lambda: acknowledged.callback(event.kv))
         return acknowledged
 

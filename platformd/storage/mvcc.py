@@ -134,7 +134,7 @@ class Watch:
     def __init__(self, watchers: Watchers, prefix: str, from_revision: int,
                  sink: Callable[[Event], None]):
         self.prefix = prefix
-        self.done = Deferred()
+        self.done: Deferred[None] = Deferred()
         self._watchers = watchers
         self._sink = sink
         self._last = from_revision

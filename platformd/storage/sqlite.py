@@ -41,6 +41,7 @@ from typing import Optional
 
 import attrs
 from twisted.internet.defer import Deferred, DeferredList, fail
+from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
@@ -108,6 +109,7 @@ ORDER BY r.mod_revision
 
 def _select_kvs(db, values: Transformed, low: str, high: Optional[str], revision: int) -> list:
     """The version at ``revision`` of every live key in [low, high), in key order."""
+    bounds: tuple[str, ...]
     bound, bounds = "key >= ?", (low,)
     if high is not None:
         bound, bounds = "key >= ? AND key < ?", (low, high)
@@ -295,7 +297,7 @@ class SQLiteStorage:
     once the store has recovered; reads and watches need ``start()`` to have finished.
     """
 
-    reactor: object
+    reactor: IReactorFromThreads
     path: str
     #: How many reader threads (and connections) serve reads.
     readers: int = 4
@@ -324,7 +326,7 @@ class SQLiteStorage:
         return ThreadPool(0, self.readers, "platformd-sqlite-reader")
 
     def start(self):
-        started = Deferred()
+        started: Deferred[tuple[int, int]] = Deferred()
         writer = _Writer(self.reactor, self.path, self._values, self._requests,
                          self._committed)
         threading.Thread(target=writer.run, args=(started, self._stopped),
@@ -405,7 +407,7 @@ class SQLiteStorage:
         return self._enqueue(op)
 
     def _enqueue(self, request):
-        acknowledged = Deferred()
+        acknowledged: Deferred[Optional[KeyValue]] = Deferred()
         self._requests.put((request, acknowledged))
         return acknowledged
 
@@ -416,7 +418,7 @@ class SQLiteStorage:
     def _read(self, query, *args):
         """Deferred: ``query(connection, *args)`` in a reader thread."""
         self._check_serving()
-        finished = Deferred()
+        finished: Deferred[None] = Deferred()
         self._reads.add(finished)
 
         def ended(result):
