@@ -34,15 +34,7 @@ from platformd.storage.interface import (
     RangeResult,
     StorageError,
 )
-from platformd.storage.mvcc import (
-    Create,
-    Delete,
-    Update,
-    Watchers,
-    check_compactable,
-    check_watchable,
-    read_revision,
-)
+from platformd.storage import mvcc
 from platformd.storage.transformers import IDENTITY, IValueTransformer, Transformed
 
 @implementer(IStorage)
@@ -65,7 +57,7 @@ class MemoryStorage:
     _current: dict = attrs.field(factory=dict, init=False)
     #: Every retained event, in revision order, its versions as stored.
     _log: list = attrs.field(factory=list, init=False)
-    _watchers: Watchers = attrs.field(factory=Watchers, init=False)
+    _watchers: mvcc.Watchers = attrs.field(factory=mvcc.Watchers, init=False)
     _values: Transformed = attrs.field(
         default=attrs.Factory(lambda self: Transformed(self.transformer), takes_self=True),
         init=False)
@@ -81,7 +73,7 @@ class MemoryStorage:
 
     def range(self, prefix, revision=None):
         try:
-            at = read_revision(self, revision)
+            at = mvcc.read_revision(self, revision)
         except StorageError as error:
             return fail(error)
         state = dict(self._current)
@@ -95,16 +87,16 @@ class MemoryStorage:
         return succeed(RangeResult(kvs, at))
 
     def create(self, key, value):
-        return self._write(Create(key, value))
+        return self._write(mvcc.Create(key, value))
 
     def update(self, key, value, expected_revision=None):
-        return self._write(Update(key, value, expected_revision))
+        return self._write(mvcc.Update(key, value, expected_revision))
 
     def delete(self, key, expected_revision=None):
-        return self._write(Delete(key, expected_revision))
+        return self._write(mvcc.Delete(key, expected_revision))
 
     def watch(self, prefix, from_revision, sink):
-        check_watchable(self, from_revision)
+        mvcc.check_watchable(self, from_revision)
         watch = self._watchers.add(prefix, from_revision, sink)
         history = self._log[self._after(from_revision):]
         watch.catch_up([self._values.event(event) for event in history
@@ -113,7 +105,7 @@ class MemoryStorage:
 
     def compact(self, revision):
         try:
-            check_compactable(self, revision)
+            mvcc.check_compactable(self, revision)
         except StorageError as error:
             return fail(error)
         del self._log[:self._after(revision)]

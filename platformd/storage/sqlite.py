@@ -56,15 +56,7 @@ from platformd.storage.interface import (
     RangeResult,
     StorageError,
 )
-from platformd.storage.mvcc import (
-    Create,
-    Delete,
-    Update,
-    Watchers,
-    check_compactable,
-    check_watchable,
-    read_revision,
-)
+from platformd.storage import mvcc
 from platformd.storage.transformers import IDENTITY, IValueTransformer, Transformed
 
 #: The most writes one transaction takes.
@@ -308,7 +300,7 @@ class SQLiteStorage:
     #: Transactions committed so far (a batch of writes is one).
     commits: int = attrs.field(default=0, init=False)
     _requests: queue.SimpleQueue = attrs.field(factory=queue.SimpleQueue, init=False)
-    _watchers: Watchers = attrs.field(factory=Watchers, init=False)
+    _watchers: mvcc.Watchers = attrs.field(factory=mvcc.Watchers, init=False)
     _pool: ThreadPool = attrs.field(init=False)
     #: Idle reader connections, shared by the reader threads.
     _connections: queue.SimpleQueue = attrs.field(factory=queue.SimpleQueue, init=False)
@@ -355,23 +347,23 @@ class SQLiteStorage:
 
     def range(self, prefix, revision=None):
         try:
-            at = read_revision(self, revision)
+            at = mvcc.read_revision(self, revision)
         except StorageError as error:
             return fail(error)
         kvs = self._read(_select_kvs, self._values, prefix, _prefix_end(prefix), at)
         return kvs.addCallback(RangeResult, at)
 
     def create(self, key, value):
-        return self._submit(Create(key, value))
+        return self._submit(mvcc.Create(key, value))
 
     def update(self, key, value, expected_revision=None):
-        return self._submit(Update(key, value, expected_revision))
+        return self._submit(mvcc.Update(key, value, expected_revision))
 
     def delete(self, key, expected_revision=None):
-        return self._submit(Delete(key, expected_revision))
+        return self._submit(mvcc.Delete(key, expected_revision))
 
     def watch(self, prefix, from_revision, sink):
-        check_watchable(self, from_revision)
+        mvcc.check_watchable(self, from_revision)
         watch = self._watchers.add(prefix, from_revision, sink)
         if from_revision >= self.revision:
             watch.catch_up([])
@@ -386,7 +378,7 @@ class SQLiteStorage:
     def compact(self, revision):
         self._check_serving()
         try:
-            check_compactable(self, revision)
+            mvcc.check_compactable(self, revision)
         except StorageError as error:
             return fail(error)
         self.compacted_revision = revision
