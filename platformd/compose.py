@@ -22,6 +22,8 @@ import attrs
 from twisted.internet.defer import inlineCallbacks
 
 from platformd import errors
+from platformd.admission.chain import AdmissionChain
+from platformd.admission.namespacelifecycle import NamespaceLifecycle
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
 from platformd.api.reads import Reader
@@ -35,11 +37,12 @@ from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.negotiation import Negotiator
 from platformd.codecs.protobufcodec import ProtobufCodec
 from platformd.codecs.yamlcodec import YAMLCodec
+from platformd.context import internal
 from platformd.lifecycle import Sequence, Step, cache_service, storage_service
 from platformd.registry import core
 from platformd.registry.catalog import builtin
 from platformd.registry.namespaces import NamespaceController
-from platformd.registry.store import GenericStore, NamespaceLifecycle
+from platformd.registry.store import GenericStore
 
 #: Namespaces that always exist (upstream: default, kube-system, kube-public,
 #: kube-node-lease).
@@ -67,6 +70,8 @@ class Components:
     snapshots: Snapshots
     #: The generic store of each kind, by ``id(kind)``.
     stores: dict
+    #: The admission chain every write goes through (plugins may be replaced at run time).
+    admission: AdmissionChain
     api: APIServer
     #: Services started once the cache has loaded.
     expiry: Expiry
@@ -106,9 +111,9 @@ def compose(storage, clock, gates, authenticator, *,
     authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
     snapshots = Snapshots(clock, continue_token_ttl)
-    lifecycle = NamespaceLifecycle(cache.for_kind(core.NAMESPACE), core.NAMESPACE)
-    stores = {id(k): GenericStore(k, storage, cache.for_kind(k), clock, lifecycle)
-              for k in catalog.kinds}
+    admission = AdmissionChain([NamespaceLifecycle(cache.for_kind(core.NAMESPACE),
+                                                   core.NAMESPACE)])
+    stores = {id(k): GenericStore(k, storage, cache, clock, admission) for k in catalog.kinds}
     readiness = Readiness()
     api = APIServer(
         catalog, stores,
@@ -118,7 +123,7 @@ def compose(storage, clock, gates, authenticator, *,
         readiness, gates)
     return Components(
         clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
-        snapshots=snapshots, stores=stores, api=api,
+        snapshots=snapshots, stores=stores, admission=admission, api=api,
         expiry=Expiry(clock, cache, snapshots),
         namespaces=NamespaceController(clock, cache, catalog, stores, core.NAMESPACE),
         readiness=readiness)
@@ -170,7 +175,7 @@ def create_builtin_namespaces(components: Components):
     store = components.store_for(core.NAMESPACE)
     for name in BUILTIN_NAMESPACES:
         try:
-            yield store.create({"metadata": {"name": name}}, None)
+            yield store.create(internal(), {"metadata": {"name": name}}, None)
         except errors.StatusError as e:
             if e.reason != "AlreadyExists":
                 raise

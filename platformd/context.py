@@ -18,7 +18,10 @@ from typing import Any, Optional
 import attrs
 
 from platformd.auth import authorizers
-from platformd.auth.interfaces import Attributes, UserInfo
+from platformd.auth.interfaces import AUTHENTICATED_GROUP, Attributes, UserInfo
+
+#: Who the server's own controllers write as (upstream's loopback client user).
+SYSTEM_USER = UserInfo("system:apiserver", "", ("system:masters", AUTHENTICATED_GROUP))
 
 
 @attrs.define(slots=True, eq=False)
@@ -52,3 +55,9 @@ class RequestContext:
         """
         return authorizers.check(self.authorizer,
                                  Attributes(self.user, attrs.evolve(self.info, verb=verb)))
+
+
+def internal() -> RequestContext:
+    """The context of a write the server makes itself (controllers, built-in objects)."""
+    return RequestContext(None, user=SYSTEM_USER, authorizer=authorizers.AlwaysAllow(),
+                          field_manager="platformd")

@@ -165,13 +165,14 @@ def unauthorized() -> StatusError:
     return StatusError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden(resource: str, group: str, name: str, why: str) -> StatusError:
+def forbidden(resource: str, group: str, name: str, why: str, causes: tuple = ()) -> StatusError:
     """Upstream's ``NewForbidden(GroupResource{group, resource}, name, why)``."""
     if not resource and not group:
         return StatusError(403, "Forbidden", f"forbidden: {why}", empty_details=True)
     target = qualified(resource, group)
     message = f'{target} "{name}" is forbidden: {why}' if name else f"{target} is forbidden: {why}"
-    return StatusError(403, "Forbidden", message, name=name or None, group=group, kind=resource)
+    return StatusError(403, "Forbidden", message, name=name or None, group=group, kind=resource,
+                       causes=causes)
 
 
 def rejected() -> StatusError:

@@ -107,12 +107,14 @@ class _Endpoint:
 class StubServer:
     """
     The API server over ``MemoryStorage`` and ``clock``, booted (see module docstring).
-    ``gates`` is a ``--feature-gates`` value; ``compose_args`` go to ``compose``.
+    ``gates`` is a ``--feature-gates`` value; ``storage`` (default: a ``MemoryStorage``
+    on ``clock``) any ``IStorage``; ``compose_args`` go to ``compose``.
     """
 
-    def __init__(self, gates: str = "", clock: Clock | None = None, **compose_args):
+    def __init__(self, gates: str = "", clock: Clock | None = None, storage=None,
+                 **compose_args):
         self.clock = clock or Clock()
-        self.storage = MemoryStorage(self.clock)
+        self.storage = storage if storage is not None else MemoryStorage(self.clock)
         self.components = compose(self.storage, self.clock, FeatureGates.parse(gates),
                                   HeaderAuthenticator(), **compose_args)
         self.api = self.components.api
@@ -175,6 +177,21 @@ class StubServer:
         self.flush()
 
 
+@attrs.define
+class Pending:
+    """A request sent; ``result()`` once the server has answered it whole."""
+
+    what: str
+    answered: list
+
+    def result(self) -> Response:
+        if not self.answered:
+            raise AssertionError(f"{self.what}: no complete answer (a stream, or pending?)")
+        if isinstance(self.answered[0], Failure):
+            self.answered[0].raiseException()
+        return self.answered[0]
+
+
 class StubClient:
     """Requests to a ``StubServer`` as one user; each returns once it is answered."""
 
@@ -210,7 +227,12 @@ class StubClient:
     def request(self, method: str, path: str, body=None, content_type="application/json",
                 headers=None) -> Response:
         """The whole answer to one request (its body read to the end)."""
-        answered = []
+        return self.start(method, path, body, content_type, headers).result()
+
+    def start(self, method: str, path: str, body=None, content_type="application/json",
+              headers=None) -> "Pending":
+        """Send one request and flush; its answer may come later (``Pending.result``)."""
+        answered: list = []
 
         def read(response):
             length = response.length if response.length is not UNKNOWN_LENGTH else None
@@ -220,11 +242,7 @@ class StubClient:
         self._send(method, path, body, content_type, headers).addCallback(read).addBoth(
             answered.append)
         self.stub.flush()
-        if not answered:
-            raise AssertionError(f"{method} {path}: no complete answer (a stream?)")
-        if isinstance(answered[0], Failure):
-            answered[0].raiseException()
-        return answered[0]
+        return Pending(f"{method} {path}", answered)
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)

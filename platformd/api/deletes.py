@@ -73,6 +73,7 @@ def delete_options(call) -> dict:
     causes += _unsafe_causes(call, options)
     if causes:
         raise errors.invalid("DeleteOptions", "meta.platform.io", "", causes)
+    call.context.dry_run = bool(options.get("dryRun"))
     return options
 
 
@@ -96,9 +97,9 @@ def delete(call, store):
     unsafe = bool(options.get(UNSAFE))
     if unsafe:
         # Upstream asks for this extra permission before a cluster-breaking delete.
-        call.authorize_as("unsafe-delete-ignore-read-errors")
-    obj, removed = yield store.delete(call.info.namespace or None, call.info.name, options,
-                                      bool(options.get("dryRun")), unsafe)
+        yield call.authorize_as("unsafe-delete-ignore-read-errors")
+    obj, removed = yield store.delete(call.context, call.info.namespace or None,
+                                      call.info.name, options, unsafe)
     if removed:
         if not call.kind.returns_deleted_object:
             obj = responses.success_status(call.kind, call.info.name,
@@ -122,8 +123,7 @@ def delete_collection(call, store, reader):
     for entry in entries:
         meta = entry.obj["metadata"]
         try:
-            yield store.delete(meta.get("namespace"), meta["name"], options,
-                               bool(options.get("dryRun")))
+            yield store.delete(call.context, meta.get("namespace"), meta["name"], options)
         except errors.StatusError as e:
             if e.code != 404:  # gone meanwhile: that is what we wanted
                 raise

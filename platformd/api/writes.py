@@ -13,8 +13,6 @@ pipeline; server-side apply merges by field ownership (``platformd/patch/apply.p
 from __future__ import annotations
 
 import jsonpatch
-from twisted.internet.defer import inlineCallbacks, returnValue
-
 from platformd import errors
 from platformd.api import responses, writeoptions
 from platformd.api.body import decode_object, read_body, report_fields
@@ -33,7 +31,6 @@ from platformd.model.schema import DecodeContext, DecodeError
 _json = JSONCodec()
 _yaml = YAMLCodec()
 _cbor = CBORCodec()
-_RETRIES = 16
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -43,25 +40,32 @@ APPLY_CBOR = "application/apply-patch+cbor"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 
 
+def _options(call, apply: bool = False):
+    """The write's options, recorded on the request's context for admission and the store."""
+    options = writeoptions.parse(call, apply)
+    call.context.dry_run = options.dry_run
+    call.context.field_manager = options.field_manager
+    return options
+
+
 def create(call, store):
     kind = call.kind
-    options = writeoptions.parse(call)
+    options = _options(call)
     obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
-    d = store.create(obj, call.info.namespace or None, options.dry_run,
+    d = store.create(call.context, obj, call.info.namespace or None,
                      Manager(options.field_manager))
     return d.addCallback(lambda created: responses.write_value(call, 201, created))
 
 
-@inlineCallbacks
 def update(call, store):
     kind = call.kind
-    options = writeoptions.parse(call)
+    options = _options(call)
     obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
-    result, created = yield store.update(
-        call.info.namespace or None, call.info.name, obj, call.info.subresource,
-        options.dry_run, lambda: call.authorize_as("create"),
-        Manager(options.field_manager, "Update", call.info.subresource))
-    returnValue(responses.write_value(call, 201 if created else 200, result))
+    d = store.update(call.context, call.info.namespace or None, call.info.name,
+                     lambda current: obj, call.info.subresource,
+                     Manager(options.field_manager, "Update", call.info.subresource))
+    return d.addCallback(lambda answer: responses.write_value(
+        call, 201 if answer[1] else 200, answer[0]))
 
 
 def patch_type(call) -> str:
@@ -86,40 +90,29 @@ def patch(call, store):
     return _patch(call, store, content_type)
 
 
-@inlineCallbacks
 def _patch(call, store, content_type: str):
     kind = call.kind
-    options = writeoptions.parse(call)
+    options = _options(call)
     try:
         patch_doc = _json.decode(read_body(call))
     except CodecError as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
     duplicates = duplicate_paths(patch_doc) if content_type != JSON_PATCH else []
-    namespace, name = call.info.namespace or None, call.info.name
-    manager = Manager(options.field_manager, "Update", call.info.subresource)
-    for _attempt in range(_RETRIES):
-        current = store.get(namespace, name)
-        patched = apply_patch(content_type, current.mutable(), patch_doc, kind.schema)
-        obj = _decode(call, kind, patched, options.field_validation, duplicates)
-        # As upstream's store.Update: a patch that leaves the object's resourceVersion
-        # as read is unconditional (retried on a race); one that sets another value is
-        # an optimistic-concurrency precondition (409 when stale); one that clears it
-        # is unconditional.
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        conditional = bool(rv) and rv != str(current.revision)
-        if not conditional:
-            # Patch the version we read; if another writer got in first, patch again.
-            obj.setdefault("metadata", {})["resourceVersion"] = str(current.revision)
-        try:
-            result, _created = yield store.update(namespace, name, obj, call.info.subresource,
-                                                  options.dry_run, manager=manager)
-        except errors.StatusError as e:
-            if e.reason == "Conflict" and not conditional:
-                call.warnings.clear()
-                continue
-            raise
-        returnValue(responses.write_value(call, 200, result))
-    raise errors.conflict(kind.plural, kind.group, name, "too many concurrent writers; try again")
+
+    def patched(current):
+        # Each attempt of the update loop patches the object as it is then.  The
+        # patched object's resourceVersion is the current one unless the patch set
+        # another (a precondition: 409 when stale, as upstream) or removed it.
+        if current is None:
+            raise errors.not_found(kind.plural, kind.group, call.info.name)
+        call.warnings.clear()
+        return _decode(call, kind, apply_patch(content_type, current, patch_doc, kind.schema),
+                       options.field_validation, duplicates)
+
+    d = store.update(call.context, call.info.namespace or None, call.info.name, patched,
+                     call.info.subresource,
+                     Manager(options.field_manager, "Update", call.info.subresource))
+    return d.addCallback(lambda answer: responses.write_value(call, 200, answer[0]))
 
 
 def _decode(call, kind, value, level: str, duplicates=None, refuse=None) -> dict:
@@ -195,14 +188,13 @@ def apply_patch(content_type: str, original: dict, patch_doc, schema):
     return strategic_merge(original, patch_doc, schema)
 
 
-@inlineCallbacks
 def server_side_apply(call, store, content_type: str = APPLY_PATCH):
     """
     Server-side apply (spec 4.7.2): create when absent (authorized as create), otherwise a
     patch merging by field ownership; 409 on conflicts unless ``force``.
     """
     kind = call.kind
-    options = writeoptions.parse(call, apply=True)
+    options = _options(call, apply=True)
     codec = _cbor if content_type == APPLY_CBOR else _yaml
     try:
         value = codec.decode(read_body(call))
@@ -229,29 +221,13 @@ def server_side_apply(call, store, content_type: str = APPLY_PATCH):
     meta["name"] = call.info.name
     if kind.namespaced:
         meta.setdefault("namespace", call.info.namespace)
-    conditional = bool(meta.get("resourceVersion"))
     manager = Manager(options.field_manager, "Apply", call.info.subresource)
-    namespace = call.info.namespace or None
-    for _attempt in range(_RETRIES):
-        current = store.cache.get(kind.storage_key(namespace, call.info.name))
-        if current is None:
-            if call.info.subresource:
-                raise errors.not_found(kind.plural, kind.group, call.info.name)
-            call.authorize_as("create")
-            obj = apply_configuration(kind, None, applied, manager, options.force, store.now())
-            created = yield store.create(obj, namespace, options.dry_run)
-            returnValue(responses.write_value(call, 201, created))
-        obj = apply_configuration(kind, current.mutable(), applied, manager, options.force,
-                                  store.now())
-        if not conditional:
-            obj["metadata"]["resourceVersion"] = str(current.revision)
-        try:
-            result, _created = yield store.update(namespace, call.info.name, obj,
-                                                  call.info.subresource, options.dry_run)
-        except errors.StatusError as e:
-            if e.reason == "Conflict" and not conditional and not e.causes:
-                continue
-            raise
-        returnValue(responses.write_value(call, 200, result))
-    raise errors.conflict(kind.plural, kind.group, call.info.name,
-                          "too many concurrent writers; try again")
+
+    def merged(current):
+        # Field ownership decides the merge; managedFields are the apply's own record.
+        return apply_configuration(kind, current, applied, manager, options.force, store.now())
+
+    d = store.update(call.context, call.info.namespace or None, call.info.name, merged,
+                     call.info.subresource, force_allow_create=True)
+    return d.addCallback(lambda answer: responses.write_value(
+        call, 201 if answer[1] else 200, answer[0]))

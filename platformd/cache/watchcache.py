@@ -366,6 +366,7 @@ class WatchCache:
         self.horizon = 0
         self._watch: Optional[IWatch] = None
         self._waiters: list = []  # (revision, Deferred), fired once the cache reaches it
+        self._stopped = False
 
     def for_kind(self, kind) -> KindCache:
         return self._by_kind[id(kind)]
@@ -385,6 +386,12 @@ class WatchCache:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+        # Nothing more will arrive: whoever waits for a revision hears so now, and so
+        # does whoever asks from now on.
+        self._stopped = True
+        waiters, self._waiters = self._waiters, []
+        for _revision, d in waiters:
+            d.callback(False)
 
     def wait_for(self, revision: int, timeout: float) -> Deferred:
         """
@@ -393,6 +400,8 @@ class WatchCache:
         """
         if self.revision >= revision:
             return succeed(True)
+        if self._stopped:
+            return succeed(False)
         d: Deferred[bool] = Deferred()
         entry = (revision, d)
         self._waiters.append(entry)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import re
 
 from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_label, dns_subdomain
+from platformd.registry import deletion
 from platformd.registry.resource import ResourceType
 from platformd.model.schema import (
     BOOLEAN, BYTES, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop, Struct,
@@ -185,6 +187,16 @@ def _default_namespace(obj: dict) -> None:
 def _create_namespace(obj: dict) -> None:
     obj["spec"] = {"finalizers": [NAMESPACE_FINALIZER]}
     obj["status"] = {"phase": "Active"}
+
+
+def _update_namespace(new: dict, old: dict) -> None:
+    """A namespace's spec (its finalizers) changes only through /finalize."""
+    new["spec"] = copy.deepcopy(old.get("spec") or {})
+
+
+def _namespace_finalizers(obj: dict):
+    """A namespace also waits for its ``spec.finalizers`` (its contents to go)."""
+    return (obj.get("spec") or {}).get("finalizers") or ()
 
 
 def _default_pod(obj: dict) -> None:
@@ -372,7 +384,9 @@ NAMESPACE = _core("Namespace", "namespaces", False, {
     "spec": Prop(NAMESPACE_SPEC, "The behaviour of the namespace."),
     "status": Prop(NAMESPACE_STATUS, "The current status of the namespace (read-only here)."),
 }, "Namespace provides a scope for names.", name_rule=dns_label, short_names=("ns",),
-    has_status=True, default=_default_namespace, prepare_for_create=_create_namespace)
+    has_status=True, default=_default_namespace, prepare_for_create=_create_namespace,
+    prepare_for_update=_update_namespace, extra_finalizers=_namespace_finalizers,
+    decide_delete=deletion.decide_namespace)
 
 POD = _core("Pod", "pods", True, {
     "spec": Prop(POD_SPEC, "Specification of the desired behaviour of the pod."),

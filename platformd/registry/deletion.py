@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from platformd import errors
+from platformd.registry.outcomes import Keep, Remove, Write
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
@@ -114,3 +115,44 @@ def check_namespace_preconditions(obj: dict, preconditions: Optional[dict]) -> N
             raise errors.conflict("namespaces", "", meta["name"],
                                   f"Precondition failed: {label} in precondition: {wanted}, "
                                   f"{label} in object meta: {meta.get(field, '')}")
+
+
+def decide(kind, current, options: dict, now: str):
+    """
+    The generic store's delete (one step of its update loop): preconditions, the
+    garbage collector's finalizers, then either mark the object terminating (it keeps
+    finalizers) or remove it.
+    """
+    obj = current.obj
+    check_preconditions(kind, obj, options.get("preconditions"))
+    finalizers = list(obj["metadata"].get("finalizers") or ())
+    changed = gc_finalizers(options, finalizers)
+    if finalizers if changed is None else changed:
+        new = current.mutable()
+        if changed is not None:
+            new["metadata"]["finalizers"] = changed
+        mark_deleting(new["metadata"], now)
+        return Write(new)
+    return Remove(obj)
+
+
+def decide_namespace(kind, current, options: dict, now: str):
+    """
+    The namespace registry's delete: the first marks it Terminating (the namespace
+    controller then empties it), later ones answer with it until its
+    ``spec.finalizers`` are done; then it goes as any object does.
+    """
+    obj = current.obj
+    check_namespace_preconditions(obj, options.get("preconditions"))
+    if obj["metadata"].get("deletionTimestamp"):
+        if (obj.get("spec") or {}).get("finalizers"):
+            return Keep(obj)
+        return decide(kind, current, options, now)
+    new = current.mutable()
+    meta = new["metadata"]
+    meta["deletionTimestamp"] = now
+    new.setdefault("status", {})["phase"] = "Terminating"
+    finalizers = namespace_finalizers(options, list(meta.get("finalizers") or ()))
+    if finalizers:
+        meta["finalizers"] = finalizers
+    return Write(new)

@@ -19,6 +19,7 @@ from twisted.logger import Logger
 
 from platformd import errors
 from platformd.cache.watchcache import DELETED
+from platformd.context import internal
 
 log = Logger()
 
@@ -112,10 +113,10 @@ class NamespaceController(service.Service):
                 if entry.obj["metadata"].get("deletionTimestamp"):
                     continue  # waiting for its finalizers
                 try:
-                    yield store.delete(name, entry.name)
+                    yield store.delete(internal(), name, entry.name)
                 except errors.StatusError as e:
                     if e.code != 404:
                         raise
         if remaining:
             return  # deletions re-trigger us until the namespace is empty
-        yield self.namespace_store.finalize(name)
+        yield self.namespace_store.finalize(internal(), name)

@@ -14,14 +14,19 @@ import attrs
 
 from platformd.model.meta import LIST_META, OBJECT_META, validate_object_meta
 from platformd.model.schema import STRING, ListOf, Prop, Struct
+from platformd.registry import deletion
 
 
 def _no_causes(*_args) -> list:
     return []
 
 
-def _nothing(_obj) -> None:
+def _nothing(*_args) -> None:
     return None
+
+
+def _no_finalizers(_obj) -> tuple:
+    return ()
 
 
 @attrs.frozen
@@ -51,6 +56,16 @@ class ResourceType:
     validate_update: Callable = _no_causes
     #: ``prepare_for_create(obj)``: server-owned initial state (for example ``status``).
     prepare_for_create: Callable = _nothing
+    #: ``prepare_for_update(new, old)``: what an update of the main resource may not
+    #: change, put back from ``old`` (upstream's ``PrepareForUpdate``; ``status`` is
+    #: carried over for every kind that has one).
+    prepare_for_update: Callable = _nothing
+    #: ``extra_finalizers(obj)``: what holds the object back from removal besides
+    #: ``metadata.finalizers`` (a namespace's ``spec.finalizers``).
+    extra_finalizers: Callable = _no_finalizers
+    #: ``decide_delete(kind, current, options, now)``: one step of a delete, an
+    #: ``outcomes`` value (``deletion.decide``; namespaces have their own).
+    decide_delete: Callable = deletion.decide
     #: Whether a delete that removes an object answers with it rather than a Status
     #: (upstream's ``ReturnDeletedObject``: pods and service accounts).
     returns_deleted_object: bool = False
@@ -108,6 +123,10 @@ class ResourceType:
 
     def namespace_prefix(self, namespace: str) -> str:
         return f"{self.storage_prefix}{namespace}/"
+
+    def finalizers(self, obj: dict) -> list:
+        """Everything that holds ``obj`` back from removal once it is terminating."""
+        return list(obj["metadata"].get("finalizers") or ()) + list(self.extra_finalizers(obj))
 
     def validate_all(self, obj: dict) -> list:
         """Every cause for ``obj`` as a new object: metadata first, then the kind's own."""

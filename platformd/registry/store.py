@@ -3,10 +3,19 @@ The generic store: create, read, update and delete for any kind, on top of the s
 interface and the watch cache.
 
 This is the layer upstream calls the generic registry store.  It knows objects (dicts),
-resource versions, the status split, finalizers and namespace lifecycle; it does not
-know HTTP.  Every kind goes through the same code; what differs per kind comes from its
-``ResourceType``.  Reads come from the watch cache; writes are compare-and-swap on the
-storage interface, so two writers can never both win.
+resource versions, the status split, finalizers and admission; it does not know HTTP.
+Every kind goes through the same code; what differs per kind comes from its
+``ResourceType`` (defaulting, validation, ``prepare_for_update``, ``extra_finalizers``,
+``decide_delete``).  Reads come from the watch cache.
+
+Every change of an existing object is one compare-and-swap loop,
+``guaranteed_update`` (upstream's ``GuaranteedUpdate``): the caller gives a function
+from the current object to an outcome (write this, remove it, keep it), the loop
+writes it on the condition that the object is still the one read, and on a race reads
+again and asks again, at most ``RETRIES`` times.  Update, every patch kind, apply,
+status writes, delete and finalizer removal are all such functions.  A write is
+answered once the watch cache holds it (read-your-writes, whatever order the backend
+reports in).
 """
 
 from __future__ import annotations
@@ -16,21 +25,29 @@ import uuid
 from typing import Optional
 
 import orjson
-from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
+from twisted.internet.defer import Deferred, fail, inlineCallbacks, maybeDeferred, returnValue
+from twisted.logger import Logger
 
 from platformd import errors
+from platformd.admission.interfaces import CREATE, DELETE, UPDATE, AdmissionAttributes
 from platformd.cache.watchcache import CorruptObjectError
+from platformd.deferreds import then
 from platformd.model.meta import set_resource_version, validate_object_meta_update
 from platformd.model.times import rfc3339
 from platformd.patch import managedfields
 from platformd.patch.managedfields import Manager
-from platformd.registry import deletion
+from platformd.registry.outcomes import Keep, Remove, Write
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
 )
 
-#: How often an unconditional update retries when another writer got in first.
-_UPDATE_RETRIES = 16
+log = Logger()
+
+#: How often the update loop reads again after losing a race to another writer.
+RETRIES = 16
+#: Seconds a write waits for the watch cache to show it before answering anyway (the
+#: write is committed either way).
+VISIBLE_WAIT = 10.0
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_FIELDS = ("resourceVersion", "selfLink")
 
@@ -56,40 +73,19 @@ def _with_type(kind, obj: dict) -> dict:
     return out
 
 
-class NamespaceLifecycle:
-    """
-    Namespaced objects need a namespace that exists and is not terminating (upstream's
-    NamespaceLifecycle admission plugin, built in here).
-    """
-
-    def __init__(self, namespaces_cache, namespace_kind):
-        self.cache = namespaces_cache
-        self.kind = namespace_kind
-
-    def check(self, namespace: str) -> None:
-        entry = self.cache.get(self.kind.storage_key(None, namespace))
-        if entry is None:
-            raise errors.not_found("namespaces", "", namespace)
-        if entry.obj["metadata"].get("deletionTimestamp"):
-            raise errors.StatusError(
-                403, "Forbidden",
-                f"unable to create new content in namespace {namespace} because it is "
-                "being terminated",
-                name=namespace, kind="namespaces",
-                causes=(errors.Cause("NamespaceTerminating",
-                                     f"namespace {namespace} is being terminated",
-                                     "metadata.namespace"),))
-
-
 class GenericStore:
     """CRUD for one kind (see module docstring)."""
 
-    def __init__(self, kind, storage, cache, clock, lifecycle: Optional[NamespaceLifecycle]):
+    def __init__(self, kind, storage, cache, clock, admission):
         self.kind = kind
         self.storage = storage
-        self.cache = cache
+        #: The whole watch cache (its revision says what a read would see) and this
+        #: kind's part of it.
+        self.watch_cache = cache
+        self.cache = cache.for_kind(kind)
         self.clock = clock
-        self.lifecycle = lifecycle
+        #: The ``AdmissionChain`` every write goes through.
+        self.admission = admission
 
     # -- reads -------------------------------------------------------------------------
 
@@ -124,56 +120,64 @@ class GenericStore:
             out.append(entry)
         return out
 
+    def now(self) -> str:
+        return rfc3339(self.clock.seconds())
+
     # -- create ------------------------------------------------------------------------
 
-    def prepare_create(self, obj: dict, namespace: Optional[str]) -> dict:
-        """Fill server-set fields, default and validate; raises StatusError."""
-        kind = self.kind
-        obj = _with_type(kind, obj)
+    def create(self, ctx, obj: dict, namespace: Optional[str],
+               manager: Optional[Manager] = None):
+        """
+        Deferred[dict]: the created object.  Mutating admission, then defaulting and
+        validation, then validating admission, then one storage create (409 when the
+        name is taken).  ``manager`` (when given) is recorded as owning every field.
+        With ``ctx.dry_run`` everything but the write happens.
+        """
+        d = maybeDeferred(self._admit_create, ctx, obj, namespace, manager)
+        return d.addCallback(self._insert, ctx)
+
+    def _admit_create(self, ctx, obj: dict, namespace: Optional[str], manager):
+        """The object as it will be stored (or a Deferred of it), or a StatusError."""
+        obj = _with_type(self.kind, obj)
         meta = obj.setdefault("metadata", {})
         self._check_namespace(meta, namespace)
         if meta.get("resourceVersion"):
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        attributes = AdmissionAttributes(CREATE, self.kind, meta.get("namespace") or "",
+                                         meta.get("name") or "", "", obj, None, ctx)
+        return then(self.admission.admit(attributes), self._prepare_create, attributes, manager)
+
+    def _prepare_create(self, _, attributes, manager):
+        kind = self.kind
+        obj = attributes.obj
+        meta = obj["metadata"]
         for field in _SERVER_FIELDS + ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(_NAME_ALPHABET) for _ in range(5))
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = rfc3339(self.clock.seconds())
+        meta["creationTimestamp"] = self.now()
         kind.prepare_for_create(obj)
         kind.default(obj)
         causes = kind.validate_all(obj)
         if causes:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
-        if kind.namespaced and self.lifecycle is not None:
-            self.lifecycle.check(meta["namespace"])
+        return then(self.admission.validate(attributes), self._created_form, obj, manager)
+
+    def _created_form(self, _, obj: dict, manager) -> dict:
+        if manager is not None:
+            managedfields.record(self.kind, None, obj, manager, self.now())
+        self.kind.schema.order(obj)  # upstream's field order, for storage and answer alike
         return obj
 
-    def create(self, obj: dict, namespace: Optional[str], dry_run: bool = False,
-               manager: Optional[Manager] = None):
-        """
-        Deferred[dict]: the created object; ``manager`` (when given) is recorded as the
-        owner of every field.  (Plain callbacks rather than inlineCallbacks: this is the
-        hottest write path.)
-        """
-        try:
-            obj = self.prepare_create(obj, namespace)
-            if manager is not None:
-                managedfields.record(self.kind, None, obj, manager, self.now())
-        except errors.StatusError:
-            return fail()
-        self.kind.schema.order(obj)  # upstream's field order, for storage and answer alike
+    def _insert(self, obj: dict, ctx):
         meta = obj["metadata"]
         name = meta["name"]
         key = self.kind.storage_key(meta.get("namespace"), name)
-        if dry_run:
+        if ctx.dry_run:
             if self.cache.get(key) is not None:
                 return fail(self._exists(name))
-            return succeed(obj)
-
-        def created(kv):
-            set_resource_version(meta, str(kv.mod_revision))
             return obj
 
         def exists(failure):
@@ -181,59 +185,144 @@ class GenericStore:
             raise self._exists(name)
 
         d = self.storage.create(key, _encode_for_storage(obj))
-        return d.addCallbacks(created, exists)
+        return d.addCallbacks(self._stored, exists, (obj,))
 
-    # -- update ------------------------------------------------------------------------
+    def _stored(self, kv, obj: dict):
+        """Answer with ``obj`` at ``kv``'s revision once the cache shows that revision."""
+        set_resource_version(obj["metadata"], str(kv.mod_revision))
+        return then(self._visible(kv.mod_revision), lambda _: obj)
 
-    def now(self) -> str:
-        return rfc3339(self.clock.seconds())
+    def _visible(self, revision: int):
+        """None when the cache holds ``revision``, else a Deferred firing once it does."""
+        if self.watch_cache.revision >= revision:
+            return None
+        return self.watch_cache.wait_for(revision, VISIBLE_WAIT).addCallback(
+            self._waited, revision)
+
+    def _waited(self, reached: bool, revision: int) -> None:
+        if not reached:
+            log.warn("the watch cache did not reach revision {revision} in {wait}s; "
+                     "answering the committed write anyway", revision=revision,
+                     wait=VISIBLE_WAIT)
+
+    # -- the update loop ---------------------------------------------------------------
 
     @inlineCallbacks
-    def update(self, namespace: Optional[str], name: str, obj: dict, subresource: str = "",
-               dry_run: bool = False, authorize_create=None, manager: Optional[Manager] = None):
+    def guaranteed_update(self, ctx, key: str, try_update):
         """
-        Deferred[(dict, created: bool)].  Replaces the object (PUT).  A resourceVersion in
-        ``obj`` makes it conditional (409 when stale); without one it is unconditional.
-        When the object is absent and the kind creates on update, ``authorize_create()``
-        must allow it first.  ``manager`` (when given) is recorded in managedFields.
+        Deferred[outcome]: upstream's ``GuaranteedUpdate``.  ``try_update(current)``
+        (the ``CachedObject``, or None when there is none) returns a ``Write``,
+        ``Remove`` or ``Keep`` (or a Deferred of one), or raises a ``StatusError``;
+        the outcome is carried out on the condition that the object is still
+        ``current``, else everything is read and decided again.
+        """
+        for _attempt in range(RETRIES):
+            current = self.cache.get(key)
+            outcome = try_update(current)
+            if isinstance(outcome, Deferred):
+                outcome = yield outcome
+            done = yield self._carry_out(ctx, key, current, outcome)
+            if done:
+                returnValue(outcome)
+        raise errors.conflict(self.kind.plural, self.kind.group, key.rsplit("/", 1)[-1],
+                              "too many concurrent writers; try again")
+
+    def _carry_out(self, ctx, key: str, current, outcome):
+        """Deferred[bool]: False when another writer got in first."""
+        if isinstance(outcome, Keep):
+            return _done(True)
+        if isinstance(outcome, Write):
+            new = outcome.obj
+            meta = new["metadata"]
+            if current is not None and meta.get("deletionTimestamp") \
+                    and not self.kind.finalizers(new):
+                # The last finalizer is gone from a terminating object: it goes now.
+                return self._remove(ctx, key, current)
+            self.kind.schema.order(new)
+            meta.pop("selfLink", None)
+            if current is None:
+                return self._write_new(ctx, key, outcome)
+            return self._write(ctx, key, current, new)
+        return self._remove(ctx, key, current)
+
+    def _write_new(self, ctx, key: str, outcome: Write):
+        outcome.created = True
+        if ctx.dry_run:
+            return _done(True)
+        d = self.storage.create(key, _encode_for_storage(outcome.obj))
+        d.addCallback(self._stored, outcome.obj)
+        return d.addCallbacks(lambda _: True, _lost_race)
+
+    def _write(self, ctx, key: str, current, new: dict):
+        value = _encode_for_storage(new)
+        if ctx.dry_run or value == _encode_for_storage(current.obj):
+            # Nothing to write (a dry run, or no change: no new version, as upstream).
+            set_resource_version(new["metadata"], str(current.revision))
+            return _done(True)
+        d = self.storage.update(key, value, current.revision)
+        d.addCallback(self._stored, new)
+        return d.addCallbacks(lambda _: True, _lost_race)
+
+    def _remove(self, ctx, key: str, current):
+        if ctx.dry_run:
+            return _done(True)
+        d = self.storage.delete(key, current.revision)
+        d.addCallback(lambda kv: self._visible(kv.mod_revision))
+        return d.addCallbacks(lambda _: True, _lost_race)
+
+    # -- update, patch, apply ----------------------------------------------------------
+
+    def update(self, ctx, namespace: Optional[str], name: str, updated, subresource: str = "",
+               manager: Optional[Manager] = None, force_allow_create: bool = False):
+        """
+        Deferred[(dict, created: bool)]: replace the object with ``updated(current)``
+        (``current`` a dict, or None when there is no object; upstream's
+        ``UpdatedObjectInfo``): the PUT body, the patched object, the applied one.  A
+        resourceVersion in the new object other than the current one is 409 (a stale
+        write); none makes the write unconditional.  An absent object is created when
+        the kind creates on update (or ``force_allow_create``: apply), authorized as
+        ``create`` too.  ``manager`` (when given) is recorded in managedFields.
         """
         kind = self.kind
-        obj = _with_type(kind, obj)
+        key = kind.storage_key(namespace if kind.namespaced else None, name)
+
+        def try_update(current):
+            if current is None:
+                if subresource or not (kind.allow_create_on_update or force_allow_create):
+                    raise self._not_found(name)
+                obj = self._named(updated(None), namespace, name)
+                # Created as upstream's Update creates: the version the body carried is
+                # dropped (storage sets it), not checked.
+                obj["metadata"].pop("resourceVersion", None)
+                answer = then(ctx.authorize_as("create"),
+                              lambda _: self._admit_create(ctx, obj, namespace, manager))
+                return then(answer, Write)
+            obj = self._named(updated(current.mutable()), namespace, name)
+            wanted = obj["metadata"].get("resourceVersion")
+            if wanted and wanted != str(current.revision):
+                raise self._conflict(name)
+            new = self._merge_for_update(obj, current, subresource)
+            attributes = AdmissionAttributes(UPDATE, kind, namespace or "", name, subresource,
+                                             new, current.obj, ctx)
+            return then(self.admission.admit(attributes), self._admitted_update,
+                        attributes, current, manager)
+
+        d = self.guaranteed_update(ctx, key, try_update)
+        return d.addCallback(lambda outcome: (outcome.obj, outcome.created))
+
+    def _named(self, obj: dict, namespace: Optional[str], name: str) -> dict:
+        """The object with its type, namespace and the URL's name (400 on a mismatch)."""
+        obj = _with_type(self.kind, obj)
         meta = obj.setdefault("metadata", {})
         self._check_namespace(meta, namespace)
         if meta.get("name", name) != name:
             raise errors.bad_request(
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
         meta["name"] = name
-        wanted_rv = meta.get("resourceVersion") or None
-        key = kind.storage_key(meta.get("namespace"), name)
-        for _attempt in range(_UPDATE_RETRIES):
-            current = self.cache.get(key)
-            if current is None:
-                if subresource or not kind.allow_create_on_update:
-                    raise self._not_found(name)
-                # Created as upstream's Update creates: the version the body carried
-                # is dropped (storage sets it), not checked.
-                meta.pop("resourceVersion", None)
-                if authorize_create is not None:
-                    authorize_create()
-                created = yield self.create(obj, namespace, dry_run, manager)
-                returnValue((created, True))
-            if wanted_rv and wanted_rv != str(current.revision):
-                raise self._conflict(name)
-            new = self._merge_for_update(obj, current, subresource)
-            if manager is not None:
-                managedfields.record(kind, current.obj, new, manager, self.now())
-            result = yield self._write_update(key, new, current, dry_run)
-            if result is not None:
-                returnValue((result, False))
-            if wanted_rv:
-                raise self._conflict(name)
-        raise errors.conflict(kind.qualified_resource.split(".")[0], kind.group, name,
-                              "too many concurrent writers; try again")
+        return obj
 
     def _merge_for_update(self, obj: dict, current, subresource: str) -> dict:
-        """Carry server-owned state over from ``current`` and validate the result."""
+        """Carry server-owned state over from ``current`` (upstream's PrepareForUpdate)."""
         kind = self.kind
         old = current.obj
         old_meta = old["metadata"]
@@ -245,176 +334,91 @@ class GenericStore:
             else:
                 new.pop("status", None)
             new["metadata"]["resourceVersion"] = obj["metadata"].get("resourceVersion")
-            meta = new["metadata"]
-        else:
-            new = obj
-            meta = new["metadata"]
-            if kind.has_status:
-                if "status" in old:
-                    new["status"] = orjson.loads(orjson.dumps(old["status"]))
-                else:
-                    new.pop("status", None)
-            for field in ("uid", "creationTimestamp"):
-                if not meta.get(field) and field in old_meta:
-                    meta[field] = old_meta[field]
-            for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                if field in old_meta:
-                    meta[field] = old_meta[field]
-                else:
-                    meta.pop(field, None)
-            if kind.kind == "Namespace":
-                new["spec"] = orjson.loads(orjson.dumps(old.get("spec") or {}))
-            kind.default(new)
-        causes = validate_object_meta_update(meta, old_meta)
-        causes += kind.validate_all(new)
-        causes += kind.validate_update(new, old)
-        if causes:
-            raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
+            return new
+        new = obj
+        meta = new["metadata"]
+        if kind.has_status:
+            if "status" in old:
+                new["status"] = orjson.loads(orjson.dumps(old["status"]))
+            else:
+                new.pop("status", None)
+        for field in ("uid", "creationTimestamp"):
+            if not meta.get(field) and field in old_meta:
+                meta[field] = old_meta[field]
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            if field in old_meta:
+                meta[field] = old_meta[field]
+            else:
+                meta.pop(field, None)
+        kind.prepare_for_update(new, old)
+        kind.default(new)
         return new
 
-    @inlineCallbacks
-    def _write_update(self, key, new: dict, current, dry_run: bool):
-        """Deferred[dict | None]; None means another writer won (retry or 409)."""
-        self.kind.schema.order(new)
+    def _admitted_update(self, _, attributes, current, manager):
+        """Validation (the kind's, then validating admission) of an admitted update."""
+        kind = self.kind
+        new = attributes.obj
         meta = new["metadata"]
-        meta.pop("selfLink", None)
-        if meta.get("deletionTimestamp") and not self._finalizers(new):
-            # The last finalizer is gone from a terminating object: it goes now.
-            result = yield self._delete_now(key, current, dry_run)
-            returnValue(result if result is None else new)
-        value = _encode_for_storage(new)
-        if value == _encode_for_storage(current.obj):
-            # Nothing changed: no write, no new version (as upstream).
-            set_resource_version(meta, str(current.revision))
-            returnValue(new)
-        if dry_run:
-            set_resource_version(meta, str(current.revision))
-            returnValue(new)
-        try:
-            kv = yield self.storage.update(key, value, current.revision)
-        except RevisionMismatchError:
-            returnValue(None)
-        except KeyNotFoundError:
-            raise self._not_found(meta["name"]) from None
-        set_resource_version(meta, str(kv.mod_revision))
-        returnValue(new)
+        causes = validate_object_meta_update(meta, current.obj["metadata"])
+        causes += kind.validate_all(new)
+        causes += kind.validate_update(new, current.obj)
+        if causes:
+            raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
+        if manager is not None:
+            managedfields.record(kind, current.obj, new, manager, self.now())
+        return then(self.admission.validate(attributes), lambda _: Write(new))
 
     # -- delete ------------------------------------------------------------------------
 
-    @inlineCallbacks
-    def delete(self, namespace: Optional[str], name: str, options: Optional[dict] = None,
-               dry_run: bool = False, unsafe: bool = False):
+    def delete(self, ctx, namespace: Optional[str], name: str, options: Optional[dict] = None,
+               unsafe: bool = False):
         """
         Deferred[(dict, removed: bool)]: two-phase delete (spec 3) as upstream's store
-        does it (``deletion.py``): an object left with finalizers (its own, or the
-        garbage collector's that ``options`` ask for) is marked terminating and stays
-        (removed=False); one without goes at once.  ``options`` is the request's
-        DeleteOptions.  ``unsafe`` (spec 4.8.2): an object that cannot be decoded is
-        removed regardless of finalizers and preconditions; a readable one is refused.
+        does it: the kind's ``decide_delete`` (``deletion.py``) marks an object left
+        with finalizers terminating (removed=False) or removes it; admission sees the
+        object first.  ``options`` is the request's DeleteOptions.  ``unsafe`` (spec
+        4.8.2): an object that cannot be decoded is removed regardless of finalizers
+        and preconditions; a readable one is refused.
         """
+        kind = self.kind
         options = options or {}
-        key = self.kind.storage_key(namespace, name)
-        for _attempt in range(_UPDATE_RETRIES):
-            current = self.cache.get(key)
+        key = kind.storage_key(namespace, name)
+
+        def try_delete(current):
             if current is None:
                 raise self._not_found(name)
             try:
-                current.obj
+                obj = current.obj
             except CorruptObjectError as e:
                 if not unsafe:
-                    raise errors.store_read_error(self.kind.plural, self.kind.group, name,
-                                                  str(e)) from None
-                try:
-                    yield self.storage.delete(key)
-                except KeyNotFoundError:
-                    raise self._not_found(name) from None
-                returnValue((current.stub(self.kind), True))
+                    raise errors.store_read_error(kind.plural, kind.group, name, str(e)) from None
+                return Remove(current.stub(kind))
             if unsafe:
                 raise errors.bad_request(
                     f"{errors.UNSAFE_DELETE_OPTION} is only allowed for objects that cannot "
-                    f'be read from storage; {self.kind.qualified_resource} "{name}" can be '
+                    f'be read from storage; {kind.qualified_resource} "{name}" can be '
                     "read: delete it without the option")
-            if self.kind.kind == "Namespace":
-                result = yield self._delete_namespace(key, current, options, dry_run)
-            else:
-                result = yield self._delete_object(key, current, options, dry_run)
-            if result is not None:
-                returnValue(result)
-        raise self._conflict(name)
+            attributes = AdmissionAttributes(DELETE, kind, namespace or "", name, "", None, obj,
+                                             ctx, options)
+            admitted = then(self.admission.admit(attributes),
+                            lambda _: self.admission.validate(attributes))
+            return then(admitted, lambda _: kind.decide_delete(kind, current, options,
+                                                               self.now()))
 
-    def _delete_object(self, key, current, options: dict, dry_run: bool):
-        """
-        Deferred[(dict, removed) | None] (None: another writer got in first; read again).
-        """
-        obj = current.obj
-        deletion.check_preconditions(self.kind, obj, options.get("preconditions"))
-        finalizers = list(obj["metadata"].get("finalizers") or ())
-        changed = deletion.gc_finalizers(options, finalizers)
-        if finalizers if changed is None else changed:
-            new = current.mutable()
-            if changed is not None:
-                new["metadata"]["finalizers"] = changed
-            deletion.mark_deleting(new["metadata"], self.now())
-            return self._write_update(key, new, current, dry_run).addCallback(
-                lambda written: None if written is None else (written, False))
-        return self._delete_now(key, current, dry_run).addCallback(
-            lambda deleted: None if deleted is None else (current.obj, True))
+        d = self.guaranteed_update(ctx, key, try_delete)
+        return d.addCallback(lambda outcome: (outcome.obj, isinstance(outcome, Remove)))
 
-    def _delete_namespace(self, key, current, options: dict, dry_run: bool):
-        """
-        The namespace registry's delete: the first marks it Terminating (the namespace
-        controller then empties it), later ones answer with it until its
-        ``spec.finalizers`` are done; then it goes as any object does.
-        """
-        obj = current.obj
-        deletion.check_namespace_preconditions(obj, options.get("preconditions"))
-        if obj["metadata"].get("deletionTimestamp"):
-            if (obj.get("spec") or {}).get("finalizers"):
-                return succeed((obj, False))
-            return self._delete_object(key, current, options, dry_run)
-        new = current.mutable()
-        meta = new["metadata"]
-        meta["deletionTimestamp"] = self.now()
-        new.setdefault("status", {})["phase"] = "Terminating"
-        finalizers = deletion.namespace_finalizers(options, list(meta.get("finalizers") or ()))
-        if finalizers:
-            meta["finalizers"] = finalizers
-        return self._write_update(key, new, current, dry_run).addCallback(
-            lambda written: None if written is None else (written, False))
-
-    def _finalizers(self, obj: dict) -> list:
-        """
-        What holds the object back from removal: ``metadata.finalizers``, and for a
-        namespace also ``spec.finalizers`` (its contents must go first).
-        """
-        finalizers = list(obj["metadata"].get("finalizers") or ())
-        if self.kind.kind == "Namespace":
-            finalizers += (obj.get("spec") or {}).get("finalizers") or ()
-        return finalizers
-
-    @inlineCallbacks
-    def finalize(self, name: str):
+    def finalize(self, ctx, name: str):
         """
         Remove a terminating namespace whose contents are gone (namespace controller):
         its ``spec.finalizers`` are done; ``metadata.finalizers`` still hold it back.
         """
-        key = self.kind.storage_key(None, name)
-        current = self.cache.get(key)
-        if current is None or current.obj["metadata"].get("finalizers"):
-            return
-        yield self._delete_now(key, current, False)
+        def try_finalize(current):
+            if current is None or current.obj["metadata"].get("finalizers"):
+                return Keep(None)
+            return Remove(current.obj)
 
-    @inlineCallbacks
-    def _delete_now(self, key, current, dry_run):
-        if dry_run:
-            returnValue(current)
-        try:
-            yield self.storage.delete(key, current.revision)
-        except RevisionMismatchError:
-            returnValue(None)
-        except KeyNotFoundError:
-            raise self._not_found(current.name) from None
-        returnValue(current)
+        return self.guaranteed_update(ctx, self.kind.storage_key(None, name), try_finalize)
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -438,3 +442,14 @@ class GenericStore:
     def _conflict(self, name, why=errors.STALE_OBJECT):
         return errors.conflict(self.kind.plural, self.kind.group, name, why)
 
+
+def _done(value):
+    d = Deferred()
+    d.callback(value)
+    return d
+
+
+def _lost_race(failure):
+    """Another writer changed or removed the object first: read again."""
+    failure.trap(RevisionMismatchError, KeyNotFoundError, KeyExistsError)
+    return False

@@ -1,0 +1,59 @@
+"""
+``NamespaceLifecycle`` (upstream's ``plugin/pkg/admission/namespace/lifecycle``): a
+namespaced object needs a namespace that exists, new content needs one that is not
+terminating, and the immortal namespaces cannot be deleted.  It reads namespaces from
+the watch cache, which is never behind an acknowledged write, so upstream's live lookup
+for a namespace missing from its informer is not needed here.
+"""
+
+from __future__ import annotations
+
+from zope.interface import implementer
+
+from platformd import errors
+from platformd.admission.interfaces import CREATE, DELETE, IMutatingPlugin
+
+#: Upstream's immortal namespaces (default, kube-system, kube-public), renamed.
+IMMORTAL_NAMESPACES = frozenset({"default", "platform-system", "platform-public"})
+TERMINATING = "Terminating"
+
+
+@implementer(IMutatingPlugin)
+class NamespaceLifecycle:
+    name = "NamespaceLifecycle"
+
+    def __init__(self, namespaces, namespace_kind, immortal=IMMORTAL_NAMESPACES):
+        #: The namespaces' ``KindCache``.
+        self.namespaces = namespaces
+        self.namespace_kind = namespace_kind
+        self.immortal = immortal
+
+    def handles(self, operation: str) -> bool:
+        return True
+
+    def admit(self, a) -> None:
+        if a.kind is self.namespace_kind:
+            if a.operation == DELETE and a.name in self.immortal:
+                raise errors.forbidden("namespaces", "", a.name, "this namespace may not be deleted")
+            return
+        if not a.namespace or a.operation == DELETE:
+            return
+        entry = self.namespaces.get(self.namespace_kind.storage_key(None, a.namespace))
+        if entry is None:
+            raise errors.not_found("namespaces", "", a.namespace)
+        if a.operation == CREATE and (entry.obj.get("status") or {}).get("phase") == TERMINATING:
+            raise errors.forbidden(
+                a.kind.plural, a.kind.group, _name(a),
+                f"unable to create new content in namespace {a.namespace} because it is "
+                "being terminated",
+                (errors.Cause("NamespaceTerminating",
+                              f"namespace {a.namespace} is being terminated",
+                              "metadata.namespace"),))
+
+
+def _name(a) -> str:
+    """admission's ``extractResourceName``: the name, the generateName, or Unknown."""
+    if a.name:
+        return a.name
+    meta = (a.obj or {}).get("metadata") or {}
+    return meta.get("name") or meta.get("generateName") or "Unknown"
