@@ -112,6 +112,8 @@ def _select_kvs(db, values: Transformed, low: str, high: Optional[str], revision
               WHERE {bound} AND mod_revision <= ? GROUP BY key) AS latest
         JOIN revisions AS r ON r.mod_revision = latest.newest
         WHERE NOT r.deleted ORDER BY r.key""", bounds + (revision,))
+    if values.identity:
+        return [KeyValue(*row) for row in rows]
     read = values.value
     return [KeyValue(key, read(key, data), create, mod) for key, data, create, mod in rows]
 

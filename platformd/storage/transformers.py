@@ -106,6 +106,11 @@ class Transformed:
 
     transformer: IValueTransformer = IDENTITY
 
+    @property
+    def identity(self) -> bool:
+        """Whether values are stored as they are (bulk reads then skip the calls)."""
+        return isinstance(self.transformer, IdentityTransformer)
+
     def stored(self, key: str, value: bytes) -> bytes:
         """What to store for ``value`` under ``key``."""
         return self.transformer.to_storage(key, value)
