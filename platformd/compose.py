@@ -31,6 +31,7 @@ from platformd.api.watch import WatchServer
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
 from platformd.cache.continuetokens import Snapshots
 from platformd.cache.expiry import Expiry
+from platformd.cache.reads import CacheReader
 from platformd.cache.watchcache import WatchCache
 from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.jsoncodec import JSONCodec
@@ -115,10 +116,10 @@ def compose(storage, clock, gates, authenticator, *,
                                                    core.NAMESPACE)])
     stores = {id(k): GenericStore(k, storage, cache, clock, admission) for k in catalog.kinds}
     readiness = Readiness()
+    reader = CacheReader(cache, snapshots, storage, gates)
     api = APIServer(
         catalog, stores,
-        Reader(cache, snapshots, gates, storage),
-        WatchServer(cache, gates, clock), negotiator(gates), authenticator,
+        Reader(reader, gates), WatchServer(reader, gates, clock), negotiator(gates), authenticator,
         authorizer, Documents(catalog, address),
         readiness, gates)
     return Components(

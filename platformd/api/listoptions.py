@@ -14,16 +14,11 @@ import attrs
 from platformd import errors
 from platformd.api import shards
 from platformd.api.selectors import parse_field_selector, parse_label_selector
+from platformd.cache.reads import ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER
 from platformd.model import fielderrors as fe
 
 EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
 
-# Read plans (spec 4.9).
-MOST_RECENT = "MostRecent"
-ANY = "Any"
-NOT_OLDER = "NotOlderThan"
-EXACTLY = "Exact"
-CONTINUATION = "Continuation"
 
 #: Upstream's --min-request-timeout: a watch without timeoutSeconds lasts between one and
 #: two of these.

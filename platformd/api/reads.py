@@ -1,12 +1,9 @@
 """
 get and list (spec 2.1.10, 4.3, 4.4, 4.9), served from the watch cache.
 
-Each request falls in one cell of spec 4.9's tables (``listoptions.list_plan``): Most
-Recent and Any read the current state (the cache is never behind an acknowledged write);
-Not older than N waits briefly for the cache to reach N (504 ``Too large resource
-version`` otherwise); Exact N reads the state at N from the event history (or, with
-``ListFromCacheSnapshot`` off, from the store), 410 when N has left the history;
-Continuation resumes the snapshot a continue token names.
+Each request falls in one cell of spec 4.9's tables (``listoptions.list_plan``); the
+cache reader (``cache/reads.py``) answers the cell with a ``Listing`` — the collection
+at the right revision, or 410/504 — and this module pages and renders it.
 
 JSON, Protobuf and CBOR lists are assembled from each object's already-encoded bytes
 (its cached JSON, or its Protobuf message or CBOR data item, cached per version by
@@ -17,32 +14,21 @@ from __future__ import annotations
 
 from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 
-from platformd import errors
-from platformd.api import listoptions, responses
-from platformd.api.listoptions import (
-    CONTINUATION, EXACTLY, NOT_OLDER,
-)
-from platformd.cache import continuetokens
-from platformd.api import views
+from platformd.api import listoptions, responses, views
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.interface import IItemCodec
 from platformd.codecs.jsoncodec import JSON, dumps
-from platformd.cache.watchcache import CachedObject
 
-#: How long a read of a version the cache has not reached waits for it (spec 4.9).
-TOO_LARGE_WAIT = 3.0
 #: Lists of at least this many bytes of items are streamed (spec 4.2.5).
 STREAM_THRESHOLD = 4 * 1024 * 1024
 
-class Reader:
-    """Serves get and list for every kind from one watch cache."""
 
-    def __init__(self, cache, snapshots, gates, storage, wait: float = TOO_LARGE_WAIT):
+class Reader:
+    """Serves get and list for every kind from one cache reader (``ICacheReader``)."""
+
+    def __init__(self, cache, gates):
         self.cache = cache
-        self.snapshots = snapshots
         self.gates = gates
-        self.storage = storage
-        self.wait = wait
 
     def get(self, call, store):
         """Most Recent and Any answer at once; Not older than N may wait for N."""
@@ -50,7 +36,7 @@ class Reader:
         if rv_text in ("", "0"):
             return self._get_now(call, store)
         options = listoptions.parse(call, self.gates, watch=False)
-        return self.reach(options.resource_version).addCallback(
+        return self.cache.reach(options.resource_version).addCallback(
             lambda _: self._get_now(call, store))
 
     def _get_now(self, call, store):
@@ -71,44 +57,16 @@ class Reader:
                                responses.content_type(choice))
 
     @inlineCallbacks
-    def reach(self, revision: int):
-        """Wait until the cache holds ``revision``; 504 Too large resource version if not."""
-        if self.cache.revision >= revision:
-            return
-        reached = yield self.cache.wait_for(revision, self.wait)
-        if not reached:
-            raise too_large(revision, self.cache.revision)
-
-    @inlineCallbacks
     def list(self, call, store):
         kind = call.kind
         options = listoptions.parse(call, self.gates, watch=False)
-        plan = options.list_plan()
-        prefix = store.prefix(call.info.namespace or None)
-        start = ""
-        if plan == CONTINUATION:
-            token = continuetokens.decode(options.continue_token, prefix)
-            revision, start = token.revision, token.start
-            if self.snapshots.expired(token):
-                raise continuetokens.gone()
-            entries = yield self.state(prefix, revision, continuation=True)
-        elif plan == EXACTLY:
-            revision = options.resource_version
-            yield self.reach(revision)
-            entries = yield self.state(prefix, revision)
-        else:
-            if plan == NOT_OLDER:
-                yield self.reach(options.resource_version)
-            revision = self.cache.revision
-            entries = store.cache.current(prefix)
-            if options.limit:
-                self.snapshots.put(prefix, revision, entries)
-        page, next_start, remaining = _page(entries, start, options)
-        meta = {"resourceVersion": str(revision), "continue": ""}
+        listing = yield self.cache.list(kind, call.info.namespace, options.list_plan(),
+                                        options.resource_version, options.continue_token,
+                                        options.limit)
+        page, next_start, remaining = _page(listing.entries, listing.start, options)
+        meta = {"resourceVersion": str(listing.revision), "continue": ""}
         if next_start is not None:
-            meta["continue"] = continuetokens.encode(continuetokens.Token(
-                revision, next_start, token.issued if plan == CONTINUATION
-                else self.cache.clock.seconds()), prefix)
+            meta["continue"] = self.cache.continue_token(listing, next_start)
             if not options.filtered:
                 meta["remainingItemCount"] = remaining
         if options.shard is not None:
@@ -117,37 +75,6 @@ class Reader:
         if isinstance(result, Deferred):
             result = yield result
         returnValue(result)
-
-    @inlineCallbacks
-    def state(self, prefix: str, revision: int, continuation: bool = False):
-        """The objects under ``prefix`` at ``revision`` in key order, or 410 Gone."""
-        if revision == self.cache.revision:
-            returnValue(self.cache_state(prefix, revision))
-        snapshot = self.snapshots.get(prefix, revision)
-        if snapshot is not None:
-            returnValue(snapshot)
-        if revision < self.cache.horizon:
-            if continuation:
-                raise continuetokens.gone()
-            raise errors.gone(f"too old resource version: {revision} ({self.cache.horizon})")
-        if revision > self.cache.revision:
-            raise too_large(revision, self.cache.revision)
-        if self.gates["ListFromCacheSnapshot"]:
-            entries = self.kind_cache_for(prefix).state_at(prefix, revision)
-        else:
-            result = yield self.storage.range(prefix, revision)
-            entries = [CachedObject(kv.key, kv.value, kv.mod_revision, kv.create_revision)
-                       for kv in result.kvs]
-        self.snapshots.put(prefix, revision, entries)
-        returnValue(entries)
-
-    def cache_state(self, prefix: str, revision: int) -> list:
-        entries = self.kind_cache_for(prefix).current(prefix)
-        self.snapshots.put(prefix, revision, entries)
-        return entries
-
-    def kind_cache_for(self, prefix: str):
-        return self.cache.kinds[prefix[:prefix.index("/", len("/registry/")) + 1]]
 
     def render(self, call, kind, meta: dict, page: list):
         """
@@ -231,11 +158,3 @@ def _bisect_key(entries: list, key: str) -> int:
         else:
             high = mid
     return low
-
-
-def too_large(requested: int, current: int) -> errors.StatusError:
-    return errors.StatusError(
-        # storage.NewTooLargeResourceVersionError -> apierrors.NewTimeoutError's prefix.
-        504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
-        causes=(errors.Cause("ResourceVersionTooLarge", "Too large resource version", ""),),
-        retry_after=1)

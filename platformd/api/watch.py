@@ -25,7 +25,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.api import listoptions, reads, responses, views
+from platformd.api import listoptions, responses, views
 from platformd.api.watchscope import WatchScope
 from platformd.cache.watchcache import (
     ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
@@ -97,13 +97,13 @@ class WatchServer:
     """Starts watch streams for every kind from one watch cache."""
 
     def __init__(self, cache, gates, clock, max_backlog: int = MAX_BACKLOG,
-                 bookmark_interval: float = BOOKMARK_INTERVAL, wait: float = reads.TOO_LARGE_WAIT):
+                 bookmark_interval: float = BOOKMARK_INTERVAL):
+        #: The cache reader (``ICacheReader``): starting points, subscriptions.
         self.cache = cache
         self.gates = gates
         self.clock = clock
         self.max_backlog = max_backlog
         self.bookmark_interval = bookmark_interval
-        self.wait = wait
         #: Open streams (for tests and metrics).
         self.streams: set = set()
 
@@ -113,52 +113,31 @@ class WatchServer:
             raise errors.not_acceptable(list(WATCH_MEDIA))
         options = listoptions.parse(call, self.gates, watch=True)
         encoder = FrameEncoder(choice, call.kind, views.include_object(call, choice), self.clock)
-        kind_cache = store.cache
         namespace = call.info.namespace if call.kind.namespaced else ""
-        stream = WatchStream(self, call.request, call.kind, kind_cache, namespace or "",
-                             options, encoder)
+        stream = WatchStream(self, call.request, call.kind, namespace or "", options, encoder)
         self._start(stream, options)
         return stream.done
 
     @inlineCallbacks
     def _start(self, stream, options):
         """Find the starting point (spec 4.9's watch table), then go live."""
-        rv = options.resource_version
         try:
-            if rv:
-                reached = yield self.cache.wait_for(rv, self.wait)
-                if not reached:
-                    raise reads.too_large(rv, self.cache.revision)
-            if stream.closed:
-                return
-            prefix = stream.prefix
-            if options.send_initial_events or (not rv and options.send_initial_events is None):
-                # Get State (and Start at Most Recent / Any): the current state as ADDED.
-                revision = self.cache.revision
-                initial = stream.kind_cache.current(prefix)
-                end_bookmark = revision if options.send_initial_events and \
-                    options.allow_bookmarks else None
-                stream.begin(initial, [], end_bookmark, revision)
-            elif not rv:
-                stream.begin([], [], None, self.cache.revision)
-            else:
-                if rv < self.cache.horizon:
-                    raise errors.gone(f"too old resource version: {rv} ({self.cache.horizon})")
-                stream.begin([], stream.kind_cache.events_after(rv), None, rv)
+            start = yield self.cache.watch_start(stream.kind, stream.namespace, options)
         except errors.StatusError as e:
             stream.fail(e)
+            return
+        stream.begin(start.initial, start.replay, start.end_bookmark, start.revision)
 
 
 @implementer(IPushProducer)
 class WatchStream:
     """One watch (see module docstring): starting → live → closed."""
 
-    def __init__(self, server, request, kind, kind_cache, namespace: str, options, encoder):
+    def __init__(self, server, request, kind, namespace: str, options, encoder):
         self.server = server
         self.encoder = encoder
         self.request = request
         self.kind = kind
-        self.kind_cache = kind_cache
         self.namespace = namespace
         self.options = options
         self.prefix = (kind.namespace_prefix(namespace) if namespace else kind.storage_prefix)
@@ -203,7 +182,7 @@ class WatchStream:
             self.offer(event)
         if self.closed:
             return
-        self.kind_cache.add_watcher(self.namespace, self)
+        self.server.cache.subscribe(self.kind, self.namespace, self)
         self._registered = True
         clock = self.server.clock
         self._timers.append(clock.callLater(self.options.watch_timeout(), self._timed_out))
@@ -343,7 +322,7 @@ class WatchStream:
             return False
         self.closed = True
         if self._registered:
-            self.kind_cache.remove_watcher(self.namespace, self)
+            self.server.cache.unsubscribe(self.kind, self.namespace, self)
         for timer in self._timers:
             if timer.active():
                 timer.cancel()

@@ -24,8 +24,7 @@ class ListTestCase(ServerTestCase):
     @inlineCallbacks
     def setUp(self):
         yield super().setUp()
-        self.server.api.reader.wait = 0.2  # "a short while" for too-large versions, in tests
-        self.server.api.watcher.wait = 0.2
+        self.server.api.reader.cache.wait = 0.2  # "a short while" for too-large versions, in tests
 
     @inlineCallbacks
     def create(self, name, data=None, labels=None):
@@ -178,7 +177,7 @@ class ListTableTests(ListTestCase):
     def test_not_older_than_waits(self):
         """A version a little ahead is waited for, not refused."""
         rv1, current = yield self.history()
-        self.server.api.reader.wait = 5
+        self.server.api.reader.cache.wait = 5
         pending = self.client.get(f"{CM}?resourceVersion={current + 1}")
         yield task.deferLater(reactor, 0.1, lambda: None)
         yield self.create("late")

@@ -840,7 +840,7 @@ class RawWatchTests(WatchTestCase):
         """A watch from a version the server has not reached yet waits for it, then (wait
         lowered to 0.3 s here) ends with one ERROR event: a 504 Status "Too large resource
         version"."""
-        self.server.api.watcher.wait = 0.3
+        self.server.api.watcher.cache.wait = 0.3
         rv = yield self.list_rv()
         stream = yield self.open(f"{CONFIGMAPS}?watch=1&resourceVersion={int(rv) + 1000}")
         yield stream.wait_end(3)
