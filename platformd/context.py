@@ -53,6 +53,7 @@ class RequestContext:
         authorizer answers later); raises or fails with 403 Forbidden.  A PUT or an
         apply that creates is a ``create`` too (spec 2.1.10).
         """
+        assert self.user is not None, "authorized only after authentication"
         return authorizers.check(self.authorizer,
                                  Attributes(self.user, attrs.evolve(self.info, verb=verb)))
 

@@ -23,10 +23,12 @@ import attrs
 from twisted.internet.defer import Deferred
 
 from platformd import errors
-from platformd.api import query, requestinfo
+from platformd import requestinfo
+from platformd.api import query
 from platformd.auth import authorizers
 from platformd.auth.interfaces import (
-    AUTHENTICATED_GROUP, Attributes, AuthenticationError, UserInfo,
+    AUTHENTICATED_GROUP, Attributes, AuthenticationError, IAuthenticator, IAuthorizer,
+    UserInfo,
 )
 from platformd.deferreds import then
 from platformd.model.meta import dns_label, dns_subdomain
@@ -94,7 +96,7 @@ class Authentication:
     deliberate difference from upstream's default).
     """
 
-    authenticator: object
+    authenticator: IAuthenticator
 
     def __call__(self, ctx, proceed):
         try:
@@ -149,7 +151,7 @@ class Impersonation:
     ``impersonate`` verb on each; the request then runs as the impersonated user.
     """
 
-    authorizer: object
+    authorizer: IAuthorizer
 
     def __call__(self, ctx, proceed):
         headers = ctx.request.requestHeaders
@@ -173,7 +175,9 @@ class Impersonation:
     @staticmethod
     def _become(_, ctx, asked: list, proceed):
         groups_given = ctx.request.requestHeaders.hasHeader(IMPERSONATE_GROUP)
-        name, uid, groups, extra = "", "", [], {}
+        name, uid = "", ""
+        groups: list = []
+        extra: dict = {}
         for item in asked:
             if item.resource == "serviceaccounts":
                 name = f"{SERVICE_ACCOUNT_PREFIX}{item.namespace}:{item.name}"
@@ -289,7 +293,7 @@ class TooManyRequests(Exception):
 class Authorization:
     """May this user do this?  403 Forbidden with upstream's message otherwise."""
 
-    authorizer: object
+    authorizer: IAuthorizer
 
     def __call__(self, ctx, proceed):
         ctx.authorizer = self.authorizer

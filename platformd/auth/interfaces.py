@@ -12,6 +12,8 @@ from __future__ import annotations
 import attrs
 from zope.interface import Interface
 
+from platformd.requestinfo import RequestInfo
+
 AUTHENTICATED_GROUP = "system:authenticated"
 
 
@@ -31,7 +33,7 @@ class Attributes:
     """
 
     user: UserInfo
-    info: object
+    info: RequestInfo
 
 
 ALLOW, DENY, NO_OPINION = "Allow", "Deny", "NoOpinion"

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from typing import Optional
+from typing import Iterable, Optional
 
 import orjson
-from twisted.internet.defer import Deferred, fail, inlineCallbacks, maybeDeferred, returnValue
+from twisted.internet.defer import (
+    Deferred, fail, inlineCallbacks, maybeDeferred, returnValue, succeed,
+)
 from twisted.logger import Logger
 
 from platformd import errors
@@ -105,6 +107,7 @@ class GenericStore:
         """Matching CachedObjects in key order (namespace, then name)."""
         prefix = self.prefix(namespace)
         name = field_selector.value_of("metadata.name") if field_selector else None
+        candidates: Iterable
         if name is not None and namespace and self.kind.namespaced:
             entry = self.cache.get(prefix + name)
             candidates = [entry] if entry is not None else []
@@ -230,7 +233,7 @@ class GenericStore:
     def _carry_out(self, ctx, key: str, current, outcome):
         """Deferred[bool]: False when another writer got in first."""
         if isinstance(outcome, Keep):
-            return _done(True)
+            return succeed(True)
         if isinstance(outcome, Write):
             new = outcome.obj
             meta = new["metadata"]
@@ -248,7 +251,7 @@ class GenericStore:
     def _write_new(self, ctx, key: str, outcome: Write):
         outcome.created = True
         if ctx.dry_run:
-            return _done(True)
+            return succeed(True)
         d = self.storage.create(key, _encode_for_storage(outcome.obj))
         d.addCallback(self._stored, outcome.obj)
         return d.addCallbacks(lambda _: True, _lost_race)
@@ -258,14 +261,14 @@ class GenericStore:
         if ctx.dry_run or value == _encode_for_storage(current.obj):
             # Nothing to write (a dry run, or no change: no new version, as upstream).
             set_resource_version(new["metadata"], str(current.revision))
-            return _done(True)
+            return succeed(True)
         d = self.storage.update(key, value, current.revision)
         d.addCallback(self._stored, new)
         return d.addCallbacks(lambda _: True, _lost_race)
 
     def _remove(self, ctx, key: str, current):
         if ctx.dry_run:
-            return _done(True)
+            return succeed(True)
         d = self.storage.delete(key, current.revision)
         d.addCallback(lambda kv: self._visible(kv.mod_revision))
         return d.addCallbacks(lambda _: True, _lost_race)
@@ -441,12 +444,6 @@ class GenericStore:
 
     def _conflict(self, name, why=errors.STALE_OBJECT):
         return errors.conflict(self.kind.plural, self.kind.group, name, why)
-
-
-def _done(value):
-    d = Deferred()
-    d.callback(value)
-    return d
 
 
 def _lost_race(failure):

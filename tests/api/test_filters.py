@@ -13,7 +13,8 @@ from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.api import filters, requestinfo
+from platformd import requestinfo
+from platformd.api import filters
 from platformd.auth.authenticators import AuthenticatorChain
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain, forbidden
 from platformd.auth.interfaces import (

@@ -2,7 +2,7 @@
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.api.requestinfo import parse
+from platformd.requestinfo import parse
 
 RBAC = "/apis/rbac.authorization.platform.io/v1"
 
