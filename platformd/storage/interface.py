@@ -23,11 +23,11 @@ bytes) fails neither the read nor the watch that meets it: its ``KeyValue.value`
 ``CorruptValue``, bytes that are not JSON, so the watch cache reports that one object as
 corrupt (``CorruptObjectError``) and it can still be deleted.
 
-Ordering promise: for a successful write, every watch sink that matches its key has been
-called with the write's event *before* the write's Deferred fires.  A cache fed by a
-watch therefore already holds an acknowledged write when the client hears about it.
-(A watch still catching up on history gets the event after that history, so a backend
-whose catch-up is asynchronous keeps the promise only for watches that have caught up.)
+Ordering: nothing above this layer relies on when a watch sink hears of a write
+relative to the write's Deferred.  Read-your-writes is the generic store's job: it
+answers a write once the watch cache has reached the write's revision.  (The memory and
+SQLite backends call matching sinks before the Deferred fires, which makes that wait
+free; an etcd watch may trail the response, and then the store waits.)
 
 Compaction boundary: after ``compact(C)``, ``compacted_revision == C``.  The state *at*
 ``C`` is kept, the events at and below ``C`` are not.  So ``range(prefix, R)`` serves
