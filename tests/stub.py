@@ -45,7 +45,7 @@ from platformd.compose import boot_sequence, compose
 from platformd.featuregates import FeatureGates
 from platformd.storage.memory import MemoryStorage
 
-from tests.e2e.harness import Response
+from tests.e2e.harness import Response, Verbs
 
 USER_HEADER = b"x-stub-user"
 GROUP_HEADER = b"x-stub-group"
@@ -192,7 +192,7 @@ class Pending:
         return self.answered[0]
 
 
-class StubClient:
+class StubClient(Verbs):
     """Requests to a ``StubServer`` as one user; each returns once it is answered."""
 
     def __init__(self, stub: StubServer, user, groups):
@@ -244,20 +244,6 @@ class StubClient:
         self.stub.flush()
         return Pending(f"{method} {path}", answered)
 
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path, body, **kw):
-        return self.request("POST", path, body, **kw)
-
-    def put(self, path, body, **kw):
-        return self.request("PUT", path, body, **kw)
-
-    def delete(self, path, body=None, **kw):
-        return self.request("DELETE", path, body, **kw)
-
-    def patch(self, path, body, content_type="application/merge-patch+json", **kw):
-        return self.request("PATCH", path, body, content_type=content_type, **kw)
 
     def watch(self, path: str, headers=None) -> "StubWatch":
         """A streamed answer (a watch), read as it arrives; its head is there at once."""

@@ -130,18 +130,6 @@ AUTHENTICATION_GROUP = "authentication.platform.io"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
-@attrs.frozen
-class _Impersonated:
-    """One thing asked to be impersonated, as the authorizer is asked about it."""
-
-    resource: str
-    name: str
-    group: str = ""
-    version: str = "v1"
-    namespace: str = ""
-    subresource: str = ""
-
-
 @attrs.define
 class Impersonation:
     """
@@ -154,8 +142,7 @@ class Impersonation:
     authorizer: IAuthorizer
 
     def __call__(self, ctx, proceed):
-        headers = ctx.request.requestHeaders
-        asked = _impersonation_requests(headers)
+        asked = _impersonation_requests(ctx.request.requestHeaders, ctx.info.path)
         if not asked:
             return proceed(ctx)
         result = self._check(ctx, asked, 0)
@@ -163,11 +150,7 @@ class Impersonation:
 
     def _check(self, ctx, asked: list, start: int):
         for index in range(start, len(asked)):
-            item = asked[index]
-            attributes = Attributes(ctx.user, requestinfo.RequestInfo(
-                True, ctx.info.path, "impersonate", "", item.group, item.version,
-                item.resource, item.subresource, item.namespace, item.name))
-            answer = authorizers.check(self.authorizer, attributes)
+            answer = authorizers.check(self.authorizer, Attributes(ctx.user, asked[index]))
             if isinstance(answer, Deferred):
                 return answer.addCallback(lambda _: self._check(ctx, asked, index + 1))
         return None
@@ -201,26 +184,33 @@ class Impersonation:
         return proceed(ctx)
 
 
-def _impersonation_requests(headers) -> list:
-    """Upstream's ``buildImpersonationRequests``: what the headers ask to impersonate."""
+def _impersonation_requests(headers, path: str) -> list:
+    """
+    Upstream's ``buildImpersonationRequests``: what the headers ask to impersonate, each
+    as the ``impersonate`` request the authorizer is asked about.
+    """
+    def asking(resource, name, group="", namespace="", subresource=""):
+        return requestinfo.RequestInfo(True, path, "impersonate", "", group, "v1", resource,
+                                       subresource, namespace, name)
+
     asked = []
     user = (headers.getRawHeaders(IMPERSONATE_USER) or [b""])[0].decode("utf-8", "replace")
     if user:
         account = _service_account(user)
-        asked.append(_Impersonated("serviceaccounts", account[1], namespace=account[0])
-                     if account else _Impersonated("users", user))
+        asked.append(asking("serviceaccounts", account[1], namespace=account[0])
+                     if account else asking("users", user))
     for group in headers.getRawHeaders(IMPERSONATE_GROUP) or ():
-        asked.append(_Impersonated("groups", group.decode("utf-8", "replace")))
+        asked.append(asking("groups", group.decode("utf-8", "replace")))
     for header, values in headers.getAllRawHeaders():
         lowered = header.lower()
         if lowered.startswith(IMPERSONATE_EXTRA):
             key = unquote(lowered[len(IMPERSONATE_EXTRA):].decode("utf-8", "replace"))
             for value in values:
-                asked.append(_Impersonated("userextras", value.decode("utf-8", "replace"),
-                                           AUTHENTICATION_GROUP, subresource=key))
+                asked.append(asking("userextras", value.decode("utf-8", "replace"),
+                                    AUTHENTICATION_GROUP, subresource=key))
     uid = (headers.getRawHeaders(IMPERSONATE_UID) or [b""])[0].decode("utf-8", "replace")
     if uid:
-        asked.append(_Impersonated("uids", uid, AUTHENTICATION_GROUP))
+        asked.append(asking("uids", uid, AUTHENTICATION_GROUP))
     if asked and not user:
         # Upstream answers this with a 500 InternalError; a request's bad headers are
         # the client's fault, so it is a 400 here (docs/errors.md).

@@ -51,7 +51,26 @@ class _Policy:
         return self.options
 
 
-class Client:
+class Verbs:
+    """get/post/put/delete/patch over a client's ``request(method, path, body, ...)``."""
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def put(self, path, body, **kw):
+        return self.request("PUT", path, body, **kw)
+
+    def delete(self, path, body=None, **kw):
+        return self.request("DELETE", path, body, **kw)
+
+    def patch(self, path, body, content_type="application/merge-patch+json", **kw):
+        return self.request("PATCH", path, body, content_type=content_type, **kw)
+
+
+class Client(Verbs):
     """HTTPS client of one server; ``identity`` is 'admin' (client cert) or None."""
 
     def __init__(self, testcase, pki_dir: str, port: int, identity: str | None = "admin",
@@ -96,20 +115,6 @@ class Client:
         length = response.length if isinstance(response.length, int) else None
         returnValue(Response(response.code, response.headers, data, length))
 
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path, body, **kw):
-        return self.request("POST", path, body, **kw)
-
-    def put(self, path, body, **kw):
-        return self.request("PUT", path, body, **kw)
-
-    def delete(self, path, body=None, **kw):
-        return self.request("DELETE", path, body, **kw)
-
-    def patch(self, path, body, content_type="application/merge-patch+json", **kw):
-        return self.request("PATCH", path, body, content_type=content_type, **kw)
 
 
 @inlineCallbacks
@@ -129,6 +134,23 @@ def start_server(testcase, *args, data_dir=None):
     service.data_dir = data_dir
     service.port_number = service.port.getHost().port
     returnValue(service)
+
+
+@inlineCallbacks
+def start_token_server(testcase, tokens_csv: str):
+    """A server whose ``--token-auth-file`` holds ``tokens_csv``."""
+    data_dir = os.path.abspath(testcase.mktemp())
+    os.makedirs(data_dir)
+    tokens = os.path.join(data_dir, "tokens.csv")
+    with open(tokens, "w") as f:
+        f.write(tokens_csv)
+    server = yield start_server(testcase, "--token-auth-file", tokens, data_dir=data_dir)
+    returnValue(server)
+
+
+def token_client(testcase, server, token: str) -> Client:
+    """A client of ``server`` with no certificate, sending ``token``."""
+    return Client(testcase, server.pki_dir, server.port_number, identity=None, token=token)
 
 
 class ServerTestCase(TestCase):

@@ -5,14 +5,12 @@ later, impersonation, and the in-flight limit's 429.
 
 from __future__ import annotations
 
-import os
-
 from twisted.internet import reactor, task
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from platformd.auth.interfaces import ALLOW, DENY, Decision
-from tests.e2e.harness import Client, start_server
+from tests.e2e.harness import Client, start_token_server, token_client
 
 
 class Later:
@@ -36,15 +34,9 @@ class FilterChainTests(TestCase):
 
     @inlineCallbacks
     def setUp(self):
-        data_dir = self.mktemp()
-        os.makedirs(data_dir)
-        tokens = os.path.join(data_dir, "tokens.csv")
-        with open(tokens, "w") as f:
-            f.write('secret-1,alice,uid-1,"devs"\n')
-        self.server = yield start_server(self, "--token-auth-file", tokens, data_dir=data_dir)
+        self.server = yield start_token_server(self, 'secret-1,alice,uid-1,"devs"\n')
         self.admin = Client(self, self.server.pki_dir, self.server.port_number)
-        self.alice = Client(self, self.server.pki_dir, self.server.port_number, identity=None,
-                            token="secret-1")
+        self.alice = token_client(self, self.server, "secret-1")
 
     @inlineCallbacks
     def test_audit_id(self):

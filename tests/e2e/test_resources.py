@@ -6,7 +6,7 @@ RBAC kinds, cluster-scoped and namespaced (spec 2.1, 4.1).
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from tests.e2e.harness import ServerTestCase, Client, start_server
+from tests.e2e.harness import Client, ServerTestCase, start_token_server, token_client
 
 RBAC = "/apis/rbac.authorization.platform.io/v1"
 GROUP = "rbac.authorization.platform.io"
@@ -515,17 +515,11 @@ class TokenAuthTests(TestCase):
 
     @inlineCallbacks
     def setUp(self):
-        data_dir = self.mktemp()
-        import os
-        os.makedirs(data_dir)
-        tokens = os.path.join(data_dir, "tokens.csv")
-        with open(tokens, "w") as f:
-            f.write('secret-1,alice,uid-1,"devs,ops"\nsecret-2,bob,uid-2\n')
-        self.server = yield start_server(self, "--token-auth-file", tokens, data_dir=data_dir)
+        self.server = yield start_token_server(
+            self, 'secret-1,alice,uid-1,"devs,ops"\nsecret-2,bob,uid-2\n')
 
     def client(self, token):
-        return Client(self, self.server.pki_dir, self.server.port_number, identity=None,
-                      token=token)
+        return token_client(self, self.server, token)
 
     @inlineCallbacks
     def test_valid_token(self):
