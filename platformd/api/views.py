@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from platformd import errors
 from platformd.codecs.negotiation import METADATA, METADATA_LIST, TABLE
-from platformd.registry.tables import columns_for
 
 META_GROUP = "meta.platform.io"
 INCLUDE_OBJECT = ("None", "Metadata", "Object")
@@ -43,7 +42,7 @@ def table(kind, objects, meta: dict, include: str, now: float, group: str = META
     The Table of ``objects``.  Without ``headers`` (a watch's events after its first,
     upstream's ``NoHeaders``) ``columnDefinitions`` is null.
     """
-    columns = columns_for(kind)
+    columns = kind.columns
     rows = []
     for obj in objects:
         row = {"cells": [column.cell(obj, now) for column in columns]}

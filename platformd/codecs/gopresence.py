@@ -44,14 +44,19 @@ OwnerReference, PartialObjectMetadata*, Preconditions, Status*, Timestamp, Watch
 ``ClusterName`` tombstone, ``ShardInfo *ShardInfo``, ``creationTimestamp``
 ``omitempty,omitzero``), ``rbac/v1/types.go`` and ``core/v1/types.go``.
 
+Where it lives.  ``ALWAYS`` holds the messages no one kind owns (meta, runtime,
+resource); each kind's module under ``registry/kinds/`` holds its own messages'
+entries (``ResourceType.presence``), which the catalog ``register``s when it adds the
+kind.
+
 Notation.  ``ALWAYS[message]`` lists the fields written even when zero.  A trailing
 ``?`` marks a field whose zero value upstream's JSON leaves out (an ``omitempty``
 scalar, a zero ``metav1.Time``); without it JSON always shows the field (a scalar with
 no ``omitempty`` — ``ready: false``, ``roleRef.apiGroup: ""`` —, or a struct, shown as
 ``{}`` when empty: Go's ``omitempty`` never omits a struct).  An empty string means the
 message has none (every field a pointer, slice or map).  Every message of the three
-files has an entry, so a new one fails ``tests/codecs/test_gopresence.py`` until someone
-reads its Go type.
+files has an entry once the built-in kinds are registered, so a new one fails
+``tests/codecs/test_upstream_bytes.py`` until someone reads its Go type.
 
 Our messages carry every always-written field of upstream's, even where platformd acts
 on none of them (``Container.stdin``, ``PodSpec.hostPID``, ``PodStatus.resize``, ...):
@@ -65,8 +70,6 @@ from __future__ import annotations
 META = "platform.apimachinery.pkg.apis.meta.v1."
 RUNTIME = "platform.apimachinery.pkg.runtime."
 RESOURCE = "platform.apimachinery.pkg.api.resource."
-CORE = "platform.api.core.v1."
-RBAC = "platform.api.rbac.v1."
 
 #: Types with a hand-written marshaller upstream (see the module docstring).
 CUSTOM = frozenset({META + "Time", META + "FieldsV1", META + "Verbs", RESOURCE + "Quantity"})
@@ -106,58 +109,27 @@ ALWAYS = {
     RUNTIME + "Unknown": "typeMeta contentEncoding contentType",
     # k8s.io/apimachinery/pkg/api/resource
     RESOURCE + "Quantity": "",
-    # k8s.io/api/core/v1
-    CORE + "ConfigMap": "metadata",
-    CORE + "ConfigMapList": "metadata",
-    CORE + "Container": "name image? workingDir? resources terminationMessagePath? "
-                        "imagePullPolicy? stdin? stdinOnce? tty? terminationMessagePolicy?",
-    CORE + "ContainerPort": "name? hostPort? containerPort protocol? hostIP?",
-    CORE + "ContainerState": "",
-    CORE + "ContainerStateRunning": "startedAt?",
-    CORE + "ContainerStateTerminated": "exitCode signal? reason? message? startedAt? "
-                                       "finishedAt? containerID?",
-    CORE + "ContainerStateWaiting": "reason? message?",
-    CORE + "ContainerStatus": "name state lastState ready restartCount image imageID "
-                              "containerID?",
-    CORE + "EnvVar": "name value?",
-    CORE + "LocalObjectReference": "name?",
-    CORE + "Namespace": "metadata spec status",
-    CORE + "NamespaceCondition": "type status lastTransitionTime? reason? message?",
-    CORE + "NamespaceList": "metadata",
-    CORE + "NamespaceSpec": "",
-    CORE + "NamespaceStatus": "phase?",
-    CORE + "ObjectReference": "kind? namespace? name? uid? apiVersion? resourceVersion? "
-                              "fieldPath?",
-    CORE + "Pod": "metadata spec status",
-    CORE + "PodCondition": "type status lastProbeTime? lastTransitionTime? reason? message? "
-                           "observedGeneration?",
-    CORE + "PodIP": "ip",
-    CORE + "PodList": "metadata",
-    CORE + "PodSpec": "restartPolicy? dnsPolicy? serviceAccountName? serviceAccount? "
-                      "nodeName? hostNetwork? hostPID? hostIPC? hostname? subdomain? "
-                      "schedulerName? priorityClassName?",
-    CORE + "PodStatus": "phase? message? reason? hostIP? podIP? qosClass? "
-                        "nominatedNodeName? resize? observedGeneration?",
-    CORE + "ResourceRequirements": "",
-    CORE + "Secret": "metadata type?",
-    CORE + "SecretList": "metadata",
-    CORE + "ServiceAccount": "metadata",
-    CORE + "ServiceAccountList": "metadata",
-    # k8s.io/api/rbac/v1
-    RBAC + "AggregationRule": "",
-    RBAC + "ClusterRole": "metadata",
-    RBAC + "ClusterRoleBinding": "metadata roleRef",
-    RBAC + "ClusterRoleBindingList": "metadata",
-    RBAC + "ClusterRoleList": "metadata",
-    RBAC + "PolicyRule": "",
-    RBAC + "Role": "metadata",
-    RBAC + "RoleBinding": "metadata roleRef",
-    RBAC + "RoleBindingList": "metadata",
-    RBAC + "RoleList": "metadata",
-    RBAC + "RoleRef": "apiGroup kind name",
-    RBAC + "Subject": "kind apiGroup? name namespace?",
 }
+
+
+def register(presence: dict) -> None:
+    """
+    Add a kind's entries (``ResourceType.presence``: message full name → fields, in
+    ``ALWAYS``'s notation), as the catalog does when it adds the kind.  Registering the
+    same entry again is a no-op; a different entry for a known message is a ValueError.
+    """
+    for full_name, words in presence.items():
+        known = ALWAYS.get(full_name, words)
+        if known != words:
+            raise ValueError(f"{full_name}: presence {words!r} differs from {known!r}")
+    ALWAYS.update(presence)
+
 
 def fields(full_name: str) -> list:
     """``[(field name, JSON omits its zero value)]`` for the message, in table order."""
-    return [(word.rstrip("?"), word.endswith("?")) for word in ALWAYS[full_name].split()]
+    try:
+        words = ALWAYS[full_name]
+    except KeyError:
+        raise KeyError(f"{full_name}: no presence entry (a kind's messages are registered "
+                       "when a catalog adds the kind)") from None
+    return [(word.rstrip("?"), word.endswith("?")) for word in words.split()]

@@ -1,19 +1,46 @@
 """
 The catalog of served kinds: lookup by URL segments and by kind, for routing,
-discovery and OpenAPI.
+discovery and OpenAPI.  Kinds are added and removed by ``(group, version, plural)``
+(``ResourceType.gvr``); ``builtin()`` lists the kinds this server serves from the start.
 """
 
 from __future__ import annotations
 
-from platformd.registry import core, rbac
+from platformd.codecs import gopresence
+from platformd.registry.kinds import (
+    clusterrole, clusterrolebinding, configmap, namespace, pod, role, rolebinding, secret,
+    serviceaccount,
+)
 
 
 class Catalog:
     """Every ResourceType this server serves, indexed the ways callers need."""
 
-    def __init__(self, kinds):
-        self.kinds = tuple(kinds)
-        self._by_path = {(k.group, k.version, k.plural): k for k in self.kinds}
+    def __init__(self, kinds=()):
+        self.kinds: tuple = ()
+        self._by_path: dict = {}
+        for kind in kinds:
+            self.add(kind)
+
+    def add(self, kind) -> None:
+        """
+        Serve ``kind`` (a ``ResourceType``), after the kinds already here; its Protobuf
+        presence is registered with ``gopresence``.  Adding a second kind at the same
+        ``gvr`` is a ``ValueError``.
+        """
+        if kind.gvr in self._by_path:
+            raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
+        gopresence.register(kind.presence)
+        self._by_path[kind.gvr] = kind
+        self.kinds += (kind,)
+
+    def remove(self, kind) -> None:
+        """
+        Stop serving the kind at ``kind.gvr``.  Its Protobuf presence stays registered:
+        it describes messages, which other catalogs may still serve.
+        """
+        del self._by_path[kind.gvr]
+        self.kinds = tuple(k for k in self.kinds if k.gvr != kind.gvr)
 
     def lookup(self, group: str, version: str, plural: str):
         """The kind served at ``/apis/{group}/{version}/{plural}``, or None."""
@@ -33,4 +60,15 @@ class Catalog:
 
 
 def builtin() -> Catalog:
-    return Catalog(core.KINDS + rbac.KINDS)
+    """The built-in kinds; adding one is its module under ``kinds/`` and a line here."""
+    return Catalog((
+        namespace.KIND,
+        pod.KIND,
+        configmap.KIND,
+        secret.KIND,
+        serviceaccount.KIND,
+        role.KIND,
+        clusterrole.KIND,
+        rolebinding.KIND,
+        clusterrolebinding.KIND,
+    ))

@@ -2,7 +2,7 @@
 What a delete request does to an object's finalizers and metadata before it is removed
 (spec 3), as upstream's generic store decides it (``registry/generic/registry/store.go``
 ``deletionFinalizersForGarbageCollection``, ``markAsDeleting``; ``rest/delete.go``
-``BeforeDelete``) and, for namespaces, ``core/namespace/storage``.
+``BeforeDelete``); a namespace's own delete is in ``kinds/namespace.py``.
 
 The garbage collector's finalizers: ``propagationPolicy=Orphan`` or
 ``orphanDependents=true`` asks for ``orphan``, ``Foreground`` for
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from platformd import errors
-from platformd.registry.outcomes import Keep, Remove, Write
+from platformd.registry.outcomes import Remove, Write
 
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
@@ -52,30 +52,6 @@ def gc_finalizers(options: dict, finalizers: list) -> Optional[list]:
     return None if set(new) == set(finalizers) else new
 
 
-def namespace_finalizers(options: dict, finalizers: list) -> list:
-    """
-    A namespace's finalizers on its first delete (core/namespace/storage ``Delete``):
-    there ``orphanDependents=false`` asks for ``foregroundDeletion``.
-    """
-    orphan_dependents = options.get("orphanDependents")
-    policy = options.get("propagationPolicy")
-    have = set(finalizers)
-
-    def should_have(name: str, when_orphan_dependents: bool, when_policy: str) -> bool:
-        if orphan_dependents is not None:
-            return bool(orphan_dependents) == when_orphan_dependents
-        if policy is not None:
-            return policy == when_policy
-        return name in have
-
-    new = [f for f in finalizers if f not in (ORPHAN, FOREGROUND)]
-    if should_have(ORPHAN, True, "Orphan"):
-        new.append(ORPHAN)
-    if should_have(FOREGROUND, False, "Foreground"):
-        new.append(FOREGROUND)
-    return new
-
-
 def mark_deleting(meta: dict, now: str) -> None:
     """upstream's ``markAsDeleting``: deletionTimestamp (kept if set), grace 0."""
     if not meta.get("deletionTimestamp") and (meta.get("generation") or 0) > 0:
@@ -106,17 +82,6 @@ def check_preconditions(kind, obj: dict, preconditions: Optional[dict]) -> None:
     raise errors.conflict(kind.kind, kind.group, meta["name"], why)
 
 
-def check_namespace_preconditions(obj: dict, preconditions: Optional[dict]) -> None:
-    """The namespace registry's own precondition checks and words."""
-    meta = obj["metadata"]
-    for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-        wanted = (preconditions or {}).get(field)
-        if wanted is not None and wanted != meta.get(field):
-            raise errors.conflict("namespaces", "", meta["name"],
-                                  f"Precondition failed: {label} in precondition: {wanted}, "
-                                  f"{label} in object meta: {meta.get(field, '')}")
-
-
 def decide(kind, current, options: dict, now: str):
     """
     The generic store's delete (one step of its update loop): preconditions, the
@@ -135,24 +100,3 @@ def decide(kind, current, options: dict, now: str):
         return Write(new)
     return Remove(obj)
 
-
-def decide_namespace(kind, current, options: dict, now: str):
-    """
-    The namespace registry's delete: the first marks it Terminating (the namespace
-    controller then empties it), later ones answer with it until its
-    ``spec.finalizers`` are done; then it goes as any object does.
-    """
-    obj = current.obj
-    check_namespace_preconditions(obj, options.get("preconditions"))
-    if obj["metadata"].get("deletionTimestamp"):
-        if (obj.get("spec") or {}).get("finalizers"):
-            return Keep(obj)
-        return decide(kind, current, options, now)
-    new = current.mutable()
-    meta = new["metadata"]
-    meta["deletionTimestamp"] = now
-    new.setdefault("status", {})["phase"] = "Terminating"
-    finalizers = namespace_finalizers(options, list(meta.get("finalizers") or ()))
-    if finalizers:
-        meta["finalizers"] = finalizers
-    return Write(new)

@@ -3,7 +3,9 @@
 
 The handlers are written once for every kind (as upstream's generic registry store is);
 what differs per kind lives here: names and scope, the schema, defaulting, validation,
-and the status split.  Adding a kind means writing one of these, nothing else.
+the status split, table columns, field selector labels and the Protobuf presence of the
+kind's messages.  Adding a kind means writing one of these in its own module under
+``registry/kinds/`` and naming it in ``catalog.builtin()``, nothing else.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import attrs
 from platformd.model.meta import LIST_META, OBJECT_META, validate_object_meta
 from platformd.model.schema import STRING, ListOf, Prop, Struct
 from platformd.registry import deletion
+from platformd.registry.tables import DEFAULT
 
 
 def _no_causes(*_args) -> list:
@@ -76,8 +79,22 @@ class ResourceType:
     strategic: bool = True
     #: Definition-name prefix for OpenAPI, for example ``io.platform.api.core.v1``.
     definition_prefix: str = ""
+    #: The ``as=Table`` columns (``tables.Column``); upstream's default is Name and
+    #: Created At.
+    columns: tuple = DEFAULT
+    #: The field selector labels the kind's own conversion accepts (upstream's per-kind
+    #: field label conversion func), or None for apimachinery's default:
+    #: ``metadata.name`` and ``metadata.namespace`` (``api/selectors.py``).
+    field_labels: Optional[tuple] = None
+    #: Protobuf message full name → the fields upstream writes even when zero, in
+    #: ``gopresence``'s notation, for the messages of this kind (registered with
+    #: ``gopresence`` when a catalog adds the kind).
+    presence: dict = attrs.field(factory=dict)
     schema: Struct = attrs.field(init=False)
     list_schema: Struct = attrs.field(init=False)
+    #: ``(group, version, plural)``: what the catalog, the stores and the watch cache
+    #: key a kind by (a kind replaced at run time keeps its key).
+    gvr: tuple = attrs.field(init=False)
 
     def __attrs_post_init__(self):
         # TypeMeta's order (kind, then apiVersion), then ObjectMeta, then the kind's own
@@ -88,6 +105,7 @@ class ResourceType:
             "metadata": Prop(OBJECT_META, "Standard object metadata."),
         }
         props.update(self.fields)
+        object.__setattr__(self, "gvr", (self.group, self.version, self.plural))
         object.__setattr__(self, "schema", Struct(
             f"{self.definition_prefix}.{self.kind}", props, doc=self.doc))
         object.__setattr__(self, "list_schema", Struct(

@@ -4,6 +4,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.api.selectors import parse_field_selector, parse_label_selector
 from platformd.errors import StatusError
+from platformd.registry import core, rbac
 
 
 def obj(labels=None, name="n", namespace="ns"):
@@ -36,7 +37,7 @@ class LabelSelectorTests(SynchronousTestCase):
 class FieldSelectorTests(SynchronousTestCase):
     def test_name_and_namespace(self):
         """metadata.name and metadata.namespace select with =, == and !=."""
-        s = parse_field_selector("metadata.name=n,metadata.namespace!=other", "", "Pod")
+        s = parse_field_selector("metadata.name=n,metadata.namespace!=other", core.POD)
         self.assertTrue(s.matches(obj()))
         self.assertFalse(s.matches(obj(name="m")))
         self.assertEqual(s.value_of("metadata.name"), "n")
@@ -46,21 +47,21 @@ class FieldSelectorTests(SynchronousTestCase):
         DefaultMetaV1FieldSelectorConversion for kinds without a conversion func of
         their own, core/v1 conversion.go's for Pod, Secret and Namespace (which knows no
         metadata.namespace)."""
-        for field, group, kind, message in (
-                ("roleRef.name", "rbac.authorization.platform.io", "RoleBinding",
+        for field, kind, message in (
+                ("roleRef.name", rbac.ROLE_BINDING,
                  '"roleRef.name" is not a known field selector: only "metadata.name", '
                  '"metadata.namespace"'),
-                ("data.x", "", "ConfigMap", '"data.x" is not a known field selector: only '
+                ("data.x", core.CONFIG_MAP, '"data.x" is not a known field selector: only '
                                             '"metadata.name", "metadata.namespace"'),
-                ("spec.x", "", "Pod", "field label not supported: spec.x"),
-                ("metadata.namespace", "", "Namespace",
+                ("spec.x", core.POD, "field label not supported: spec.x"),
+                ("metadata.namespace", core.NAMESPACE,
                  "field label not supported: metadata.namespace")):
             with self.assertRaises(StatusError) as e:
-                parse_field_selector(f"{field}=x", group, kind)
+                parse_field_selector(f"{field}=x", kind)
             self.assertEqual((e.exception.code, e.exception.reason, e.exception.message),
                              (400, "BadRequest", message))
 
     def test_pod_fields(self):
         """Pods also select on spec.nodeName and status.phase."""
-        s = parse_field_selector("spec.nodeName=node1", "", "Pod")
+        s = parse_field_selector("spec.nodeName=node1", core.POD)
         self.assertTrue(s.matches({"metadata": {}, "spec": {"nodeName": "node1"}}))

@@ -7,6 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.codecs.jsoncodec import JSONCodec
 from platformd.model import meta
 from platformd.registry import core, rbac
+from platformd.registry.kinds import pod, rbacshapes
 from platformd.model.schema import DecodeContext, DecodeError
 
 
@@ -71,29 +72,29 @@ class OrderTests(SynchronousTestCase):
                 "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
                 "finalizers", "managedFields"]),
             (meta.LIST_META, ["selfLink", "resourceVersion", "continue", "remainingItemCount"]),
-            (core.CONTAINER_PORT, ["name", "hostPort", "containerPort", "protocol", "hostIP"]),
-            (core.CONTAINER, [
+            (pod.CONTAINER_PORT, ["name", "hostPort", "containerPort", "protocol", "hostIP"]),
+            (pod.CONTAINER, [
                 "name", "image", "command", "args", "workingDir", "ports", "env", "resources",
                 "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy",
                 "stdin", "stdinOnce", "tty"]),
-            (core.POD_SPEC, [
+            (pod.POD_SPEC, [
                 "initContainers", "containers", "restartPolicy",
                 "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy",
                 "nodeSelector", "serviceAccountName", "serviceAccount",
                 "automountServiceAccountToken", "nodeName", "hostNetwork", "hostPID",
                 "hostIPC", "imagePullSecrets", "hostname", "subdomain", "schedulerName",
                 "priorityClassName", "priority"]),
-            (core.POD_CONDITION, ["type", "observedGeneration", "status", "lastProbeTime",
+            (pod.POD_CONDITION, ["type", "observedGeneration", "status", "lastProbeTime",
                                   "lastTransitionTime", "reason", "message"]),
-            (core.CONTAINER_STATUS, ["name", "state", "lastState", "ready", "restartCount",
+            (pod.CONTAINER_STATUS, ["name", "state", "lastState", "ready", "restartCount",
                                      "image", "imageID", "containerID", "started"]),
-            (core.POD_STATUS, [
+            (pod.POD_STATUS, [
                 "observedGeneration", "phase", "conditions", "message", "reason",
                 "nominatedNodeName", "hostIP", "podIP", "podIPs", "startTime",
                 "initContainerStatuses", "containerStatuses", "qosClass", "resize"]),
-            (rbac.SUBJECT, ["kind", "apiGroup", "name", "namespace"]),
-            (rbac.ROLE_REF, ["apiGroup", "kind", "name"]),
-            (rbac.POLICY_RULE, ["verbs", "apiGroups", "resources", "resourceNames",
+            (rbacshapes.SUBJECT, ["kind", "apiGroup", "name", "namespace"]),
+            (rbacshapes.ROLE_REF, ["apiGroup", "kind", "name"]),
+            (rbacshapes.POLICY_RULE, ["verbs", "apiGroups", "resources", "resourceNames",
                                 "nonResourceURLs"]),
         ]
         for struct, names in expected:
@@ -116,7 +117,7 @@ class OrderTests(SynchronousTestCase):
         """A free-form struct's fields (ContainerState) stay as they came, after known ones."""
         status = {"containerStatuses": [{"state": {"waiting": {}, "running": {}},
                                          "name": "c"}], "phase": "Running"}
-        core.POD_STATUS.order(status)
+        pod.POD_STATUS.order(status)
         self.assertEqual(json.dumps(status), json.dumps({
             "phase": "Running", "containerStatuses": [
                 {"name": "c", "state": {"waiting": {}, "running": {}}}]}))

@@ -3,6 +3,7 @@
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.registry import core
+from platformd.registry.kinds.namespace import NAMESPACE_NAME_LABEL
 from platformd.model.schema import DecodeContext
 
 
@@ -82,7 +83,7 @@ class NamespaceTests(SynchronousTestCase):
         """A namespace carries its name as a label; its name is a DNS label."""
         obj, causes = check(core.NAMESPACE, {"metadata": {"name": "team-a"}})
         self.assertEqual(causes, [])
-        self.assertEqual(obj["metadata"]["labels"], {core.NAMESPACE_NAME_LABEL: "team-a"})
+        self.assertEqual(obj["metadata"]["labels"], {NAMESPACE_NAME_LABEL: "team-a"})
         _, causes = check(core.NAMESPACE, {"metadata": {"name": "a.b"}})
         self.assertEqual(causes, [("FieldValueInvalid", "metadata.name")])
 

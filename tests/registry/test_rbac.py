@@ -3,9 +3,8 @@
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.registry import rbac
+from platformd.registry.kinds.rbacshapes import GROUP
 from platformd.model.schema import DecodeContext
-
-GROUP = rbac.GROUP
 
 
 def check(kind, obj):
