@@ -69,7 +69,7 @@ class Components:
     storage: object
     cache: WatchCache
     snapshots: Snapshots
-    #: The generic store of each kind, by ``id(kind)``.
+    #: The generic store of each kind, by ``kind.gvr``.
     stores: dict
     #: The admission chain every write goes through (plugins may be replaced at run time).
     admission: AdmissionChain
@@ -88,7 +88,7 @@ class Components:
         self.readiness.ready = value
 
     def store_for(self, kind):
-        return self.stores[id(kind)]
+        return self.stores[kind.gvr]
 
     def resource(self):
         """The Klein app as a twisted.web resource."""
@@ -114,7 +114,7 @@ def compose(storage, clock, gates, authenticator, *,
     snapshots = Snapshots(clock, continue_token_ttl)
     admission = AdmissionChain([NamespaceLifecycle(cache.for_kind(core.NAMESPACE),
                                                    core.NAMESPACE)])
-    stores = {id(k): GenericStore(k, storage, cache, clock, admission) for k in catalog.kinds}
+    stores = {k.gvr: GenericStore(k, storage, cache, clock, admission) for k in catalog.kinds}
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
     api = APIServer(

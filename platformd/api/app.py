@@ -77,7 +77,7 @@ class APIServer:
         ], self._serve)
 
     def store_for(self, kind):
-        return self.stores[id(kind)]
+        return self.stores[kind.gvr]
 
     def resource(self):
         return self.app.resource()

@@ -360,7 +360,7 @@ class WatchCache:
         self.clock = clock
         self.history_ttl = history_ttl
         self.kinds = {k.storage_prefix: KindCache(k, clock) for k in catalog.kinds}
-        self._by_kind = {id(k): self.kinds[k.storage_prefix] for k in catalog.kinds}
+        self._by_kind = {k.gvr: self.kinds[k.storage_prefix] for k in catalog.kinds}
         self.revision = 0
         #: Every event after this revision is held in the kinds' histories.
         self.horizon = 0
@@ -369,7 +369,7 @@ class WatchCache:
         self._stopped = False
 
     def for_kind(self, kind) -> KindCache:
-        return self._by_kind[id(kind)]
+        return self._by_kind[kind.gvr]
 
     @inlineCallbacks
     def start(self):

@@ -31,8 +31,8 @@ class NamespaceController(service.Service):
         self.reactor = reactor
         self.cache = cache
         self.namespace_kind = namespace_kind
-        self.namespace_store = stores[id(namespace_kind)]
-        self.namespaced = [(k, stores[id(k)]) for k in catalog.kinds if k.namespaced]
+        self.namespace_store = stores[namespace_kind.gvr]
+        self.namespaced = [(k, stores[k.gvr]) for k in catalog.kinds if k.namespaced]
         self._scheduled: set = set()
         self._running: set = set()
         self._following = False
