@@ -96,7 +96,7 @@ POD_IP = struct("PodIP", {
 }, "An IP address of a pod.")
 
 FREE_FORM_STATE = struct("ContainerState", {}, "Details of a container's state.",
-                          preserve_unknown=True)
+                         preserve_unknown=True)
 
 CONTAINER_STATUS = struct("ContainerStatus", {
     "name": Prop(STRING, "Name of the container.", required=True),
