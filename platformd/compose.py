@@ -155,7 +155,10 @@ def boot_sequence(components: Components, *, after_cache=(),
     """
     boot = Sequence()
     services = [storage_service(components.storage), cache_service(components.cache),
-                components.expiry, components.namespaces, *after_cache,
+                Step("expiry", components.expiry.start, components.expiry.stop),
+                Step("namespace-controller", components.namespaces.start,
+                     components.namespaces.stop),
+                *after_cache,
                 Step("builtin-namespaces", lambda: create_builtin_namespaces(components)),
                 Step("ready", lambda: _ready(components, on_ready),
                      lambda: setattr(components, "ready", False))]

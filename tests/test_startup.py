@@ -46,7 +46,6 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in daemon.boot],
                          ["storage", "cache", "expiry", "namespace-controller", "pods-socket",
                           "builtin-namespaces", "ready"])
-        self.assertIs(daemon.getServiceNamed("boot").getServiceNamed("expiry"), daemon.expiry)
 
     def test_startup_error_not_system_exit(self):
         """Library code raises StartupError (a malformed token file)."""

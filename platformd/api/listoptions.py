@@ -131,7 +131,7 @@ def _fields(call, kind):
     if call.info.name:
         # A watch on one object's path watches it by name (upstream's legacy form).
         text = ",".join(filter(None, [text, f"metadata.name={call.info.name}"]))
-    return parse_field_selector(text, kind.group, kind.kind) if text else None
+    return parse_field_selector(text, kind) if text else None
 
 
 def _shard(call, gates):

@@ -10,7 +10,6 @@ secrets), as upstream limits them.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 
@@ -188,14 +187,11 @@ def _unknown_field_label(field: str, custom: bool) -> str:
 DEFAULT_FIELD_LABELS = ("metadata.name", "metadata.namespace")
 
 
-def parse_field_selector(text: str, kind, kind_name: str = None) -> FieldSelector:
+def parse_field_selector(text: str, kind) -> FieldSelector:
     """
     Parse ``fieldSelector`` for ``kind`` (a ``ResourceType``); fields outside its
-    ``field_labels`` are a 400, as upstream.  (``kind`` may still be given as group and
-    kind name, ``parse_field_selector(text, group, kind_name)``, for a built-in kind.)
+    ``field_labels`` are a 400, as upstream.
     """
-    if kind_name is not None:
-        kind = _builtin_kind(kind, kind_name)
     custom = kind.field_labels
     allowed = DEFAULT_FIELD_LABELS if custom is None else custom
     requirements = []
@@ -215,20 +211,6 @@ def parse_field_selector(text: str, kind, kind_name: str = None) -> FieldSelecto
         value = value.strip().replace("\\,", ",").replace("\\=", "=").replace("\\\\", "\\")
         requirements.append((_path_getter(field), field, "!=" if op == "!=" else "=", value))
     return FieldSelector(tuple(requirements))
-
-
-@functools.lru_cache(maxsize=None)
-def _builtin_kinds() -> dict:
-    from platformd.registry.catalog import builtin
-    return {(kind.group, kind.kind): kind for kind in builtin().kinds}
-
-
-def _builtin_kind(group: str, kind_name: str):
-    """
-    The built-in kind named ``kind_name`` in ``group``: the older call form, which
-    ``api/listoptions.py`` still uses (to go once it passes the kind).
-    """
-    return _builtin_kinds()[group, kind_name]
 
 
 def _split_unescaped(text: str):

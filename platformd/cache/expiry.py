@@ -3,22 +3,19 @@ Reactor-driven expiry: one ``LoopingCall`` on an injectable clock drops watch hi
 older than ``--watch-history-ttl`` (compacting the store to match) and continue-token
 snapshots older than ``--continue-token-ttl``.  Tests drive it with ``Clock``.
 
-It is a service of the daemon (``startService``/``stopService`` are ``start``/``stop``),
-started once the cache has loaded.
+The daemon runs it as a step of its boot sequence (``compose.boot_sequence``), started
+once the cache has loaded.
 """
 
 from __future__ import annotations
 
-from twisted.application import service
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 log = Logger()
 
 
-class Expiry(service.Service):
-    name = "expiry"
-
+class Expiry:
     def __init__(self, clock, cache, snapshots, interval: float = 5.0):
         self.cache = cache
         self.snapshots = snapshots
@@ -33,14 +30,6 @@ class Expiry(service.Service):
     def stop(self) -> None:
         if self._loop.running:
             self._loop.stop()
-
-    def startService(self):
-        super().startService()
-        self.start()
-
-    def stopService(self):
-        super().stopService()
-        self.stop()
 
     def run(self) -> None:
         self.cache.expire()

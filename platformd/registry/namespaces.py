@@ -7,13 +7,12 @@ it through the same generic stores a client would use (so finalizers are honoure
 once nothing is left it removes the namespace itself.  It reacts to cache events on the
 reactor: when a terminating namespace appears, and when an object in one goes away.
 
-It is a service of the daemon, started once the cache has loaded; stopping it stops it
+It is a step of the daemon's boot sequence, started once the cache has loaded; stopping it stops it
 following the cache (work already scheduled finishes or is dropped).
 """
 
 from __future__ import annotations
 
-from twisted.application import service
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
 
@@ -24,9 +23,7 @@ from platformd.context import internal
 log = Logger()
 
 
-class NamespaceController(service.Service):
-    name = "namespace-controller"
-
+class NamespaceController:
     def __init__(self, reactor, cache, catalog, stores, namespace_kind):
         self.reactor = reactor
         self.cache = cache
@@ -56,14 +53,6 @@ class NamespaceController(service.Service):
 
     def _listening(self, kind) -> list:
         return self.cache.for_kind(kind).listeners
-
-    def startService(self):
-        super().startService()
-        self.start()
-
-    def stopService(self):
-        super().stopService()
-        self.stop()
 
     def _namespace_changed(self, type_, new, old, revision):
         if new is not None and new.obj["metadata"].get("deletionTimestamp"):

@@ -42,8 +42,7 @@ class WatchScopeTests(SynchronousTestCase):
     def test_namespace_boundary_with_every_selector(self):
         """Selectors that the other namespace's object matches do not widen the scope."""
         for selectors in ({"labels": parse_label_selector("app=web")},
-                          {"fields": parse_field_selector("metadata.name=x", KIND.group,
-                                                          KIND.kind)},
+                          {"fields": parse_field_selector("metadata.name=x", KIND)},
                           {"shard": parse_shard("shardRange(object.metadata.namespace,"
                                                 "'0x0000000000000000','0x10000000000000000')")}):
             self.assertFalse(scope(**selectors).admits(entry("a", "x", app="web")), selectors)
