@@ -19,7 +19,7 @@ ROOT = os.path.dirname(platformd.__file__)
 #: Lowest first.  A unit (a package below platformd, or a top-level module) may import
 #: only units of lower layers.
 LAYERS = (
-    {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup",
+    {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
      "__version__", "protos", "pki"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle"},
     {"auth", "cache", "patch", "admission", "listening"},

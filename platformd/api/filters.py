@@ -15,7 +15,6 @@ costs nothing when the answer comes at once, which keeps the hot path synchronou
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
 from urllib.parse import unquote
 
@@ -31,6 +30,7 @@ from platformd.auth.interfaces import (
     UserInfo,
 )
 from platformd.deferreds import then
+from platformd.ids import random_uuid
 from platformd.model.meta import dns_label, dns_subdomain
 
 SYSTEM_MASTERS = "system:masters"
@@ -62,20 +62,9 @@ def audit_id(ctx, proceed):
     """
     request = ctx.request
     given = request.getHeader(b"audit-id")
-    ctx.audit_id = given.decode("latin-1") if given else new_audit_id()
+    ctx.audit_id = given.decode("latin-1") if given else random_uuid()
     request.responseHeaders.setRawHeaders(b"Audit-Id", [ctx.audit_id.encode("latin-1")])
     return proceed(ctx)
-
-
-def new_audit_id() -> str:
-    """A random (version 4) UUID, as upstream's ``uuid.New()``; formatted by hand, at a
-    fifth of ``str(uuid.uuid4())``'s cost, since every request makes one."""
-    h = os.urandom(16).hex()
-    return (f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-"
-            f"{h[20:]}")
-
-
-_VARIANT = "89ab"
 
 
 def request_info(ctx, proceed):

@@ -21,12 +21,11 @@ reports in).
 from __future__ import annotations
 
 import random
-import uuid
 from typing import Iterable, Optional
 
 import orjson
 from twisted.internet.defer import (
-    Deferred, fail, inlineCallbacks, maybeDeferred, returnValue, succeed,
+    Deferred, fail, inlineCallbacks, returnValue, succeed,
 )
 from twisted.logger import Logger
 
@@ -34,6 +33,7 @@ from platformd import errors
 from platformd.admission.interfaces import CREATE, DELETE, UPDATE, AdmissionAttributes
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.deferreds import then
+from platformd.ids import random_uuid
 from platformd.model.meta import set_resource_version, validate_object_meta_update
 from platformd.model.times import rfc3339
 from platformd.patch import managedfields
@@ -136,8 +136,13 @@ class GenericStore:
         name is taken).  ``manager`` (when given) is recorded as owning every field.
         With ``ctx.dry_run`` everything but the write happens.
         """
-        d = maybeDeferred(self._admit_create, ctx, obj, namespace, manager)
-        return d.addCallback(self._insert, ctx)
+        try:
+            prepared = self._admit_create(ctx, obj, namespace, manager)
+        except errors.StatusError:
+            return fail()
+        if isinstance(prepared, Deferred):
+            return prepared.addCallback(self._insert, ctx)
+        return self._insert(prepared, ctx)
 
     def _admit_create(self, ctx, obj: dict, namespace: Optional[str], manager):
         """The object as it will be stored (or a Deferred of it), or a StatusError."""
@@ -159,7 +164,7 @@ class GenericStore:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(_NAME_ALPHABET) for _ in range(5))
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = random_uuid()
         meta["creationTimestamp"] = self.now()
         kind.prepare_for_create(obj)
         kind.default(obj)
@@ -181,7 +186,7 @@ class GenericStore:
         if ctx.dry_run:
             if self.cache.get(key) is not None:
                 return fail(self._exists(name))
-            return obj
+            return succeed(obj)
 
         def exists(failure):
             failure.trap(KeyExistsError)
