@@ -43,6 +43,25 @@ ALLOW, DENY, NO_OPINION = "Allow", "Deny", "NoOpinion"
 class Decision:
     verdict: str
     reason: str = ""
+    #: What went wrong while deciding (an unresolvable roleRef, a webhook that failed),
+    #: reported by access reviews as ``status.evaluationError``.
+    error: str = ""
+
+
+@attrs.frozen
+class RulesForUser:
+    """
+    What a user may do in a namespace, as an authorizer knows it (upstream's
+    ``RuleResolver.RulesFor``): ``resource_rules`` and ``non_resource_rules`` as
+    PolicyRule-shaped dicts (``verbs``, ``apiGroups``, ``resources``, ``resourceNames``;
+    ``verbs``, ``nonResourceURLs``), ``incomplete`` when the list may be partial, and
+    ``error`` (the evaluation errors met, joined).
+    """
+
+    resource_rules: tuple = ()
+    non_resource_rules: tuple = ()
+    incomplete: bool = False
+    error: str = ""
 
 
 class IAuthenticator(Interface):
@@ -62,6 +81,11 @@ class IAuthorizer(Interface):
         A ``Decision`` for ``attributes``, or a Deferred firing with one (a webhook
         answers later).  The chain and the filter handle both.
         """
+
+
+class IRuleResolver(Interface):
+    def rules_for(user, namespace):
+        """A ``RulesForUser`` for ``user`` in ``namespace`` ("" for cluster scope)."""
 
 
 class AuthenticationError(Exception):
