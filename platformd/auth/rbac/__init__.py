@@ -1,0 +1,39 @@
+"""
+RBAC (issue 13): the authorizer, the in-memory index it reads, and escalation
+prevention, after upstream's ``plugin/pkg/auth/authorizer/rbac`` and
+``pkg/registry/rbac``.  See docs/rbac.md.
+
+Modules, one job each: ``rules`` (does a PolicyRule allow a request), ``covers`` (does
+one set of rules cover another; the compact rule text), ``subjects`` (who a binding's
+subject is), ``index`` (roles and bindings from the watch cache, bindings by subject),
+``resolver`` (the rules and errors for a user in a namespace), ``authorizer``
+(``RBACAuthorizer``: ``IAuthorizer`` and ``IRuleResolver``), ``escalation``
+(``EscalationPlugin``, a validating admission plugin), ``gotext`` (Go's ``%q`` and
+aggregate error text).
+
+Wiring (compose)::
+
+    authorizer, index = rbac.build(cache, clock)   # cache: the WatchCache
+    index.start()          # once the cache has loaded (boot sequence, after "cache")
+    chain.authorizers = [PrivilegedGroups(), authorizer]
+    plugin = rbac.EscalationPlugin(index)
+    zope.interface.directlyProvides(plugin, IValidatingPlugin)
+    admission.set_plugins([..., plugin])
+    index.stop()           # on the way down
+"""
+
+from __future__ import annotations
+
+from platformd.auth.rbac.authorizer import RBACAuthorizer
+from platformd.auth.rbac.escalation import EscalationPlugin
+from platformd.auth.rbac.index import RBACIndex
+
+
+def build(cache, clock=None) -> tuple:
+    """``(RBACAuthorizer, RBACIndex)`` over ``cache`` (a ``WatchCache``); start the
+    index once the cache has loaded.  ``clock`` paces the error log."""
+    index = RBACIndex.from_cache(cache)
+    return RBACAuthorizer(index, clock), index
+
+
+__all__ = ["RBACAuthorizer", "RBACIndex", "EscalationPlugin", "build"]

@@ -1,0 +1,319 @@
+"""
+The RBAC objects in memory, kept current from the watch cache, with bindings indexed by
+subject so that a request looks up only the bindings that can apply to its user.
+
+``RBACIndex`` loads the four kinds' objects from their ``KindCache``s at ``start()`` and
+then follows each cache through a listener (``KindCache.listeners``); ``stop()`` removes
+the listeners.  It holds:
+
+* roles by ``(namespace, name)`` and cluster roles by name, each with its rules as
+  stored and compiled (``rules.Rule``);
+* per scope (one for ClusterRoleBindings, one per namespace for RoleBindings) the
+  bindings filed under each subject: by user name, by group name and by service
+  account ``(namespace, name)`` (a service account subject without a namespace is
+  filed under the binding's namespace);
+* per scope, the bindings with a subject of an unknown kind, whose errors every
+  evaluation in that scope reports (spec 2.2: the authorizer reports an error).
+
+A user's bindings in a scope are then the union of a few dict lookups: its name, each
+of its groups and, for ``system:serviceaccount:<ns>:<name>``, that service account.
+Reading a watch cache needs no import of it: ``from_cache`` asks ``for_kind`` with
+anything carrying the kind's ``gvr``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import orjson
+from twisted.logger import Logger
+
+import platformd.auth.rbac.subjects as sj
+from platformd.auth.rbac.gotext import quote
+from platformd.auth.rbac.rules import compile_rule
+
+log = Logger()
+
+GROUP = "rbac.authorization.platform.io"
+VERSION = "v1"
+ROLES, CLUSTER_ROLES = "roles", "clusterroles"
+ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS = "rolebindings", "clusterrolebindings"
+ROLE, CLUSTER_ROLE = "Role", "ClusterRole"
+DELETED = "DELETED"
+
+
+@attrs.frozen
+class _KindName:
+    """What ``WatchCache.for_kind`` reads of a kind: its ``gvr``."""
+
+    gvr: tuple
+
+
+class Role:
+    """A Role's or ClusterRole's rules: as stored (dicts) and compiled."""
+
+    __slots__ = ("rules", "compiled")
+
+    def __init__(self, rules):
+        self.rules = tuple(r for r in rules if isinstance(r, dict))
+        self.compiled = tuple(compile_rule(r) for r in self.rules)
+
+
+class Binding:
+    """A RoleBinding (``namespace`` set) or ClusterRoleBinding, as the index keeps it."""
+
+    __slots__ = ("key", "name", "namespace", "role_kind", "role_name", "subjects",
+                 "subject_errors", "scope_errors")
+
+    def __init__(self, key: str, name: str, namespace: str, obj: dict):
+        self.key = key
+        self.name = name
+        self.namespace = namespace
+        role_ref = obj.get("roleRef") or {}
+        self.role_kind = role_ref.get("kind", "")
+        self.role_name = role_ref.get("name", "")
+        self.subjects = tuple(s for s in obj.get("subjects") or () if isinstance(s, dict))
+        #: Errors of subjects that still name someone (a User or Group with a
+        #: namespace): reported to the users they apply to.
+        self.subject_errors = []
+        #: Errors of subjects that name nobody (an unknown kind): reported scope-wide.
+        self.scope_errors = []
+        for subject in self.subjects:
+            error = sj.subject_error(subject)
+            if error is None:
+                continue
+            if subject.get("kind") in (sj.USER, sj.GROUP):
+                self.subject_errors.append((subject, error))
+            else:
+                self.scope_errors.append(error)
+
+    @property
+    def kind(self) -> str:
+        return "RoleBinding" if self.namespace else "ClusterRoleBinding"
+
+    def errors_for(self, user) -> list:
+        return [error for subject, error in self.subject_errors
+                if sj.applies_to(user, subject, self.namespace)]
+
+    def describe(self, user) -> str:
+        """
+        Upstream's binding describers, naming the first subject that applies to
+        ``user``: ``RoleBinding "name/ns" of Role "r" to User "jane"``.
+        """
+        subject = next((s for s in self.subjects if sj.applies_to(user, s, self.namespace)),
+                       {})
+        name = f"{self.name}/{self.namespace}" if self.namespace else self.name
+        return (f"{self.kind} {quote(name)} of {self.role_kind} {quote(self.role_name)} to "
+                f"{sj.describe(subject, self.namespace)}")
+
+
+class Scope:
+    """The bindings of one scope (cluster-wide, or one namespace) filed by subject."""
+
+    __slots__ = ("users", "groups", "service_accounts", "errors")
+
+    def __init__(self):
+        self.users: dict = {}
+        self.groups: dict = {}
+        self.service_accounts: dict = {}
+        #: Binding key -> the binding, for bindings with scope-wide errors.
+        self.errors: dict = {}
+
+    def empty(self) -> bool:
+        return not (self.users or self.groups or self.service_accounts or self.errors)
+
+    def bindings_for(self, user):
+        """The bindings filed under ``user``, each once."""
+        buckets = []
+        found = self.users.get(user.name)
+        if found:
+            buckets.append(found)
+        groups = self.groups
+        if groups:
+            for group in user.groups:
+                found = groups.get(group)
+                if found:
+                    buckets.append(found)
+        if self.service_accounts and user.name.startswith(sj.SERVICE_ACCOUNT_PREFIX):
+            for account in sj.service_accounts_of(user.name):
+                found = self.service_accounts.get(account)
+                if found:
+                    buckets.append(found)
+        if not buckets:
+            return ()
+        if len(buckets) == 1:
+            return buckets[0].values()
+        merged: dict = {}
+        for bucket in buckets:
+            merged.update(bucket)
+        return merged.values()
+
+    def add(self, binding: Binding) -> None:
+        for table, key in self._places(binding):
+            table.setdefault(key, {})[binding.key] = binding
+        if binding.scope_errors:
+            self.errors[binding.key] = binding
+
+    def remove(self, binding: Binding) -> None:
+        for table, key in self._places(binding):
+            bucket = table.get(key)
+            if bucket is not None:
+                bucket.pop(binding.key, None)
+                if not bucket:
+                    del table[key]
+        self.errors.pop(binding.key, None)
+
+    def _places(self, binding: Binding):
+        for subject in binding.subjects:
+            kind = subject.get("kind")
+            name = subject.get("name", "")
+            if kind == sj.USER:
+                yield self.users, name
+            elif kind == sj.GROUP:
+                yield self.groups, name
+            elif kind == sj.SERVICE_ACCOUNT:
+                namespace = sj.service_account_namespace(subject, binding.namespace)
+                if namespace:
+                    yield self.service_accounts, (namespace, name)
+
+
+_NO_SCOPES: tuple = ()
+
+
+class RBACIndex:
+    """
+    Roles, cluster roles and bindings from the four kinds' ``KindCache``s (see the
+    module docstring).  Everything runs on the reactor thread, as the cache does.
+    """
+
+    def __init__(self, roles, cluster_roles, role_bindings, cluster_role_bindings):
+        self._caches = {ROLES: roles, CLUSTER_ROLES: cluster_roles,
+                        ROLE_BINDINGS: role_bindings,
+                        CLUSTER_ROLE_BINDINGS: cluster_role_bindings}
+        self._listeners: dict = {}
+        self.roles: dict = {}
+        self.cluster_roles: dict = {}
+        self.bindings: dict = {}
+        self.cluster_scope = Scope()
+        self.namespaces: dict = {}
+
+    @classmethod
+    def from_cache(cls, cache) -> "RBACIndex":
+        """Over a ``WatchCache`` (its ``for_kind`` for the four RBAC kinds)."""
+        return cls(*(cache.for_kind(_KindName((GROUP, VERSION, plural)))
+                     for plural in (ROLES, CLUSTER_ROLES, ROLE_BINDINGS,
+                                    CLUSTER_ROLE_BINDINGS)))
+
+    # -- following the cache -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Load every object the caches hold, then follow their changes."""
+        if self._listeners:
+            return
+        for plural, cache in self._caches.items():
+            for entry in list(cache.objects.values()):
+                self._put(plural, entry)
+            listener = self._listener(plural)
+            self._listeners[plural] = listener
+            cache.listeners.append(listener)
+
+    def stop(self) -> None:
+        for plural, listener in self._listeners.items():
+            listeners = self._caches[plural].listeners
+            if listener in listeners:
+                listeners.remove(listener)
+        self._listeners = {}
+
+    def _listener(self, plural: str):
+        def changed(type_, new, old, revision):
+            if type_ == DELETED or new is None:
+                self._drop(plural, old.key)
+            else:
+                self._put(plural, new)
+        return changed
+
+    def _put(self, plural: str, entry) -> None:
+        try:
+            obj = orjson.loads(entry.raw)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            log.warn("RBAC: {key} does not decode; ignored", key=entry.key)
+            self._drop(plural, entry.key)
+            return
+        namespace = entry.namespace or ""
+        name = entry.name
+        if plural == ROLES:
+            self.roles[(namespace, name)] = Role(obj.get("rules") or ())
+        elif plural == CLUSTER_ROLES:
+            self.cluster_roles[name] = Role(obj.get("rules") or ())
+        else:
+            self._drop(plural, entry.key)
+            binding = Binding(entry.key, name, namespace if plural == ROLE_BINDINGS else "", obj)
+            self.bindings[entry.key] = binding
+            self._scope_for_write(binding.namespace).add(binding)
+
+    def _drop(self, plural: str, key: str) -> None:
+        parts = key.split("/")
+        if plural == ROLES:
+            self.roles.pop((parts[3], parts[4]) if len(parts) == 5 else ("", parts[-1]), None)
+        elif plural == CLUSTER_ROLES:
+            self.cluster_roles.pop(parts[-1], None)
+        else:
+            binding = self.bindings.pop(key, None)
+            if binding is not None:
+                scope = self._scope(binding.namespace)
+                if scope is not None:
+                    scope.remove(binding)
+                    if binding.namespace and scope.empty():
+                        del self.namespaces[binding.namespace]
+
+    def _scope(self, namespace: str) -> Optional[Scope]:
+        return self.namespaces.get(namespace) if namespace else self.cluster_scope
+
+    def _scope_for_write(self, namespace: str) -> Scope:
+        scope = self._scope(namespace)
+        if scope is None:
+            scope = self.namespaces[namespace] = Scope()
+        return scope
+
+    # -- reading -----------------------------------------------------------------------
+
+    def scopes(self, namespace: str) -> tuple:
+        """The scopes whose bindings count in ``namespace`` ("" for cluster scope):
+        ClusterRoleBindings always, that namespace's RoleBindings (spec 5.3)."""
+        if namespace:
+            scope = self.namespaces.get(namespace)
+            if scope is not None:
+                return (self.cluster_scope, scope)
+        return (self.cluster_scope,)
+
+    def role_of(self, binding: Binding) -> Optional[Role]:
+        """The role ``binding`` refers to, or None (see ``role_error``)."""
+        if binding.role_kind == CLUSTER_ROLE:
+            return self.cluster_roles.get(binding.role_name)
+        if binding.role_kind == ROLE:
+            return self.roles.get((binding.namespace, binding.role_name))
+        return None
+
+    def lookup_role(self, kind: str, name: str, namespace: str) -> Optional[Role]:
+        """The role a roleRef of ``kind`` and ``name`` in ``namespace`` refers to."""
+        if kind == CLUSTER_ROLE:
+            return self.cluster_roles.get(name)
+        if kind == ROLE:
+            return self.roles.get((namespace, name))
+        return None
+
+
+def role_error(kind: str, name: str, plural: bool = False) -> str:
+    """
+    Upstream's words for a roleRef that does not resolve.  The authorizer's lookups
+    (informer listers) say ``clusterrole.rbac.authorization.platform.io "x" not found``;
+    the escalation checks' lookups (the registries) name the resource in the plural,
+    ``clusterroles.rbac...``.
+    """
+    if kind in (ROLE, CLUSTER_ROLE):
+        resource = kind.lower() + ("s" if plural else "")
+        return f'{resource}.{GROUP} "{name}" not found'
+    return f"unsupported role reference kind: {quote(kind)}"
