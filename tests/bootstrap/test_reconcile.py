@@ -1,0 +1,167 @@
+"""
+Reconciling the bootstrap policy at start (``registry/bootstrap/reconcile.py``) over the
+in-memory server.
+"""
+
+from platformd.context import internal
+from platformd.registry.bootstrap import policy, reconcile_bootstrap_policy
+from platformd.registry.bootstrap.reconcile import CREATE, NONE, RECREATE, UPDATE
+from tests.bootstrap.support import BootstrapCase
+
+AUTOUPDATE = policy.AUTOUPDATE_ANNOTATION
+
+
+class ReconcileTests(BootstrapCase):
+    def reconcile(self, **kw):
+        return {(r.kind, r.name): r for r in self.resolve(
+            reconcile_bootstrap_policy(self.stores, internal(), **kw))}
+
+    def test_creates_everything_on_an_empty_server(self):
+        results = self.reconcile()
+        self.assertEqual({r.operation for r in results.values()}, {CREATE})
+        for expected in policy.cluster_roles():
+            stored = self.role(expected["metadata"]["name"])
+            self.assertEqual(stored.get("rules"), expected.get("rules"))
+            self.assertEqual(stored.get("aggregationRule"), expected.get("aggregationRule"))
+            self.assertEqual(stored["metadata"]["labels"]["platform.io/bootstrapping"],
+                             "rbac-defaults")
+            self.assertEqual(stored["metadata"]["annotations"][AUTOUPDATE], "true")
+        admins = self.binding("cluster-admin")
+        self.assertEqual(admins["roleRef"], {"apiGroup": "rbac.authorization.platform.io",
+                                             "kind": "ClusterRole", "name": "cluster-admin"})
+        self.assertEqual(admins["subjects"], [{"kind": "Group",
+                                               "apiGroup": "rbac.authorization.platform.io",
+                                               "name": "system:masters"}])
+        self.assertEqual([s["name"] for s in self.binding("system:public-info-viewer")["subjects"]],
+                         ["system:authenticated", "system:unauthenticated"])
+        self.assertEqual(self.role("cluster-admin")["metadata"]["managedFields"][0]["manager"],
+                         "platformd")
+
+    def test_idempotent(self):
+        """A second run writes nothing."""
+        self.reconcile()
+        revision = self.revision()
+        results = self.reconcile()
+        self.assertEqual({r.operation for r in results.values()}, {NONE})
+        self.assertEqual(self.revision(), revision)
+
+    def test_adds_missing_rule(self):
+        """An autoupdating role that lost a rule gets it back; its own rules stay."""
+        self.reconcile()
+        extra = {"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}
+        self.change_role("system:basic-user", lambda obj: obj.update(rules=[
+            obj["rules"][0], extra]))
+        results = self.reconcile()
+        self.assertEqual(results["ClusterRole", "system:basic-user"].operation, UPDATE)
+        self.assertEqual(self.role("system:basic-user")["rules"], [
+            policy.cluster_roles()[3]["rules"][0], extra,
+            {"verbs": ["create"], "apiGroups": ["authentication.platform.io"],
+             "resources": ["selfsubjectreviews"]}])
+        self.assertEqual(self.reconcile()["ClusterRole", "system:basic-user"].operation, NONE)
+
+    def test_covered_rule_not_added(self):
+        """A rule already allowed by a wider one (verbs "*") is not missing."""
+        self.reconcile()
+        self.change_role("system:public-info-viewer", lambda obj: obj.update(rules=[
+            {"verbs": ["*"], "nonResourceURLs": ["*"]}]))
+        results = self.reconcile()
+        self.assertEqual(results["ClusterRole", "system:public-info-viewer"].operation, NONE)
+
+    def test_partly_covered_rule_adds_atoms(self):
+        """Only what is not allowed is added, one verb and resource per rule (upstream)."""
+        self.reconcile()
+        self.change_role("system:aggregate-to-admin", lambda obj: obj.update(rules=[
+            obj["rules"][0],
+            {"verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+             "apiGroups": ["rbac.authorization.platform.io"],
+             "resources": ["roles", "rolebindings"]}]))
+        self.reconcile()
+        added = self.role("system:aggregate-to-admin")["rules"][2:]
+        self.assertEqual(added, [
+            {"verbs": ["deletecollection"], "apiGroups": ["rbac.authorization.platform.io"],
+             "resources": [resource]} for resource in ("rolebindings", "roles")])
+
+    def test_protected_role_untouched(self):
+        """autoupdate "false": the user's edits are kept, nothing is written."""
+        self.reconcile()
+
+        def edit(obj):
+            obj["metadata"]["annotations"][AUTOUPDATE] = "false"
+            obj["metadata"]["labels"].clear()
+            obj["rules"] = []
+
+        self.change_role("system:discovery", edit)
+        before = self.role("system:discovery")
+        revision = self.revision()
+        results = self.reconcile()
+        result = results["ClusterRole", "system:discovery"]
+        self.assertEqual((result.operation, result.protected), (UPDATE, True))
+        self.assertEqual(self.role("system:discovery"), before)
+        self.assertEqual(self.revision(), revision)
+
+    def test_labels_and_annotations_added_existing_values_win(self):
+        self.reconcile()
+
+        def edit(obj):
+            obj["metadata"]["labels"] = {"mine": "1"}
+            obj["metadata"]["annotations"] = {AUTOUPDATE: "yes-please"}
+
+        self.change_role("view", edit)
+        self.reconcile()
+        meta = self.role("view")["metadata"]
+        self.assertEqual(meta["labels"], {
+            "mine": "1", "platform.io/bootstrapping": "rbac-defaults",
+            policy.AGGREGATE_TO_EDIT: "true"})
+        self.assertEqual(meta["annotations"], {AUTOUPDATE: "yes-please"})
+
+    def test_aggregation_selector_restored(self):
+        self.reconcile()
+        self.change_role("admin", lambda obj: obj["aggregationRule"].update(
+            clusterRoleSelectors=[{"matchLabels": {"mine": "true"}}]))
+        self.reconcile()
+        self.assertEqual(self.role("admin")["aggregationRule"]["clusterRoleSelectors"], [
+            {"matchLabels": {"mine": "true"}},
+            {"matchLabels": {policy.AGGREGATE_TO_ADMIN: "true"}}])
+
+    def test_deleted_binding_recreated(self):
+        self.reconcile()
+        self.resolve(self.bindings.delete(internal(), None, "system:basic-user"))
+        results = self.reconcile()
+        self.assertEqual(results["ClusterRoleBinding", "system:basic-user"].operation, CREATE)
+        self.assertEqual(self.binding("system:basic-user")["roleRef"]["name"],
+                         "system:basic-user")
+
+    def test_missing_subject_added(self):
+        self.reconcile()
+        self.resolve(self.bindings.update(internal(), None, "system:public-info-viewer",
+                                          lambda obj: {**obj, "subjects": [
+                                              {"kind": "User", "name": "alice"}]}))
+        self.reconcile()
+        self.assertEqual([s["name"] for s in self.binding("system:public-info-viewer")["subjects"]],
+                         ["alice", "system:authenticated", "system:unauthenticated"])
+
+    def test_binding_with_other_role_ref_recreated(self):
+        """roleRef is immutable: a binding naming another role is deleted and created."""
+        self.resolve(self.bindings.create(internal(), {
+            "metadata": {"name": "system:discovery"},
+            "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "Group", "name": "system:unauthenticated"}]}, None))
+        uid = self.binding("system:discovery")["metadata"]["uid"]
+        results = self.reconcile()
+        self.assertEqual(results["ClusterRoleBinding", "system:discovery"].operation, RECREATE)
+        stored = self.binding("system:discovery")
+        self.assertNotEqual(stored["metadata"]["uid"], uid)
+        self.assertEqual(stored["roleRef"]["name"], "system:discovery")
+        self.assertEqual([s["name"] for s in stored["subjects"]], ["system:authenticated"])
+
+    def test_protected_binding_untouched(self):
+        self.reconcile()
+        self.resolve(self.bindings.update(internal(), None, "system:basic-user",
+                                          lambda obj: {**obj, "subjects": [], "metadata": {
+                                              **obj["metadata"],
+                                              "annotations": {AUTOUPDATE: "false"}}}))
+        revision = self.revision()
+        result = self.reconcile()["ClusterRoleBinding", "system:basic-user"]
+        self.assertTrue(result.protected)
+        self.assertEqual(self.binding("system:basic-user").get("subjects") or [], [])
+        self.assertEqual(self.revision(), revision)
