@@ -62,7 +62,7 @@ class RBACAuthorizer:
                     continue
                 for rule in role.compiled:
                     if allows(rule, info):
-                        return Decision(ALLOW, "RBAC: allowed by " + binding.describe(user))
+                        return _allowed(binding, user)
                 if binding.subject_errors:
                     errors = (errors or []) + binding.errors_for(user)
         if not errors:
@@ -89,6 +89,16 @@ class RBACAuthorizer:
             if now - logged.get(error, -LOG_EVERY) >= LOG_EVERY:
                 logged[error] = now
                 log.warn("RBAC: evaluation error: {error}", error=error)
+
+
+def _allowed(binding, user) -> Decision:
+    """Allow, ``RBAC: allowed by <binding>``: made once per binding version and subject."""
+    subject = binding.first_subject(user)
+    decision = binding.memo.get(subject)
+    if decision is None:
+        decision = binding.memo[subject] = Decision(
+            ALLOW, "RBAC: allowed by " + binding.describe(subject))
+    return decision
 
 
 def _resource_rule(rule: dict) -> dict:

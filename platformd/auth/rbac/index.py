@@ -64,7 +64,7 @@ class Binding:
     """A RoleBinding (``namespace`` set) or ClusterRoleBinding, as the index keeps it."""
 
     __slots__ = ("key", "name", "namespace", "role_kind", "role_name", "subjects",
-                 "subject_errors", "scope_errors")
+                 "subject_errors", "scope_errors", "memo")
 
     def __init__(self, key: str, name: str, namespace: str, obj: dict):
         self.key = key
@@ -79,6 +79,9 @@ class Binding:
         self.subject_errors = []
         #: Errors of subjects that name nobody (an unknown kind): reported scope-wide.
         self.scope_errors = []
+        #: What readers derive from this version of the binding (the authorizer's
+        #: decisions per subject), dropped with it.
+        self.memo: dict = {}
         for subject in self.subjects:
             error = sj.subject_error(subject)
             if error is None:
@@ -96,13 +99,21 @@ class Binding:
         return [error for subject, error in self.subject_errors
                 if sj.applies_to(user, subject, self.namespace)]
 
-    def describe(self, user) -> str:
+    def first_subject(self, user) -> int:
+        """The index of the first subject that applies to ``user`` (upstream's
+        ``appliesTo``), or -1."""
+        namespace = self.namespace
+        for i, subject in enumerate(self.subjects):
+            if sj.applies_to(user, subject, namespace):
+                return i
+        return -1
+
+    def describe(self, subject_index: int) -> str:
         """
-        Upstream's binding describers, naming the first subject that applies to
-        ``user``: ``RoleBinding "name/ns" of Role "r" to User "jane"``.
+        Upstream's binding describers, naming the subject at ``subject_index`` (the
+        first that applies): ``RoleBinding "name/ns" of Role "r" to User "jane"``.
         """
-        subject = next((s for s in self.subjects if sj.applies_to(user, s, self.namespace)),
-                       {})
+        subject = self.subjects[subject_index] if subject_index >= 0 else {}
         name = f"{self.name}/{self.namespace}" if self.namespace else self.name
         return (f"{self.kind} {quote(name)} of {self.role_kind} {quote(self.role_name)} to "
                 f"{sj.describe(subject, self.namespace)}")
