@@ -114,7 +114,8 @@ def compose(storage, clock, gates, authenticator, *,
     snapshots = Snapshots(clock, continue_token_ttl)
     admission = AdmissionChain([NamespaceLifecycle(cache.for_kind(core.NAMESPACE),
                                                    core.NAMESPACE)])
-    stores = {k.gvr: GenericStore(k, storage, cache, clock, admission) for k in catalog.kinds}
+    stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
+              for k in catalog.kinds if k.stored}
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
     api = APIServer(

@@ -17,7 +17,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deletes, filters, responses, views, writes
+from platformd.api import deletes, filters, responses, reviews, views, writes
 from platformd.api.call import Call
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.codecs.jsoncodec import JSON
@@ -133,6 +133,8 @@ class APIServer:
             if info.verb not in _STATUS_VERBS:
                 raise errors.method_not_allowed()
         call.kind = kind
+        if kind.review is not None:
+            return reviews.serve(call, self._check_route_accepts)
         handler = _HANDLERS.get(info.verb)
         if handler is None:
             raise errors.method_not_allowed()

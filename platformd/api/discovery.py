@@ -26,8 +26,11 @@ import base64
 import hashlib
 from typing import Optional
 
-#: Every served kind accepts every standard verb; upstream lists them sorted.
-VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+from platformd.registry.resource import ALL_VERBS
+
+#: Every stored kind accepts every standard verb (``ResourceType.verbs``; a review only
+#: ``create``); upstream lists them sorted.
+VERBS = ALL_VERBS
 #: The ``status`` subresource is read, replaced and patched, never created or listed.
 STATUS_VERBS = ("get", "patch", "update")
 
@@ -88,13 +91,15 @@ def _resource(kind) -> dict:
         "singularName": kind.singular,
         "namespaced": kind.namespaced,
         "kind": kind.kind,
-        "verbs": list(VERBS),
+        "verbs": list(kind.verbs),
     }
     if kind.short_names:
         entry["shortNames"] = list(kind.short_names)
     if kind.categories:
         entry["categories"] = list(kind.categories)
-    entry["storageVersionHash"] = storage_version_hash(kind.group, kind.version, kind.kind)
+    if kind.stored:
+        # Upstream names a storage version only for kinds with storage (not the reviews).
+        entry["storageVersionHash"] = storage_version_hash(kind.group, kind.version, kind.kind)
     return entry
 
 

@@ -212,13 +212,14 @@ def _kind_name(struct: Struct) -> str:
 def _schema_gvks(catalog) -> dict:
     """
     ``x-kubernetes-group-version-kind`` of each definition that is a kind: the served
-    kinds and their lists, ``Status`` (core v1 only), and ``DeleteOptions`` and
+    kinds and their lists (a review has none), ``Status`` (core v1 only), and ``DeleteOptions`` and
     ``WatchEvent``, which upstream registers in every group-version.
     """
     gvks = {}
     for k in catalog.kinds:
         gvks[k.schema.name] = [_gvk(k.group, k.version, k.kind)]
-        gvks[k.list_schema.name] = [_gvk(k.group, k.version, k.list_kind)]
+        if k.stored:
+            gvks[k.list_schema.name] = [_gvk(k.group, k.version, k.list_kind)]
     group_versions = [(g, v) for g, versions in sorted(catalog.group_versions().items())
                       for v in versions]
     for struct in (DELETE_OPTIONS, WATCH_EVENT):
@@ -240,7 +241,7 @@ def _definitions(roots, gvks: dict, dialect: _Dialect) -> dict:
 def _kind_roots(kinds) -> list:
     roots = []
     for k in kinds:
-        roots.extend((k.schema, k.list_schema))
+        roots.extend((k.schema, k.list_schema) if k.stored else (k.schema,))
     return roots
 
 
@@ -383,13 +384,17 @@ class _KindOps:
                        result=self.kind.list_schema.name, query=_LIST, streams=True,
                        action="list")
 
+    def create(self) -> _Op:
+        k = self.kind
+        return self.op("post", "create", self.scope + k.kind, f"create a {k.kind}",
+                       responses=_ACCEPTED, result=k.schema.name, query=_WRITE,
+                       body=k.schema.name, body_required=True, action="post")
+
     def collection(self) -> tuple:
         k, scoped = self.kind, self.scope + self.kind.kind
         return (
             self.list(scoped),
-            self.op("post", "create", scoped, f"create a {k.kind}", responses=_ACCEPTED,
-                    result=k.schema.name, query=_WRITE, body=k.schema.name,
-                    body_required=True, action="post"),
+            self.create(),
             self.op("delete", "delete", "Collection" + scoped,
                     f"delete collection of {k.kind}", result=STATUS.name,
                     query=_DELETE_COLLECTION, body=DELETE_OPTIONS.name,
@@ -431,6 +436,9 @@ def _kind_paths(kind) -> list:
     else:
         scope, segments = "", ()
     collection = f"{scope}/{kind.plural}"
+    if not kind.stored:
+        # A review (upstream's access reviews): its collection path takes POST only.
+        return [_Path(base + collection, segments, (ops.create(),))]
     paths = [
         _Path(base + collection, segments, ops.collection()),
         _Path(f"{base}{collection}/{{name}}", segments + name, ops.item()),

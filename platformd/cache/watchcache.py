@@ -359,8 +359,9 @@ class WatchCache:
         self.storage = storage
         self.clock = clock
         self.history_ttl = history_ttl
-        self.kinds = {k.storage_prefix: KindCache(k, clock) for k in catalog.kinds}
-        self._by_kind = {k.gvr: self.kinds[k.storage_prefix] for k in catalog.kinds}
+        stored = [k for k in catalog.kinds if k.stored]  # reviews store nothing
+        self.kinds = {k.storage_prefix: KindCache(k, clock) for k in stored}
+        self._by_kind = {k.gvr: self.kinds[k.storage_prefix] for k in stored}
         self.revision = 0
         #: Every event after this revision is held in the kinds' histories.
         self.horizon = 0

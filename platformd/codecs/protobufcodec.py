@@ -30,6 +30,8 @@ from zope.interface import implementer
 
 from platformd.codecs import limits, protoconvert
 from platformd.codecs.interface import CodecError, IItemCodec, ITypedCodec
+from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
+from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
@@ -45,6 +47,13 @@ META_VERSIONS = ("meta.platform.io/v1", "meta.k8s.io/v1")
 
 _CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount")
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+#: The reviews: created and answered, never stored or listed (no List messages).
+_REVIEWS = (
+    ("authentication.platform.io/v1", authentication, ("SelfSubjectReview",)),
+    ("authorization.platform.io/v1", authorization, (
+        "LocalSubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
+        "SubjectAccessReview")),
+)
 #: Kinds every group version serves (upstream registers them in each).
 _ANY_VERSION = {"Status": meta.Status, "DeleteOptions": meta.DeleteOptions}
 #: The discovery documents: upstream's unversioned ``v1`` kinds, written without an
@@ -61,6 +70,9 @@ def builtin_messages() -> dict:
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(api_version, kind + "List")] = getattr(module, kind + "List")
+    for api_version, module, kinds in _REVIEWS:
+        for kind in kinds:
+            table[(api_version, kind)] = getattr(module, kind)
     for api_version in META_VERSIONS:
         table[(api_version, "PartialObjectMetadata")] = meta.PartialObjectMetadata
         table[(api_version, "PartialObjectMetadataList")] = meta.PartialObjectMetadataList

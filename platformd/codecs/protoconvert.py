@@ -10,7 +10,8 @@ types are encoded differently in the two forms and are handled by message type:
   upstream, JSON has second precision: nanos are dropped on the way back.
 * ``resource.Quantity``: its canonical string in JSON, ``{string}`` in Protobuf.
 * ``meta.v1.FieldsV1``: a JSON object in JSON, that object's JSON bytes in ``Raw``.
-* ``meta.v1.Verbs`` (``APIResource.verbs``): a list in JSON, ``{items}`` in Protobuf.
+* ``meta.v1.Verbs`` (``APIResource.verbs``) and the reviews' ``ExtraValue``: a list in
+  JSON, ``{items}`` in Protobuf.
 * ``bytes`` fields (``Secret.data``, ``ConfigMap.binaryData``): base64 text in JSON, the
   bytes themselves in Protobuf.
 
@@ -52,6 +53,10 @@ from platformd.codecs import gopresence
 TIME = "platform.apimachinery.pkg.apis.meta.v1.Time"
 QUANTITY = "platform.apimachinery.pkg.api.resource.Quantity"
 VERBS = "platform.apimachinery.pkg.apis.meta.v1.Verbs"
+#: ``[]string`` types whose message holds ``items``: a JSON list (``Verbs``, and the
+#: access reviews' ``ExtraValue``).
+STRING_LISTS = frozenset({VERBS, "platform.api.authorization.v1.ExtraValue",
+                          "platform.api.authentication.v1.ExtraValue"})
 FIELDS_V1 = "platform.apimachinery.pkg.apis.meta.v1.FieldsV1"
 #: ``time.Time{}`` (0001-01-01T00:00:00Z) in Unix seconds: upstream's zero time.
 ZERO_TIME_SECONDS = -62135596800
@@ -193,7 +198,7 @@ def _fill_custom(message, value, set_time) -> bool:
         message.string = value
     elif full_name == FIELDS_V1:
         message.Raw = orjson.dumps(value)
-    elif full_name == VERBS:
+    elif full_name in STRING_LISTS:
         message.SetInParent()
         message.items.extend(value)
     else:
@@ -301,7 +306,7 @@ def _plain_custom(message):
         return message.string
     if full_name == FIELDS_V1:
         return orjson.loads(message.Raw) if message.Raw else {}
-    if full_name == VERBS:
+    if full_name in STRING_LISTS:
         return list(message.items)
     return None
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from platformd.codecs import gopresence
 from platformd.registry.kinds import (
-    clusterrole, clusterrolebinding, configmap, namespace, pod, role, rolebinding, secret,
-    serviceaccount,
+    clusterrole, clusterrolebinding, configmap, localsubjectaccessreview, namespace, pod, role,
+    rolebinding, secret, selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview,
+    serviceaccount, subjectaccessreview,
 )
 
 
@@ -67,6 +68,12 @@ def builtin() -> Catalog:
         configmap.KIND,
         secret.KIND,
         serviceaccount.KIND,
+        # Named groups in upstream's /apis order: authentication, authorization, rbac.
+        selfsubjectreview.KIND,
+        localsubjectaccessreview.KIND,
+        selfsubjectaccessreview.KIND,
+        selfsubjectrulesreview.KIND,
+        subjectaccessreview.KIND,
         role.KIND,
         clusterrole.KIND,
         rolebinding.KIND,

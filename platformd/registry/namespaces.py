@@ -29,7 +29,8 @@ class NamespaceController:
         self.cache = cache
         self.namespace_kind = namespace_kind
         self.namespace_store = stores[namespace_kind.gvr]
-        self.namespaced = [(k, stores[k.gvr]) for k in catalog.kinds if k.namespaced]
+        self.namespaced = [(k, stores[k.gvr]) for k in catalog.kinds
+                           if k.namespaced and k.stored]
         self._scheduled: set = set()
         self._running: set = set()
         self._following = False

@@ -32,6 +32,10 @@ def _no_finalizers(_obj) -> tuple:
     return ()
 
 
+#: Every standard verb, sorted as upstream's discovery lists them.
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
 @attrs.frozen
 class ResourceType:
     """One served kind (see module docstring)."""
@@ -90,6 +94,11 @@ class ResourceType:
     #: ``gopresence``'s notation, for the messages of this kind (registered with
     #: ``gopresence`` when a catalog adds the kind).
     presence: dict = attrs.field(factory=dict)
+    #: For a create-only kind that stores nothing (upstream's access reviews):
+    #: ``review(context, obj) -> answer`` (or a Deferred), the object with its ``status``
+    #: filled from the request's ``RequestContext``.  Such a kind has no store, no watch
+    #: cache and no list; discovery lists only ``create`` (``api/reviews.py``).
+    review: Optional[Callable] = None
     schema: Struct = attrs.field(init=False)
     list_schema: Struct = attrs.field(init=False)
     #: ``(group, version, plural)``: what the catalog, the stores and the watch cache
@@ -120,6 +129,16 @@ class ResourceType:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def verbs(self) -> tuple:
+        """The verbs discovery lists: only ``create`` for a review, else every verb."""
+        return ("create",) if self.review is not None else ALL_VERBS
+
+    @property
+    def stored(self) -> bool:
+        """Whether objects of this kind are stored (and so cached and listed)."""
+        return self.review is None
 
     @property
     def list_kind(self) -> str:

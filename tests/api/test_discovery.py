@@ -12,7 +12,13 @@ from platformd.registry.catalog import builtin
 from tests.api.docserver import KubectlTestCase
 
 RBAC = "rbac.authorization.platform.io"
+AUTHZ = "authorization.platform.io"
+AUTHN = "authentication.platform.io"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+def _gv(group: str) -> dict:
+    return {"groupVersion": f"{group}/v1", "version": "v1"}
 
 
 def _by_name(document) -> dict:
@@ -41,7 +47,11 @@ class APIGroupTests(unittest.TestCase):
         self.assertEqual(discovery.api_group_list(builtin()), {
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": [{"name": RBAC, "versions": [self.gv], "preferredVersion": self.gv}],
+            # Upstream's order (kube-aggregator's group priorities): authentication,
+            # authorization, then RBAC.
+            "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
+                       for group, gv in ((AUTHN, _gv(AUTHN)), (AUTHZ, _gv(AUTHZ)),
+                                         (RBAC, self.gv))],
         })
 
     def test_group(self):
@@ -178,7 +188,11 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["pods"], ["po", "v1", "true", "Pod"])
             self.assertEqual(rows["namespaces"], ["ns", "v1", "false", "Namespace"])
             self.assertNotIn("pods/status", rows)
-            self.assertEqual(len(rows), 9)
+            self.assertEqual(rows["subjectaccessreviews"],
+                             ["", f"{AUTHZ}/v1", "false", "SubjectAccessReview"])
+            self.assertEqual(rows["selfsubjectreviews"],
+                             ["", f"{AUTHN}/v1", "false", "SelfSubjectReview"])
+            self.assertEqual(len(rows), 14)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -187,6 +201,6 @@ class KubectlDiscoveryTests(KubectlTestCase):
         def check(result):
             names = self.assertSucceeded(result).split()
             self.assertEqual(sorted(names), [
-                "configmaps", "pods", f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets",
-                "serviceaccounts"])
+                "configmaps", f"localsubjectaccessreviews.{AUTHZ}", "pods",
+                f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts"])
         return d.addCallback(check)

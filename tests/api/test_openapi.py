@@ -16,6 +16,8 @@ from platformd.registry.catalog import builtin
 from tests.api.docserver import KubectlTestCase
 
 RBAC = "rbac.authorization.platform.io"
+AUTHZ = "authorization.platform.io"
+AUTHN = "authentication.platform.io"
 RBAC_V1 = f"/apis/{RBAC}/v1"
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
 RBAC_DEFS = "io.platform.api.rbac.v1"
@@ -85,6 +87,10 @@ class V2DefinitionTests(unittest.TestCase):
         for kind in builtin().kinds:
             for name, kind_name in ((kind.schema.name, kind.kind),
                                     (kind.list_schema.name, kind.list_kind)):
+                if not kind.stored and kind_name == kind.list_kind:
+                    # A review is never listed: upstream defines no List for it.
+                    self.assertNotIn(name, self.definitions)
+                    continue
                 self.assertEqual(self.definitions[name]["x-kubernetes-group-version-kind"],
                                  [{"group": kind.group, "kind": kind_name, "version": "v1"}])
 
@@ -183,8 +189,8 @@ class V2DefinitionTests(unittest.TestCase):
         for kind in ("DeleteOptions", "WatchEvent"):
             self.assertEqual(self.definitions[f"{META}.{kind}"]
                              ["x-kubernetes-group-version-kind"], [
-                                 {"group": "", "kind": kind, "version": "v1"},
-                                 {"group": RBAC, "kind": kind, "version": "v1"}])
+                                 {"group": group, "kind": kind, "version": "v1"}
+                                 for group in ("", AUTHN, AUTHZ, RBAC)])
         event = self.definitions[f"{META}.WatchEvent"]
         self.assertEqual(event["required"], ["type", "object"])
         self.assertEqual(event["properties"]["object"]["$ref"],
@@ -362,8 +368,27 @@ class V2PathTests(unittest.TestCase):
 
     def test_kubectl_finds_field_validation_for_every_kind(self):
         for kind in builtin().kinds:
+            if not kind.stored:
+                continue  # a review is only created (no PATCH; see test_review_paths)
             gvk = {"group": kind.group, "kind": kind.kind, "version": kind.version}
             self.assertTrue(_patch_supports(self.document, gvk, "fieldValidation"), gvk)
+
+    def test_review_paths(self):
+        """A review's collection takes POST only, as upstream's; it has no object path."""
+        sar = self.paths[f"/apis/{AUTHZ}/v1/subjectaccessreviews"]
+        self.assertEqual(sorted(k for k in sar if k != "parameters"), ["post"])
+        self.assertEqual(sar["post"]["operationId"], "createAuthorizationV1SubjectAccessReview")
+        self.assertEqual(sar["post"]["x-kubernetes-action"], "post")
+        self.assertEqual(sar["post"]["x-kubernetes-group-version-kind"],
+                         {"group": AUTHZ, "kind": "SubjectAccessReview", "version": "v1"})
+        local = self.paths[f"/apis/{AUTHZ}/v1/namespaces/{{namespace}}/localsubjectaccessreviews"]
+        self.assertEqual(local["post"]["operationId"],
+                         "createAuthorizationV1NamespacedLocalSubjectAccessReview")
+        self.assertEqual(
+            self.paths[f"/apis/{AUTHN}/v1/selfsubjectreviews"]["post"]["operationId"],
+            "createAuthenticationV1SelfSubjectReview")
+        self.assertFalse([p for p in self.paths if "subjectaccessreviews/" in p
+                          or p.endswith(f"{AUTHZ}/v1/localsubjectaccessreviews")])
 
 
 class V3Tests(unittest.TestCase):
@@ -448,8 +473,9 @@ class V3Tests(unittest.TestCase):
 class V3IndexTests(unittest.TestCase):
     def test_paths(self):
         index = openapi.openapi_v3_index(builtin())
-        self.assertEqual(set(index["paths"]), {"api", "api/v1", "apis", f"apis/{RBAC}",
-                                               f"apis/{RBAC}/v1"})
+        self.assertEqual(set(index["paths"]), {
+            "api", "api/v1", "apis", f"apis/{RBAC}", f"apis/{RBAC}/v1", f"apis/{AUTHZ}",
+            f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

@@ -16,6 +16,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.codecs import gopresence, protoconvert
 from platformd.codecs.protobufcodec import MAGIC, ProtobufCodec
 from platformd.errors import StatusError
+from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
+from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.api.resource import generated_pb2 as resource
@@ -310,7 +312,7 @@ class UpstreamGoldenTests(SynchronousTestCase):
 
 
 def _modules():
-    return (core, rbac, meta, runtime, resource)
+    return (core, rbac, meta, runtime, resource, authorization, authentication)
 
 
 def _messages():

@@ -15,10 +15,12 @@ from platformd.codecs import gopresence
 from platformd.model.schema import structs
 from platformd.registry import kinds, tables
 from platformd.registry.catalog import Catalog, builtin
-from platformd.registry.kinds import configmap, pod, rbacshapes, role
+from platformd.registry.kinds import accessreviews, configmap, pod, rbacshapes, role, selfsubjectreview
 from platformd.storage.memory import MemoryStorage
 
 RBAC = rbacshapes.GROUP
+AUTHZ = accessreviews.GROUP
+AUTHN = selfsubjectreview.GROUP
 
 #: The table columns of each kind, as they stood in registry/tables.py.
 COLUMNS = {
@@ -32,6 +34,12 @@ COLUMNS = {
     (RBAC, "RoleBinding"): ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
     (RBAC, "ClusterRoleBinding"): ["Name", "Role", "Age", "Users", "Groups",
                                    "ServiceAccounts"],
+    # The reviews are never listed; they keep the default.
+    (AUTHN, "SelfSubjectReview"): ["Name", "Created At"],
+    (AUTHZ, "LocalSubjectAccessReview"): ["Name", "Created At"],
+    (AUTHZ, "SelfSubjectAccessReview"): ["Name", "Created At"],
+    (AUTHZ, "SelfSubjectRulesReview"): ["Name", "Created At"],
+    (AUTHZ, "SubjectAccessReview"): ["Name", "Created At"],
 }
 
 #: The field selector labels of each kind, as they stood in api/selectors.py (None:
@@ -53,7 +61,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 9)
+        self.assertEqual(len(builtin().kinds), 14)
 
     def test_columns(self):
         for kind in builtin().kinds:
@@ -70,11 +78,13 @@ class BuiltinTests(SynchronousTestCase):
         """A kind's presence names its message, its List and every message its schema
         reaches (meta's aside), and nothing of another package."""
         for kind in builtin().kinds:
-            package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1."}[kind.group]
+            package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1.",
+                       AUTHZ: accessreviews.PROTO, AUTHN: selfsubjectreview.PROTO}[kind.group]
             reached = {s.name.removeprefix("io.") for s in structs(kind.schema)}
             reached = {name for name in reached if name.startswith(package)}
             self.assertEqual(reached - set(kind.presence), set(), kind.kind)
-            self.assertIn(package + kind.kind + "List", kind.presence)
+            if kind.stored:  # a review has no List
+                self.assertIn(package + kind.kind + "List", kind.presence)
             self.assertTrue(all(name.startswith(package) for name in kind.presence))
 
     def test_gvr(self):

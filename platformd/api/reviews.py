@@ -1,0 +1,55 @@
+"""
+The create-only kinds that store nothing (upstream's access reviews and
+SelfSubjectReview; ``ResourceType.review``): a POST to the collection is decoded,
+validated and answered 201 with the object its kind's ``review`` hook fills; nothing is
+written, so ``dryRun`` changes nothing either.
+
+Routes as go-restful's for a resource with only a create route: any other path under it
+(an object, a subresource, a namespaced kind without its namespace) is 404, any other
+method on the collection 405, then the Accept header (406).
+"""
+
+from __future__ import annotations
+
+from platformd import errors
+from platformd.api import responses, views, writeoptions
+from platformd.api.body import decode_object
+from platformd.deferreds import then
+
+
+def serve(call, route_accepts):
+    """Answer ``call`` (its ``kind`` a review); ``route_accepts(call)`` checks Accept."""
+    kind, info = call.kind, call.info
+    if info.name or info.subresource or (kind.namespaced and not info.namespace):
+        raise errors.not_found_path()
+    if info.verb != "create":
+        raise errors.method_not_allowed()
+    route_accepts(call)
+    call.pick(views.GET_VIEWS)
+    return create(call)
+
+
+def create(call):
+    kind = call.kind
+    options = writeoptions.parse(call)
+    call.context.dry_run = options.dry_run
+    obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
+    obj["kind"], obj["apiVersion"] = kind.kind, kind.api_version
+    meta = obj.setdefault("metadata", {})
+    # rest.EnsureObjectNamespaceMatchesRequestNamespace, as upstream's create handler.
+    if kind.namespaced:
+        if meta.get("namespace") and meta["namespace"] != call.info.namespace:
+            raise errors.bad_request("the namespace of the provided object does not match "
+                                     "the namespace sent on the request")
+        meta["namespace"] = call.info.namespace
+    else:
+        meta.pop("namespace", None)
+    causes = kind.validate(obj)
+    if causes:
+        raise errors.invalid(kind.kind, kind.group, "", causes)
+    return then(kind.review(call.context, obj), _answer, call)
+
+
+def _answer(answer: dict, call):
+    call.kind.schema.order(answer)
+    return responses.write_value(call, 201, answer)
