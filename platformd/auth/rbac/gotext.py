@@ -6,28 +6,14 @@ aggregated error (``utilerrors.NewAggregate(errs).Error()``).
 
 from __future__ import annotations
 
-_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-            "\v": "\\v", "\\": "\\\\", '"': '\\"'}
+from platformd.model.fielderrors import go_quote
 
 
 def quote(text: str) -> str:
-    """``strconv.Quote``: printable characters as they are, the rest escaped."""
+    """``strconv.Quote`` (``fielderrors.go_quote``), at once for plain text."""
     if text.isprintable() and '"' not in text and "\\" not in text:
         return f'"{text}"'
-    out = []
-    for char in text:
-        escaped = _ESCAPES.get(char)
-        if escaped is not None:
-            out.append(escaped)
-        elif char.isprintable():
-            out.append(char)
-        elif ord(char) < 0x80:
-            out.append(f"\\x{ord(char):02x}")
-        elif ord(char) < 0x10000:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    return '"' + "".join(out) + '"'
+    return go_quote(text)
 
 
 def quote_list(items) -> str:
