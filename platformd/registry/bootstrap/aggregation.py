@@ -112,18 +112,19 @@ class ClusterRoleAggregator:
 
     def _changed(self, type_, new, old, revision) -> None:
         names = set()
-        changed = []
+        labels = []
         for entry in (new, old):
             if entry is None:
                 continue
             try:
-                changed.append(_labels(entry))
+                obj = entry.obj
             except CorruptObjectError:
                 continue
-        if new is not None and changed and new.obj.get("aggregationRule") is not None:
-            names.add(new.name)
+            labels.append((obj.get("metadata") or {}).get("labels") or {})
+            if entry is new and obj.get("aggregationRule") is not None:
+                names.add(new.name)
         for name, selectors in self._aggregating():
-            if any(s(labels) for s in selectors for labels in changed):
+            if any(s(each) for s in selectors for each in labels):
                 names.add(name)
         self._schedule(names)
 
