@@ -1,0 +1,169 @@
+"""
+CEL expressions: compiled and type-checked once, evaluated many times.
+
+A thin wrapper over ``cel-expr-python`` (Google's CEL C++ implementation behind Python
+bindings; see docs/authorization.md for why this library).  An ``Environment`` declares
+the variables an expression may use and their types; ``Environment.compile`` parses and
+type-checks an expression, checks its result type (``compile(src, BOOL)``) and keeps the
+compiled ``Program`` (same environment, same source: same object); ``Program.evaluate``
+binds the variables and answers a Python value or raises ``EvaluationError``.
+
+Object-shaped variables (a SubjectAccessReview's spec, a user) are protobuf messages
+declared at run time (``messages``), so field names and types are checked at compile
+time as upstream's DeclTypes are: ``request.nope`` is a compile error, ``request.user``
+is a string.  Matchers of authorization webhooks use this; JWT claim rules and admission
+policies are meant to as well.
+
+Messages worded as upstream's ``k8s.io/apiserver/pkg/cel`` words them: a compile error is
+``compilation failed: ERROR: <input>:1:9: ...``; a wrong result type is ``must evaluate
+to bool but got string``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cel_expr_python import cel as _cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
+
+BOOL = _cel.Type.BOOL
+STRING = _cel.Type.STRING
+INT = _cel.Type.INT
+DYN = _cel.Type.DYN
+list_of = _cel.Type.List
+map_of = _cel.Type.Map
+
+
+def message_type(full_name: str):
+    """The CEL type of the protobuf message ``full_name`` (declared with ``messages``)."""
+    return _cel.Type(full_name)
+
+
+class CompileError(Exception):
+    """An expression does not compile or has the wrong type; ``str`` names the problem."""
+
+
+class EvaluationError(Exception):
+    """An expression failed at run time (a missing map key, a type mismatch ...)."""
+
+
+_PRIMITIVE = re.compile(r"\b(BOOL|BYTES|DOUBLE|DURATION|DYN|INT|UINT|STRING|TIMESTAMP|NULL|"
+                        r"LIST|MAP|TYPE|ERROR|UNKNOWN)\b")
+_GO_NAMES = {"NULL": "null_type", "ERROR": "*error*"}
+
+
+def type_name(cel_type) -> str:
+    """A type as cel-go prints it: ``bool``, ``list(string)``, ``map(string, dyn)``."""
+    name = _PRIMITIVE.sub(lambda m: _GO_NAMES.get(m.group(1), m.group(1).lower()),
+                          cel_type.name())
+    return name.replace("<", "(").replace(">", ")")
+
+
+def _issues(error: Exception) -> str:
+    """cel-cpp's status text without its status-code wrapping (``INVALID_ARGUMENT: ...``)."""
+    text = str(error)
+    text = re.sub(r"^[A-Z_]+: ", "", text)
+    return re.sub(r"\s*\[[A-Z_]+\]$", "", text)
+
+
+class Program:
+    """One compiled expression."""
+
+    def __init__(self, source: str, compiled, env: "Environment"):
+        self.source = source
+        self._compiled = compiled
+        self._env = env
+        self.result_type = compiled.return_type()
+
+    def evaluate(self, variables: dict):
+        """The value of the expression with ``variables`` bound; ``EvaluationError``."""
+        try:
+            result = self._compiled.eval(data=variables)
+        except Exception as error:  # the bindings reject a value of the wrong type
+            raise EvaluationError(_issues(error)) from None
+        if result.type() == _cel.Type.ERROR:
+            raise EvaluationError(str(result.value()))
+        return result.plain_value()
+
+    def __repr__(self):
+        return f"<cel.Program {self.source!r}>"
+
+
+class Environment:
+    """
+    Variables and their types.  ``messages`` is a ``FileDescriptorProto`` declaring the
+    message types the variables use (see ``proto_file``); ``google/protobuf/struct.proto``
+    is available to it (``google.protobuf.ListValue``, ``Struct``, ``Value``).
+    """
+
+    def __init__(self, variables: dict, messages: descriptor_pb2.FileDescriptorProto | None = None):
+        self.pool = descriptor_pool.DescriptorPool()
+        self.pool.AddSerializedFile(struct_pb2.DESCRIPTOR.serialized_pb)
+        if messages is not None:
+            self.pool.Add(messages)
+        self._env = _cel.NewEnv(self.pool, variables=variables)
+        self._programs: dict = {}
+
+    def message_class(self, full_name: str):
+        """The Python class of a declared message, to build variable values with."""
+        return message_factory.GetMessageClass(self.pool.FindMessageTypeByName(full_name))
+
+    def compile(self, source: str, *result_types) -> Program:
+        """
+        The compiled ``source``; ``CompileError`` when it does not parse or type-check,
+        or when its type is not one of ``result_types`` (any type when none is given).
+        Compiled programs are kept: compiling the same source again costs a dict lookup.
+        """
+        key = (source, tuple(type_name(t) for t in result_types))
+        program = self._programs.get(key)
+        if program is not None:
+            return program
+        try:
+            compiled = self._env.compile(source)
+        except Exception as error:
+            raise CompileError("compilation failed: " + _issues(error)) from None
+        got = compiled.return_type()
+        if result_types and not any(got == wanted for wanted in result_types):
+            if len(result_types) == 1:
+                reason = (f"must evaluate to {type_name(result_types[0])} but got "
+                          f"{type_name(got)}")
+            else:
+                reason = f"must evaluate to one of [{' '.join(map(type_name, result_types))}]"
+            raise CompileError(reason)
+        program = self._programs[key] = Program(source, compiled, self)
+        return program
+
+
+def proto_file(name: str, package: str, messages: dict) -> descriptor_pb2.FileDescriptorProto:
+    """
+    A proto2 file declaring ``messages``: ``{message name: [(field, type), ...]}``, where a
+    type is ``"string"``, ``"repeated string"``, a message name of this package, or
+    ``"map<string, google.protobuf.ListValue>"``-style ``"map:<full value type>"``.
+    proto2 so that ``has()`` on a set string field is true even when it is empty, as it
+    is on upstream's unstructured objects.
+    """
+    fd = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto2")
+    fd.dependency.append("google/protobuf/struct.proto")
+    Field = descriptor_pb2.FieldDescriptorProto
+    for message_name, fields in messages.items():
+        message = fd.message_type.add(name=message_name)
+        for number, (field_name, kind) in enumerate(fields, 1):
+            field = message.field.add(name=field_name, number=number, json_name=field_name,
+                                      label=Field.LABEL_OPTIONAL)
+            if kind == "string":
+                field.type = Field.TYPE_STRING
+            elif kind == "repeated string":
+                field.type, field.label = Field.TYPE_STRING, Field.LABEL_REPEATED
+            elif kind.startswith("map:"):
+                entry = message.nested_type.add(name=field_name[0].upper() + field_name[1:]
+                                                + "Entry")
+                entry.options.map_entry = True
+                entry.field.add(name="key", number=1, type=Field.TYPE_STRING,
+                                label=Field.LABEL_OPTIONAL)
+                entry.field.add(name="value", number=2, type=Field.TYPE_MESSAGE,
+                                label=Field.LABEL_OPTIONAL, type_name="." + kind[4:])
+                field.type, field.label = Field.TYPE_MESSAGE, Field.LABEL_REPEATED
+                field.type_name = f".{package}.{message_name}.{entry.name}"
+            else:
+                field.type, field.type_name = Field.TYPE_MESSAGE, f".{package}.{kind}"
+    return fd

@@ -1,0 +1,251 @@
+"""
+The Webhook authorizer: asks a remote service with a SubjectAccessReview (spec 5.5).
+
+For each request: the matchConditions first (``sar.Matcher``: any false skips the webhook
+with NoOpinion; an error, none false, is the failure policy's decision); then the decision
+cache, keyed on the review's spec as upstream keys it (``authorizedTTL`` for an allowed
+answer, ``unauthorizedTTL`` for any other, on the injected clock; a cache switched off is a
+TTL of 0); then a POST of the review to the kubeconfig's server with
+``twisted.web.client.Agent``, cancelled after ``timeout`` on the clock.  A failed call or a
+malformed answer is the failure policy's decision (``NoOpinion`` lets later authorizers
+decide, ``Deny`` denies), with the error in ``Decision.error`` and logged as upstream logs
+it.  The answer: ``status.denied`` → Deny, ``status.allowed`` → Allow, neither →
+NoOpinion, both → Deny with upstream's error; ``status.reason`` is the reason and
+``status.evaluationError`` the error.
+
+Left out from upstream: retries with backoff of a failed call, field and label selectors
+in ``resourceAttributes`` (the request info carries none).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.web.client import Agent, HTTPConnectionPool, readBody
+from twisted.web.http_headers import Headers
+from twisted.web.iweb import IBodyProducer
+from zope.interface import implementer
+
+from platformd.auth import sar
+from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
+from platformd.auth.kubeconfig import Connection
+
+log = Logger()
+
+#: upstream's ``maxControlledAttrCacheSize``: larger requester-controlled attributes are
+#: not cached (a cheap way to fill the cache).
+MAX_CACHED_ATTRIBUTES_SIZE = 10000
+CACHE_SIZE = 8192
+_BOTH = "webhook subject access review returned both allow and deny response"
+_HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
+            b"User-Agent": [b"platformd"]}
+
+
+class WebhookError(Exception):
+    """The call failed or its answer is not a SubjectAccessReview."""
+
+
+class _DecisionCache:
+    """An LRU of review statuses, each with its own expiry on ``clock``."""
+
+    def __init__(self, clock, size: int = CACHE_SIZE):
+        self._clock = clock
+        self._size = size
+        self._entries: OrderedDict = OrderedDict()
+
+    def get(self, key: str):
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        status, expires = entry
+        if self._clock.seconds() >= expires:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return status
+
+    def add(self, key: str, status: dict, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        self._entries[key] = (status, self._clock.seconds() + ttl)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+
+
+@implementer(IAuthorizer)
+class WebhookAuthorizer:
+    """
+    ``connection``: the kubeconfig's server and credentials; ``version``: ``v1`` or
+    ``v1beta1``; ``failure_policy``: ``NoOpinion`` or ``Deny``; ``matcher``: a
+    ``sar.Matcher`` or None (match everything).  ``clock`` times the cache and the
+    timeout; ``reactor`` carries the connections.  ``close()`` drops idle connections.
+    """
+
+    def __init__(self, name: str, connection: Connection, *, version: str = "v1",
+                 timeout: float, authorized_ttl: float, unauthorized_ttl: float,
+                 failure_policy: str, matcher: sar.Matcher | None = None, clock, reactor):
+        self.name = name
+        self.url = connection.server
+        self._version = version
+        self._timeout = timeout
+        self._authorized_ttl = authorized_ttl
+        self._unauthorized_ttl = unauthorized_ttl
+        self._on_error = DENY if failure_policy == "Deny" else NO_OPINION
+        self._matcher = matcher
+        self._clock = clock
+        self._cache = _DecisionCache(clock)
+        headers = dict(_HEADERS)
+        if connection.token:
+            headers[b"Authorization"] = [b"Bearer " + connection.token.encode()]
+        self._headers = headers
+        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._agent = Agent(reactor, contextFactory=connection.tls_policy(), pool=self._pool)
+        #: Calls made to the remote service (tests and metrics read it).
+        self.calls = 0
+
+    def authorize(self, attributes: Attributes):
+        if self._matcher is not None:
+            try:
+                if not self._matcher.matches(attributes):
+                    return Decision(NO_OPINION)
+            except sar.MatchError as error:
+                return Decision(self._on_error, "", str(error))
+        spec = sar.spec_for(attributes)
+        key = sar.cache_key(spec)
+        status = self._cache.get(key)
+        if status is not None:
+            return _decide(status)
+        return self._ask(spec, key, _cacheable(attributes)).addCallbacks(
+            _decide, self._failed)
+
+    def _ask(self, spec: dict, key: str, cacheable: bool):
+        self.calls += 1
+        body = sar.review_body(spec, self._version)
+        answer: Any = self._agent.request(b"POST", self.url.encode(),
+                                          Headers(self._headers), _Body(body))
+        answer.addCallback(self._read)
+        timer = self._clock.callLater(self._timeout, answer.cancel)
+
+        def done(result):
+            if timer.active():
+                timer.cancel()
+            return result
+
+        answer.addBoth(done)
+        answer.addErrback(_as_webhook_error, self.url)
+        answer.addCallback(self._remember, key, cacheable)
+        return answer
+
+    def _read(self, response):
+        reading = readBody(response)
+        reading.addCallback(_status_of, response.code)
+        return reading
+
+    def _remember(self, status: dict, key: str, cacheable: bool) -> dict:
+        if cacheable:
+            ttl = self._authorized_ttl if status["allowed"] else self._unauthorized_ttl
+            self._cache.add(key, status, ttl)
+        return status
+
+    def _failed(self, failure) -> Decision:
+        failure.trap(WebhookError)
+        message = str(failure.value)
+        log.error("Failed to make webhook authorizer request: {message}", message=message)
+        return Decision(self._on_error, "", message)
+
+    def close(self):
+        """Drop idle connections (a Deferred firing once they are closed)."""
+        return self._pool.closeCachedConnections()
+
+
+def _as_webhook_error(failure, url: str):
+    """Any failure of the call as a ``WebhookError`` worded as Go's client words it; a
+    cancellation (ours, at the timeout) is a deadline exceeded."""
+    if failure.check(WebhookError):
+        return failure
+    reasons = getattr(failure.value, "reasons", None) or [failure]
+    if any(r.check(defer.CancelledError) for r in reasons):
+        raise WebhookError(f'Post "{url}": context deadline exceeded')
+    raise WebhookError(f'Post "{url}": ' + "; ".join(r.getErrorMessage() for r in reasons))
+
+
+def _cacheable(attributes: Attributes) -> bool:
+    info = attributes.info
+    size = sum(len(v) for v in (info.namespace, info.verb, info.group, info.version,
+                                info.resource, info.subresource, info.name, info.path))
+    return size < MAX_CACHED_ATTRIBUTES_SIZE
+
+
+def _status_of(body: bytes, code: int) -> dict:
+    """The review's status from the answer; ``WebhookError`` when there is none."""
+    try:
+        document = json.loads(body)
+    except ValueError as error:
+        document = None
+        parse_error = str(error)
+    if not 200 <= code < 300:
+        if isinstance(document, dict) and isinstance(document.get("message"), str):
+            raise WebhookError(document["message"])
+        raise WebhookError(f"the server responded with the status code {code} but did not "
+                           "return more information")
+    if document is None:
+        raise WebhookError(f"invalid SubjectAccessReview response: {parse_error}")
+    if not isinstance(document, dict):
+        raise WebhookError("invalid SubjectAccessReview response: not a JSON object")
+    kind = document.get("kind")
+    if kind not in (None, "SubjectAccessReview"):
+        raise WebhookError(f"invalid SubjectAccessReview response: kind {kind!r}")
+    status = document.get("status")
+    if status is None:
+        status = {}
+    if not isinstance(status, dict):
+        raise WebhookError("invalid SubjectAccessReview response: status is not an object")
+    out = {}
+    for field, kind_of, default in (("allowed", bool, False), ("denied", bool, False),
+                                    ("reason", str, ""), ("evaluationError", str, "")):
+        value = status.get(field)
+        if value is None:
+            value = default
+        if not isinstance(value, kind_of):
+            raise WebhookError(f"invalid SubjectAccessReview response: status.{field} is not "
+                               f"a {'boolean' if kind_of is bool else 'string'}")
+        out[field] = value
+    return out
+
+
+def _decide(status: dict) -> Decision:
+    reason, error = status["reason"], status["evaluationError"]
+    if status["allowed"] and status["denied"]:
+        return Decision(DENY, reason, _BOTH)
+    if status["denied"]:
+        return Decision(DENY, reason, error)
+    if status["allowed"]:
+        return Decision(ALLOW, reason, error)
+    return Decision(NO_OPINION, reason, error)
+
+
+@implementer(IBodyProducer)
+class _Body:
+    """A request body that is one bytes string (``FileBodyProducer`` needs a cooperator)."""
+
+    def __init__(self, data: bytes):
+        self._data = data
+        self.length = len(data)
+
+    def startProducing(self, consumer):
+        consumer.write(self._data)
+        return defer.succeed(None)
+
+    def pauseProducing(self):
+        pass
+
+    def resumeProducing(self):
+        pass
+
+    def stopProducing(self):
+        pass
