@@ -13,6 +13,14 @@ from twisted.python import usage
 
 from platformd.durations import parse_duration
 from platformd.featuregates import FeatureGateError, FeatureGates
+from platformd.gotext import quote_list
+
+
+#: Upstream's ``authzmodes.AuthorizationModeChoices`` that apply here (no ABAC, no Node).
+AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC", "Webhook")
+WEBHOOK_FLAGS = ("authorization-webhook-config-file", "authorization-webhook-version",
+                 "authorization-webhook-cache-authorized-ttl",
+                 "authorization-webhook-cache-unauthorized-ttl")
 
 
 def _port(value: str) -> int:
@@ -49,6 +57,21 @@ class Options(usage.Options):
          "UNIX socket of the node-local pods gRPC API."],
         ["node-name", None, socket.gethostname().lower(),
          "This node's name: the pods API serves pods whose spec.nodeName equals it."],
+        # Authorization (docs/authorization.md), as kube-apiserver's flags.
+        ["authorization-mode", None, None,
+         "Ordered, comma-separated authorizers: AlwaysAllow, AlwaysDeny, RBAC, Webhook "
+         "(default RBAC; system:masters is always allowed)."],
+        ["authorization-config", None, None,
+         "AuthorizationConfiguration file (excludes --authorization-mode and "
+         "--authorization-webhook-*)."],
+        ["authorization-webhook-config-file", None, None,
+         "kubeconfig of the authorization webhook (--authorization-mode Webhook)."],
+        ["authorization-webhook-version", None, None,
+         "SubjectAccessReview version the webhook speaks: v1 or v1beta1 (default v1beta1)."],
+        ["authorization-webhook-cache-authorized-ttl", None, None,
+         "How long the webhook's allow answers are cached (default 5m)."],
+        ["authorization-webhook-cache-unauthorized-ttl", None, None,
+         "How long the webhook's deny answers are cached (default 30s)."],
     ]
 
     def postOptions(self):
@@ -75,6 +98,53 @@ class Options(usage.Options):
         if self["client-ca-file"] and not cert:
             raise usage.UsageError("--client-ca-file needs --tls-cert-file and "
                                    "--tls-private-key-file")
+        self._authorization()
+
+    def _authorization(self) -> None:
+        """Upstream's ``BuiltInAuthorizationOptions.Validate``, its rules and words."""
+        webhook_flags = [f for f in WEBHOOK_FLAGS if self[f] is not None]
+        if self["authorization-config"] is not None:
+            if self["authorization-mode"] is not None or webhook_flags:
+                raise usage.UsageError(
+                    "--authorization-config can not be specified when --authorization-mode "
+                    "or --authorization-webhook-* flags are defined")
+            if not os.access(self["authorization-config"], os.R_OK):
+                raise usage.UsageError(
+                    f"--authorization-config: cannot read {self['authorization-config']}")
+            self["authorization-mode"] = []
+            return
+        text = self["authorization-mode"]
+        modes = text.split(",") if text is not None else ["RBAC"]
+        if text is not None and not text:
+            raise usage.UsageError("at least one authorization-mode must be passed")
+        for mode in modes:
+            if mode not in AUTHORIZATION_MODES:
+                raise usage.UsageError(f'authorization-mode "{mode}" is not a valid mode')
+        if len(set(modes)) != len(modes):
+            raise usage.UsageError(f"authorization-mode {quote_list(modes)} has mode specified "
+                                   "more than once")
+        webhook_file = self["authorization-webhook-config-file"]
+        if "Webhook" in modes and not webhook_file:
+            raise usage.UsageError(
+                "authorization-mode Webhook's authorization config file not passed")
+        if webhook_file and "Webhook" not in modes:
+            raise usage.UsageError(
+                "cannot specify --authorization-webhook-config-file without mode Webhook")
+        if webhook_file and not os.access(webhook_file, os.R_OK):
+            raise usage.UsageError(
+                f"--authorization-webhook-config-file: cannot read {webhook_file}")
+        version = self["authorization-webhook-version"] or "v1beta1"
+        if version not in ("v1", "v1beta1"):
+            raise usage.UsageError(f'--authorization-webhook-version: unsupported version '
+                                   f'"{version}": must be v1 or v1beta1')
+        self["authorization-webhook-version"] = version
+        for flag, default in (("authorization-webhook-cache-authorized-ttl", "5m"),
+                              ("authorization-webhook-cache-unauthorized-ttl", "30s")):
+            try:
+                self[flag] = parse_duration(self[flag] or default)
+            except ValueError as e:
+                raise usage.UsageError(f"--{flag}: {e}") from None
+        self["authorization-mode"] = modes
 
 
 class CommandLineOptions(Options):

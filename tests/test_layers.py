@@ -20,9 +20,11 @@ ROOT = os.path.dirname(platformd.__file__)
 #: only units of lower layers.
 LAYERS = (
     {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
+     "gotext",
      "__version__", "protos", "pki"},
-    {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle"},
-    {"auth", "cache", "patch", "admission", "listening"},
+    {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
+     "admission"},
+    {"auth", "cache", "patch", "listening"},
     {"context"},
     {"registry", "podinfo"},
     {"api"},

@@ -291,5 +291,29 @@ class Authorization:
 
     def __call__(self, ctx, proceed):
         ctx.authorizer = self.authorizer
-        return then(authorizers.check(self.authorizer, Attributes(ctx.user, ctx.info)),
+        info = ctx.info
+        if info.collection and info.verb in ("list", "watch"):
+            # Upstream's request info names the object a list or watch selects with
+            # fieldSelector=metadata.name=<x>, so resourceNames rules can allow it.
+            name = _selected_name(ctx.request)
+            if name:
+                info = attrs.evolve(info, name=name)
+        return then(authorizers.check(self.authorizer, Attributes(ctx.user, info)),
                     lambda _: proceed(ctx))
+
+
+def _selected_name(request) -> str:
+    """``fieldSelector``'s exact ``metadata.name`` (``RequiresExactMatch``), if a valid
+    path segment."""
+    text = query.values(request, b"fieldSelector")
+    if not text:
+        return ""
+    for term in text[0].decode("utf-8", "replace").split(","):
+        field, op, value = term.partition("=")
+        if op and field.strip() == "metadata.name":
+            name = value[1:] if value.startswith("=") else value
+            name = name.strip()
+            if name and name not in (".", "..") and "/" not in name and "%" not in name:
+                return name
+            return ""
+    return ""

@@ -4,8 +4,9 @@ Authorizers and the authorizer chain.
 Every authorizer answers Allow, Deny or NoOpinion, at once or with a Deferred (a
 webhook answers later).  The chain asks them in order until one has an opinion, as
 upstream's union authorizer; a request no authorizer allows is 403 with upstream's
-message (``responsewriters.Forbidden``).  ``AlwaysAllow`` is the default until RBAC
-lands; RBAC, webhooks and the privileged-group authorizer plug into the same chain.
+message (``responsewriters.Forbidden``).  The daemon's chain starts with
+``PrivilegedGroups`` (``system:masters``), then the ``--authorization-mode`` authorizers
+or those of ``--authorization-config``; ``AlwaysAllow`` is what tests compose with.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from zope.interface import implementer
 from platformd import errors
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.deferreds import then
+from platformd.gotext import aggregate
 
 _ALLOWED = Decision(ALLOW)
 _NO_OPINION = Decision(NO_OPINION)
@@ -28,6 +30,22 @@ class AlwaysAllow:
 
 
 @implementer(IAuthorizer)
+@attrs.frozen
+class PrivilegedGroups:
+    """
+    Upstream's ``authorizerfactory.NewPrivilegedGroups(system:masters)``, first in every
+    chain: members of these groups may do anything; everyone else gets no opinion.
+    """
+
+    groups: frozenset = frozenset({"system:masters"})
+
+    def authorize(self, attributes):
+        if self.groups.intersection(attributes.user.groups):
+            return _ALLOWED
+        return _NO_OPINION
+
+
+@implementer(IAuthorizer)
 @attrs.define
 class AuthorizerChain:
     """The first authorizer with an opinion decides; none at all is NoOpinion."""
@@ -35,22 +53,31 @@ class AuthorizerChain:
     authorizers: list
 
     def authorize(self, attributes):
-        return self._ask(0, attributes)
+        return self._ask(0, attributes, [])
 
-    def _ask(self, start: int, attributes):
+    def _ask(self, start: int, attributes, opinions: list):
         for index in range(start, len(self.authorizers)):
             decision = self.authorizers[index].authorize(attributes)
             if not isinstance(decision, Decision):
                 # A Deferred: go on down the chain once it has answered.
-                return decision.addCallback(self._answered, index, attributes)
+                return decision.addCallback(self._answered, index, attributes, opinions)
             if decision.verdict != NO_OPINION:
                 return decision
-        return _NO_OPINION
+            if decision.reason or decision.error:
+                opinions.append(decision)
+        if not opinions:
+            return _NO_OPINION
+        # Upstream's union authorizer: every reason given, one per line; the errors
+        # aggregated.
+        return Decision(NO_OPINION, "\n".join(d.reason for d in opinions if d.reason),
+                        aggregate([d.error for d in opinions if d.error]))
 
-    def _answered(self, decision: Decision, index: int, attributes):
+    def _answered(self, decision: Decision, index: int, attributes, opinions: list):
         if decision.verdict != NO_OPINION:
             return decision
-        return self._ask(index + 1, attributes)
+        if decision.reason or decision.error:
+            opinions.append(decision)
+        return self._ask(index + 1, attributes, opinions)
 
 
 def check(authorizer, attributes: Attributes):

@@ -10,27 +10,7 @@ from __future__ import annotations
 import json
 
 from platformd.errors import Cause
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-               "\t": "\\t", "\v": "\\v", '"': '\\"', "\\": "\\\\"}
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` (strconv.Quote): printable characters as they are, others escaped."""
-    out = []
-    for char in text:
-        if char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char.isprintable():
-            out.append(char)
-        elif ord(char) < 0x80:
-            out.append(f"\\x{ord(char):02x}")
-        elif ord(char) < 0x10000:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    return '"' + "".join(out) + '"'
+from platformd.gotext import go_quote
 
 
 def _quote(value) -> str:

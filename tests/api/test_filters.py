@@ -334,3 +334,28 @@ class MaxInFlightTests(SynchronousTestCase):
             with self.assertRaises(errors.StatusError):
                 run(RequestContext(request()))
         self.assertEqual(limit.in_flight, {False: 0, True: 0})
+
+
+class SelectedNameTests(SynchronousTestCase):
+    """A list or watch selecting one name is authorized with that name (upstream's
+    request info), so a resourceNames rule can allow it; the route is unchanged."""
+
+    def asked(self, query_args, path=b"/api/v1/namespaces/default/configmaps"):
+        authorizer = Recording(lambda a: Decision(ALLOW))
+        run, seen = chain(Static(JANE), authorizer)
+        run(RequestContext(request(path=path, args=query_args)))
+        return authorizer.asked[0].info, seen[0].info
+
+    def test_exact_name(self):
+        for selector in (b"metadata.name=cm1", b"metadata.name==cm1",
+                         b"metadata.namespace=default,metadata.name=cm1"):
+            asked, routed = self.asked({b"fieldSelector": [selector]})
+            self.assertEqual((asked.verb, asked.name, routed.name), ("list", "cm1", ""))
+        asked, _ = self.asked({b"fieldSelector": [b"metadata.name=cm1"], b"watch": [b"1"]})
+        self.assertEqual((asked.verb, asked.name), ("watch", "cm1"))
+
+    def test_no_name(self):
+        for selector in (b"metadata.name!=cm1", b"metadata.namespace=x", b"metadata.name=a/b",
+                         b"metadata.name=.."):
+            asked, _ = self.asked({b"fieldSelector": [selector]})
+            self.assertEqual(asked.name, "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
-from zope.interface import directlyProvides, implementer
+from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from platformd import errors
@@ -40,7 +40,7 @@ class Masters:
 
 def plugin_for(index) -> EscalationPlugin:
     plugin = EscalationPlugin(index)
-    directlyProvides(plugin, IValidatingPlugin)
+    assert IValidatingPlugin.providedBy(plugin)
     return plugin
 
 

@@ -137,14 +137,14 @@ def start_server(testcase, *args, data_dir=None):
 
 
 @inlineCallbacks
-def start_token_server(testcase, tokens_csv: str):
-    """A server whose ``--token-auth-file`` holds ``tokens_csv``."""
+def start_token_server(testcase, tokens_csv: str, *args):
+    """A server whose ``--token-auth-file`` holds ``tokens_csv`` (and more ``args``)."""
     data_dir = os.path.abspath(testcase.mktemp())
     os.makedirs(data_dir)
     tokens = os.path.join(data_dir, "tokens.csv")
     with open(tokens, "w") as f:
         f.write(tokens_csv)
-    server = yield start_server(testcase, "--token-auth-file", tokens, data_dir=data_dir)
+    server = yield start_server(testcase, "--token-auth-file", tokens, *args, data_dir=data_dir)
     returnValue(server)
 
 

@@ -515,8 +515,10 @@ class TokenAuthTests(TestCase):
 
     @inlineCallbacks
     def setUp(self):
+        # Authentication alone is under test: every authenticated user is allowed.
         self.server = yield start_token_server(
-            self, 'secret-1,alice,uid-1,"devs,ops"\nsecret-2,bob,uid-2\n')
+            self, 'secret-1,alice,uid-1,"devs,ops"\nsecret-2,bob,uid-2\n',
+            "--authorization-mode", "AlwaysAllow")
 
     def client(self, token):
         return token_client(self, self.server, token)

@@ -8,17 +8,14 @@ one set of rules cover another; the compact rule text), ``subjects`` (who a bind
 subject is), ``index`` (roles and bindings from the watch cache, bindings by subject),
 ``resolver`` (the rules and errors for a user in a namespace), ``authorizer``
 (``RBACAuthorizer``: ``IAuthorizer`` and ``IRuleResolver``), ``escalation``
-(``EscalationPlugin``, a validating admission plugin), ``gotext`` (Go's ``%q`` and
-aggregate error text).
+(``EscalationPlugin``, a validating admission plugin).
 
 Wiring (compose)::
 
     authorizer, index = rbac.build(cache, clock)   # cache: the WatchCache
     index.start()          # once the cache has loaded (boot sequence, after "cache")
     chain.authorizers = [PrivilegedGroups(), authorizer]
-    plugin = rbac.EscalationPlugin(index)
-    zope.interface.directlyProvides(plugin, IValidatingPlugin)
-    admission.set_plugins([..., plugin])
+    admission.set_plugins([..., rbac.EscalationPlugin(index)])
     index.stop()           # on the way down
 """
 

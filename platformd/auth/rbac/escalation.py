@@ -23,22 +23,19 @@ Refusals are 403 with upstream's message, byte for byte::
     roles.rbac.authorization.platform.io "r" is forbidden: user "jane" (groups=["devs"
     "system:authenticated"]) is attempting to grant RBAC permissions not currently held:
     {APIGroups:[""], Resources:["pods"], Verbs:["get" "list"]}
-
-``EscalationPlugin`` has the methods of ``admission.interfaces.IValidatingPlugin``; it
-cannot declare that interface itself (``platformd.auth`` may not import
-``platformd.admission``, tests/test_layers.py), so whoever puts it in the admission
-chain declares it: ``zope.interface.directlyProvides(plugin, IValidatingPlugin)``.
 """
 
 from __future__ import annotations
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from platformd import errors
+from platformd.admission.interfaces import IValidatingPlugin
 from platformd.auth.interfaces import ALLOW, Attributes
 from platformd.auth.rbac.covers import covers, missing_descriptions
-from platformd.auth.rbac.gotext import aggregate, quote, quote_list
+from platformd.gotext import aggregate, quote, quote_list
 from platformd.auth.rbac.index import (
     CLUSTER_ROLE, CLUSTER_ROLES, GROUP, ROLE, ROLE_BINDINGS, ROLES, RBACIndex, role_error,
 )
@@ -61,6 +58,7 @@ AGGREGATION_REFUSED = "must have cluster-admin privileges to use the aggregation
 _GC_FIELDS = ("ownerReferences", "finalizers", "selfLink")
 
 
+@implementer(IValidatingPlugin)
 class EscalationPlugin:
     """Refuses RBAC writes that would grant what the writer does not hold (see module)."""
 

@@ -1,0 +1,55 @@
+"""
+Go's text forms that upstream's messages are made of: ``%q`` of a string
+(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), and the text of an
+aggregated error (``utilerrors.NewAggregate(errs).Error()``).  At the bottom of the
+layers: validation, authorization and the flags all word errors with them.
+"""
+
+from __future__ import annotations
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+               "\t": "\\t", "\v": "\\v", '"': '\\"', "\\": "\\\\"}
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` (strconv.Quote): printable characters as they are, others escaped."""
+    out = []
+    for char in text:
+        if char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        elif ord(char) < 0x80:
+            out.append(f"\\x{ord(char):02x}")
+        elif ord(char) < 0x10000:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    return '"' + "".join(out) + '"'
+
+
+
+def quote(text: str) -> str:
+    """``strconv.Quote`` (``go_quote``), at once for plain text."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return go_quote(text)
+
+
+def quote_list(items) -> str:
+    """``%q`` of a ``[]string``: ``["a" "b"]`` (``[]`` when empty)."""
+    return "[" + " ".join(quote(item) for item in items) + "]"
+
+
+def aggregate(messages) -> str:
+    """
+    ``utilerrors.NewAggregate(errs).Error()``: one error as itself; several as
+    ``[a, b]``, each distinct message once (and without brackets when only one is left).
+    """
+    messages = list(messages)
+    if len(messages) <= 1:
+        return messages[0] if messages else ""
+    distinct = list(dict.fromkeys(messages))
+    if len(distinct) == 1:
+        return distinct[0]
+    return "[" + ", ".join(distinct) + "]"
