@@ -29,6 +29,7 @@ import stat
 import attrs
 import yaml
 
+from platformd import gotext
 from platformd.auth import cel, kubeconfig, sar
 from platformd.auth.kubeconfig import os_error
 from platformd.durations import parse_duration
@@ -117,10 +118,10 @@ def parse_authorization_config(data: bytes, require_types=frozenset()) -> Author
     config = _decode(data)
     errors = [f"{c.field}: {c.message}" for c in validate(config)]
     if errors:
-        raise AuthorizationConfigError(sar.aggregate(errors), errors)
+        raise AuthorizationConfigError(gotext.aggregate(errors), errors)
     errors = _platform_checks(config, require_types)
     if errors:
-        raise AuthorizationConfigError(sar.aggregate(errors), errors)
+        raise AuthorizationConfigError(gotext.aggregate(errors), errors)
     return _prepare(config)
 
 

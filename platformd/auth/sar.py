@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from platformd import gotext
 from platformd.auth import cel
 from platformd.auth.interfaces import Attributes
 
@@ -120,12 +121,6 @@ def request_value(attributes: Attributes):
     return message
 
 
-def aggregate(messages: list) -> str:
-    """upstream's ``utilerrors.NewAggregate(...).Error()``: one message, or ``[a, b]``."""
-    unique = list(dict.fromkeys(messages))
-    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
-
-
 class Matcher:
     """
     A webhook's compiled matchConditions, evaluated as upstream's ``CELMatcher``: the
@@ -156,7 +151,7 @@ class Matcher:
             if not result:
                 return False
         if failures:
-            raise MatchError(aggregate(failures))
+            raise MatchError(gotext.aggregate(failures))
         return True
 
 
