@@ -28,7 +28,9 @@ from platformd.api.app import APIServer
 from platformd.api.documents import Documents
 from platformd.api.reads import Reader
 from platformd.api.watch import WatchServer
+from platformd.auth import rbac
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
+from platformd.auth.rbac import RBACAuthorizer, RBACIndex
 from platformd.cache.continuetokens import Snapshots
 from platformd.cache.expiry import Expiry
 from platformd.cache.reads import CacheReader
@@ -41,6 +43,7 @@ from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.context import internal
 from platformd.lifecycle import Sequence, Step, cache_service, storage_service
 from platformd.registry import core
+from platformd.registry.bootstrap import ClusterRoleAggregator, reconcile_bootstrap_policy
 from platformd.registry.catalog import builtin
 from platformd.registry.namespaces import NamespaceController
 from platformd.registry.store import GenericStore
@@ -77,6 +80,12 @@ class Components:
     #: Services started once the cache has loaded.
     expiry: Expiry
     namespaces: NamespaceController
+    #: The RBAC authorizer (the daemon puts it in the chain for --authorization-mode RBAC)
+    #: and the index of roles and bindings it reads.
+    rbac: RBACAuthorizer
+    rbac_index: RBACIndex
+    #: Keeps aggregated ClusterRoles' rules the union of the roles they select.
+    aggregator: ClusterRoleAggregator
     readiness: Readiness
 
     @property
@@ -112,8 +121,10 @@ def compose(storage, clock, gates, authenticator, *,
     authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
     snapshots = Snapshots(clock, continue_token_ttl)
-    admission = AdmissionChain([NamespaceLifecycle(cache.for_kind(core.NAMESPACE),
-                                                   core.NAMESPACE)])
+    rbac_authorizer, rbac_index = rbac.build(cache, clock)
+    admission = AdmissionChain([
+        NamespaceLifecycle(cache.for_kind(core.NAMESPACE), core.NAMESPACE),
+        rbac.EscalationPlugin(rbac_index)])
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
@@ -128,6 +139,8 @@ def compose(storage, clock, gates, authenticator, *,
         snapshots=snapshots, stores=stores, admission=admission, api=api,
         expiry=Expiry(clock, cache, snapshots),
         namespaces=NamespaceController(clock, cache, catalog, stores, core.NAMESPACE),
+        rbac=rbac_authorizer, rbac_index=rbac_index,
+        aggregator=ClusterRoleAggregator(clock, cache, stores),
         readiness=readiness)
 
 
@@ -139,15 +152,19 @@ def negotiator(gates) -> Negotiator:
     return Negotiator(codecs)
 
 
-def boot_sequence(components: Components, *, after_cache=(),
-                  on_ready=None) -> Sequence:
+def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
+                  rbac_policy: bool = True) -> Sequence:
     """
     The services of ``components`` in start order, as one ``Sequence``:
 
     1. storage (opened, recovered),
     2. the watch cache (every object loaded at one revision, then following storage),
-    3. expiry, the namespace controller and ``after_cache`` (the daemon's pods socket),
-    4. the built-in namespaces (created unless they exist),
+    3. the RBAC index, expiry, the namespace controller, ClusterRole aggregation and
+       ``after_cache`` (the daemon's pods socket),
+    4. the built-in namespaces (created unless they exist), then the RBAC bootstrap
+       policy reconciled (upstream's PostStartHook),
+       (``rbac_policy=False``, for tests that want an empty server: neither the
+       policy nor ClusterRole aggregation),
     5. ready: ``components.ready`` becomes True (after ``on_ready()``, if given); it is
        False again as soon as stopping begins.
 
@@ -156,11 +173,16 @@ def boot_sequence(components: Components, *, after_cache=(),
     """
     boot = Sequence()
     services = [storage_service(components.storage), cache_service(components.cache),
+                Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),
                 Step("expiry", components.expiry.start, components.expiry.stop),
                 Step("namespace-controller", components.namespaces.start,
                      components.namespaces.stop),
+                *([Step("clusterrole-aggregation", components.aggregator.start,
+                        components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,
                 Step("builtin-namespaces", lambda: create_builtin_namespaces(components)),
+                *([Step("rbac-bootstrap", lambda: reconcile_bootstrap_policy(components.stores))]
+                  if rbac_policy else []),
                 Step("ready", lambda: _ready(components, on_ready),
                      lambda: setattr(components, "ready", False))]
     for child in services:

@@ -43,7 +43,9 @@ from platformd.api.site import make_site
 from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
+from platformd.auth.fromflags import AuthorizationFlagError, authorizers_from_flags
 from platformd.compose import Components, boot_sequence, compose
+from platformd.lifecycle import Step
 from platformd.listening import ListenerService, listen_description, tls_factory
 from platformd.pki import PKIError, ensure_pki
 from platformd.registry import core
@@ -79,7 +81,10 @@ class PlatformService(service.MultiService):
                                         lambda: tls_factory(self.tls, self.site),
                                         address=f"{bind}:{port}")
         self.listener.setServiceParent(self)
-        after_cache = []
+        #: The ``--authorization-config`` reloader, made by ``prepare`` (or None).
+        self.authorization_reloader = None
+        after_cache = [Step("authorization-reload", self._start_reloading,
+                            self._stop_reloading)]
         if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
             after_cache.append(PodsService(reactor, self.components.cache.for_kind(core.POD),
@@ -138,6 +143,19 @@ class PlatformService(service.MultiService):
             except TokenFileError as e:
                 raise StartupError(str(e)) from None
         self.authenticator.authenticators = authenticators
+        try:
+            self.authorization_reloader = authorizers_from_flags(
+                options, self.components.api.authorizer, self.components.rbac, self.reactor)
+        except AuthorizationFlagError as e:
+            raise StartupError(str(e)) from None
+
+    def _start_reloading(self) -> None:
+        if self.authorization_reloader is not None:
+            self.authorization_reloader.start()
+
+    def _stop_reloading(self) -> None:
+        if self.authorization_reloader is not None:
+            self.authorization_reloader.stop()
 
     def _ensure_pki(self, port: int):
         bind = self.options["bind-address"]

@@ -108,11 +108,13 @@ class StubServer:
     """
     The API server over ``MemoryStorage`` and ``clock``, booted (see module docstring).
     ``gates`` is a ``--feature-gates`` value; ``storage`` (default: a ``MemoryStorage``
-    on ``clock``) any ``IStorage``; ``compose_args`` go to ``compose``.
+    on ``clock``) any ``IStorage``; ``rbac_policy``: reconcile the bootstrap RBAC
+    policy and aggregate ClusterRoles, as the daemon does (off: an empty server);
+    ``compose_args`` go to ``compose``.
     """
 
     def __init__(self, gates: str = "", clock: Clock | None = None, storage=None,
-                 **compose_args):
+                 rbac_policy: bool = False, **compose_args):
         self.clock = clock or Clock()
         self.storage = storage if storage is not None else MemoryStorage(self.clock)
         self.components = compose(self.storage, self.clock, FeatureGates.parse(gates),
@@ -121,7 +123,7 @@ class StubServer:
         self.cache = self.components.cache
         self.site = make_site(self.components.resource())
         self.site.reactor = self.clock  # connection timeouts on the test's clock
-        self.boot = boot_sequence(self.components)
+        self.boot = boot_sequence(self.components, rbac_policy=rbac_policy)
         self._pumps: list = []
         self._ports = iter(range(40000, 65000))
         outcome = []

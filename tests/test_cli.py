@@ -64,6 +64,24 @@ class CommandLineTests(SynchronousTestCase):
         self.assertOneLineError(twistd("--data-dir", self.data, "--token-auth-file", path),
                                 "line 2")
 
+    def test_bad_authorization_mode(self):
+        """--authorization-mode as upstream validates it: one line, naming the mode."""
+        self.assertOneLineError(twistd("--authorization-mode", "RBAC,ABAC"),
+                                'authorization-mode "ABAC" is not a valid mode')
+        self.assertOneLineError(twistd("--authorization-mode", "Webhook"),
+                                "authorization-mode Webhook's authorization config file not "
+                                "passed")
+
+    def test_bad_authorization_config(self):
+        """A malformed --authorization-config is one line with upstream's field path."""
+        os.makedirs(self.data)
+        path = os.path.join(self.data, "authz.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: apiserver.config.platform.io/v1\n"
+                    "kind: AuthorizationConfiguration\nauthorizers: []\n")
+        self.assertOneLineError(twistd("--data-dir", self.data, "--authorization-config", path),
+                                "authorizers: Required value")
+
     def test_port_in_use(self):
         """A port in use is one line naming the address."""
         with socket.socket() as s:

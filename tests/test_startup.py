@@ -44,8 +44,10 @@ class TreeTests(SynchronousTestCase):
                                           "--feature-gates", "PodsAPI=true"), reactor)
         self.assertEqual([s.name for s in daemon], ["https", "boot"])
         self.assertEqual([s.name for s in daemon.boot],
-                         ["storage", "cache", "expiry", "namespace-controller", "pods-socket",
-                          "builtin-namespaces", "ready"])
+                         ["storage", "cache", "rbac-index", "expiry", "namespace-controller",
+                          "clusterrole-aggregation", "authorization-reload", "pods-socket",
+                          "builtin-namespaces",
+                          "rbac-bootstrap", "ready"])
 
     def test_startup_error_not_system_exit(self):
         """Library code raises StartupError (a malformed token file)."""

@@ -53,14 +53,16 @@ class AuthorizerChain:
     authorizers: list
 
     def authorize(self, attributes):
-        return self._ask(0, attributes, [])
+        # One request sees one list, even if a reload replaces it while a webhook thinks.
+        return self._ask(self.authorizers, 0, attributes, [])
 
-    def _ask(self, start: int, attributes, opinions: list):
-        for index in range(start, len(self.authorizers)):
-            decision = self.authorizers[index].authorize(attributes)
+    def _ask(self, authorizers: list, start: int, attributes, opinions: list):
+        for index in range(start, len(authorizers)):
+            decision = authorizers[index].authorize(attributes)
             if not isinstance(decision, Decision):
                 # A Deferred: go on down the chain once it has answered.
-                return decision.addCallback(self._answered, index, attributes, opinions)
+                return decision.addCallback(self._answered, authorizers, index, attributes,
+                                            opinions)
             if decision.verdict != NO_OPINION:
                 return decision
             if decision.reason or decision.error:
@@ -72,12 +74,13 @@ class AuthorizerChain:
         return Decision(NO_OPINION, "\n".join(d.reason for d in opinions if d.reason),
                         aggregate([d.error for d in opinions if d.error]))
 
-    def _answered(self, decision: Decision, index: int, attributes, opinions: list):
+    def _answered(self, decision: Decision, authorizers: list, index: int, attributes,
+                  opinions: list):
         if decision.verdict != NO_OPINION:
             return decision
         if decision.reason or decision.error:
             opinions.append(decision)
-        return self._ask(index + 1, attributes, opinions)
+        return self._ask(authorizers, index + 1, attributes, opinions)
 
 
 def check(authorizer, attributes: Attributes):
