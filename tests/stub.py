@@ -36,11 +36,12 @@ from twisted.python.failure import Failure
 from twisted.test import iosim
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IAgentEndpointFactory, IBodyProducer, UNKNOWN_LENGTH
+from twisted.web.iweb import IAgentEndpointFactory, UNKNOWN_LENGTH
 from zope.interface import implementer
 
 from platformd.api.site import make_site
 from platformd.auth.interfaces import AUTHENTICATED_GROUP, IAuthenticator, UserInfo
+from platformd.bodies import BytesBody
 from platformd.compose import boot_sequence, compose
 from platformd.featuregates import FeatureGates
 from platformd.storage.memory import MemoryStorage
@@ -62,28 +63,6 @@ class HeaderAuthenticator:
         groups = request.requestHeaders.getRawHeaders(GROUP_HEADER) or []
         return UserInfo(name.decode(), "",
                         tuple(g.decode() for g in groups) + (AUTHENTICATED_GROUP,))
-
-
-@implementer(IBodyProducer)
-class _Body:
-    """A request body written at once (FileBodyProducer would need the real reactor)."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-        self.length = len(data)
-
-    def startProducing(self, consumer):
-        consumer.write(self.data)
-        return succeed(None)
-
-    def pauseProducing(self):
-        pass
-
-    def resumeProducing(self):
-        pass
-
-    def stopProducing(self):
-        pass
 
 
 @implementer(IAgentEndpointFactory)
@@ -222,7 +201,7 @@ class StubClient(Verbs):
                 body = json.dumps(body).encode()
             if not h.hasHeader(b"content-type"):
                 h.addRawHeader(b"content-type", content_type)
-            producer = _Body(body)
+            producer = BytesBody(body)
         return self.agent.request(method.encode(), b"http://stub" + path.encode(), h,
                                   producer)
 

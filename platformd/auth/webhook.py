@@ -27,12 +27,12 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
 
 from platformd.auth import sar
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.auth.kubeconfig import Connection
+from platformd.bodies import BytesBody
 
 log = Logger()
 
@@ -127,7 +127,7 @@ class WebhookAuthorizer:
         self.calls += 1
         body = sar.review_body(spec, self._version)
         answer: Any = self._agent.request(b"POST", self.url.encode(),
-                                          Headers(self._headers), _Body(body))
+                                          Headers(self._headers), BytesBody(body))
         answer.addCallback(self._read)
         timer = self._clock.callLater(self._timeout, answer.cancel)
 
@@ -227,25 +227,3 @@ def _decide(status: dict) -> Decision:
     if status["allowed"]:
         return Decision(ALLOW, reason, error)
     return Decision(NO_OPINION, reason, error)
-
-
-@implementer(IBodyProducer)
-class _Body:
-    """A request body that is one bytes string (``FileBodyProducer`` needs a cooperator)."""
-
-    def __init__(self, data: bytes):
-        self._data = data
-        self.length = len(data)
-
-    def startProducing(self, consumer):
-        consumer.write(self._data)
-        return defer.succeed(None)
-
-    def pauseProducing(self):
-        pass
-
-    def resumeProducing(self):
-        pass
-
-    def stopProducing(self):
-        pass
