@@ -31,7 +31,8 @@ def read_body(call) -> bytes:
 def decode_object(call, level: str, schema, kind_name: str, api_version: str,
                   data: bytes = None) -> dict:
     """The body as a pruned object of ``schema``; warnings go on the call."""
-    codec = call.negotiator.for_request(call.request.getHeader(b"content-type"))
+    # The route's kind: upstream's Protobuf media type is consumed by the review aliases.
+    codec = call.negotiator.for_request(call.request.getHeader(b"content-type"), call.kind)
     if data is None:
         data = read_body(call)
     if not data.strip():

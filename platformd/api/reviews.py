@@ -7,6 +7,12 @@ written, so ``dryRun`` changes nothing either.
 Routes as go-restful's for a resource with only a create route: any other path under it
 (an object, a subresource, a namespaced kind without its namespace) is 404, any other
 method on the collection 405, then the Accept header (406).
+
+The aliases at upstream's group names (``catalog.builtin``: ``authorization.k8s.io``,
+``authentication.k8s.io``, for unmodified ``kubectl auth``) are served by the same code:
+``call.kind.api_version`` names the alias's group, so the answer does too, and their
+routes also consume and produce ``application/vnd.kubernetes.protobuf``
+(``Negotiator.alias_codecs``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ def serve(call, route_accepts):
         raise errors.not_found_path()
     if info.verb != "create":
         raise errors.method_not_allowed()
-    route_accepts(call)
+    if not call.negotiator.route_accepts(call.accept, kind):
+        route_accepts(call)  # not even the alias's own media type: the server-wide refusal
     call.pick(views.GET_VIEWS)
     return create(call)
 

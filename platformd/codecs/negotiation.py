@@ -11,6 +11,14 @@ YAML) is skipped, so a client that lists a plain type after it falls back to it;
 ``profile`` ...) is ignored.  A codec that serves only some kinds (``ITypedCodec``:
 Protobuf) is skipped for the others, so ``Accept: <protobuf>, application/json``
 answers a kind without a message in JSON.
+
+Alias codecs (``alias_codecs``: ``application/vnd.kubernetes.protobuf``, upstream's name
+for the Protobuf encoding) are the one narrow exception to "identifiers say platform":
+offered only for the kinds they serve (the access reviews' aliases at
+``authorization.k8s.io``/``authentication.k8s.io``, so unmodified ``kubectl auth`` works),
+for request bodies (``for_request`` with the kind), answers (``pick``) and route
+selection (``route_accepts`` with the kind); never for errors, views or documents, and
+never named in the 406/415 messages.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import attrs
 from platformd import errors
 from platformd.codecs.interface import ICodec, ITypedCodec
 from platformd.codecs.jsoncodec import JSONCodec
+from platformd.codecs.protobufcodec import PROTOBUF, upstream_review_codec
 from platformd.codecs.yamlcodec import YAMLCodec
 
 
@@ -111,11 +120,19 @@ class Choice:
 class Negotiator:
     """Chooses codecs and views for requests; holds one instance of each codec."""
 
-    def __init__(self, codecs=None):
+    def __init__(self, codecs=None, alias_codecs=None):
         codecs = codecs or [JSONCodec(), YAMLCodec()]
+        if alias_codecs is None:
+            # Upstream's Protobuf media type for the review aliases, wherever ours is served.
+            alias_codecs = [upstream_review_codec()] if any(
+                c.media_type == PROTOBUF for c in codecs) else []
         for codec in codecs:
             ICodec.providedBy(codec) or _not_a_codec(codec)
+        for codec in alias_codecs:
+            ITypedCodec.providedBy(codec) or _not_a_codec(codec)
         self.codecs = {c.media_type: c for c in codecs}
+        #: Typed codecs offered only for the kinds they serve (see the module docstring).
+        self.alias_codecs = {c.media_type: c for c in alias_codecs}
         self.default = codecs[0]
         self.media_types = list(self.codecs)
         self._cache: dict = {}
@@ -147,7 +164,7 @@ class Negotiator:
             if media.full in ("*/*", "application/*"):
                 codec = self.default
             else:
-                codec = self.codecs.get(media.full)
+                codec = self.codecs.get(media.full) or self.alias_codecs.get(media.full)
                 if codec is None:
                     continue
             if view == TABLE and codec.media_type not in TABLE_MEDIA_TYPES:
@@ -157,11 +174,12 @@ class Negotiator:
                 out.append(choice)
         return tuple(out)
 
-    def route_accepts(self, accept) -> bool:
+    def route_accepts(self, accept, kind=None) -> bool:
         """
         Whether go-restful would select a route for ``accept`` at all
         (``Route.matchesAccept``): some entry, parameters cut off, is exactly ``*/*`` or a
-        media type the server produces.  ``application/*``, ``text/*`` or a lone ``*``
+        media type the server produces (for ``kind``, a ResourceType: an alias codec's
+        too, when it serves the kind).  ``application/*``, ``text/*`` or a lone ``*``
         match no route, however goautoneg would rank them later.
         """
         if not accept:
@@ -172,12 +190,15 @@ class Negotiator:
             mime = entry.split(";", 1)[0].strip(" \t")
             if mime == "*/*" or mime in self.codecs:
                 return True
+            alias = self.alias_codecs.get(mime)
+            if alias is not None and kind is not None and _alias_serves(alias, kind):
+                return True
         return False
 
     def error_choice(self, accept) -> Choice:
         """How an error is written: the best plain choice acceptable, else JSON."""
         for choice in self.choices(accept):
-            if choice.view is None:
+            if choice.view is None and choice.codec.media_type in self.codecs:
                 return choice
         return Choice(self.default)
 
@@ -187,12 +208,19 @@ class Negotiator:
         serves the answer (the view, or else ``kind``, a ResourceType); else 406.
         """
         for choice in self.choices(accept):
-            if (choice.view is None or choice.view in views) and _serves(choice, kind):
+            if choice.codec.media_type in self.alias_codecs:
+                if choice.view is None and kind is not None and _alias_serves(choice.codec,
+                                                                              kind):
+                    return choice
+            elif (choice.view is None or choice.view in views) and _serves(choice, kind):
                 return choice
         raise errors.not_acceptable(self.media_types)
 
-    def for_request(self, content_type):
-        """The codec for a request body; 415 for an unknown Content-Type."""
+    def for_request(self, content_type, kind=None):
+        """
+        The codec for a request body to ``kind`` (a ResourceType, or None); 415 for an
+        unknown Content-Type, or an alias codec's for a kind it does not serve.
+        """
         if not content_type:
             return self.default
         if isinstance(content_type, bytes):
@@ -200,7 +228,9 @@ class Negotiator:
         mime = content_type.split(";", 1)[0].strip().lower()
         codec = self.codecs.get(mime)
         if codec is None:
-            raise errors.unsupported_media_type(self.media_types)
+            codec = self.alias_codecs.get(mime)
+            if codec is None or kind is None or not _alias_serves(codec, kind):
+                raise errors.unsupported_media_type(self.media_types)
         return codec
 
 
@@ -211,6 +241,11 @@ def _serves(choice: Choice, kind) -> bool:
     if choice.view is not None:
         return codec.serves(f"{choice.group}/{VIEW_VERSION}", choice.view)
     return kind is None or codec.serves(kind.api_version, kind.kind)
+
+
+def _alias_serves(codec, kind) -> bool:
+    """Whether an alias codec serves ``kind`` (a ResourceType: the route's kind)."""
+    return codec.serves(kind.api_version, kind.kind)
 
 
 def _not_a_codec(codec):

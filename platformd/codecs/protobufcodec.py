@@ -14,6 +14,13 @@ Only kinds with a message can be served (``serves``): negotiation skips this cod
 any other kind (a custom resource, or the Table view, which upstream never serves in
 Protobuf), so ``Accept: <protobuf>, application/json`` falls back to JSON for them.
 
+Upstream's name for the same encoding, ``application/vnd.kubernetes.protobuf``, is one
+narrow exception (``upstream_review_codec``): a second instance under that media type
+serves only the access reviews' compatibility aliases at upstream's group names
+(``authorization.k8s.io/v1``, ``authentication.k8s.io/v1``), which unmodified kubectl's
+``auth can-i``/``whoami`` post to.  Same magic, same messages and field numbers; only
+the envelope's ``typeMeta.apiVersion`` names the upstream group.
+
 Lists are built from each item's message bytes (``list_pieces``): a repeated message
 field is just tag + length + bytes per item, so a list can be written piece by piece
 from bytes cached per object version, as upstream encodes lists item by item.  Watch
@@ -38,6 +45,8 @@ from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb
 from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
 
 PROTOBUF = "application/vnd.platform.protobuf"
+#: Upstream's media type, served only by ``upstream_review_codec`` (the review aliases).
+KUBERNETES_PROTOBUF = "application/vnd.kubernetes.protobuf"
 #: The Content-Type of a Protobuf watch, as upstream names its stream form.
 PROTOBUF_WATCH = PROTOBUF + ";stream=watch"
 MAGIC = b"k8s\x00"
@@ -54,6 +63,9 @@ _REVIEWS = (
         "LocalSubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
         "SubjectAccessReview")),
 )
+#: The reviews' group versions as upstream names them (``catalog.UPSTREAM_REVIEW_GROUPS``).
+_UPSTREAM_REVIEW_VERSIONS = {"authentication.platform.io/v1": "authentication.k8s.io/v1",
+                             "authorization.platform.io/v1": "authorization.k8s.io/v1"}
 #: Kinds every group version serves (upstream registers them in each).
 _ANY_VERSION = {"Status": meta.Status, "DeleteOptions": meta.DeleteOptions}
 #: The discovery documents: upstream's unversioned ``v1`` kinds, written without an
@@ -82,12 +94,25 @@ def builtin_messages() -> dict:
     return table
 
 
+def upstream_review_messages() -> dict:
+    """The reviews' messages under upstream's group versions (``authorization.k8s.io/v1``)."""
+    return {(_UPSTREAM_REVIEW_VERSIONS[api_version], kind): getattr(module, kind)
+            for api_version, module, kinds in _REVIEWS for kind in kinds}
+
+
+def upstream_review_codec() -> "ProtobufCodec":
+    """
+    ``application/vnd.kubernetes.protobuf`` for the review aliases only: what unmodified
+    kubectl sends and asks for (``Negotiator`` offers it for no other kind).
+    """
+    return ProtobufCodec(upstream_review_messages(), KUBERNETES_PROTOBUF)
+
+
 @implementer(ITypedCodec, IItemCodec)
 class ProtobufCodec:
-    media_type = PROTOBUF
-
-    def __init__(self, messages: dict = None):
+    def __init__(self, messages: dict = None, media_type: str = PROTOBUF):
         self.messages = builtin_messages() if messages is None else messages
+        self.media_type = media_type
 
     def message_class(self, api_version, kind):
         """The message of (apiVersion, kind), or None when it has none."""

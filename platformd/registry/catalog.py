@@ -6,6 +6,8 @@ discovery and OpenAPI.  Kinds are added and removed by ``(group, version, plural
 
 from __future__ import annotations
 
+import attrs
+
 from platformd.codecs import gopresence
 from platformd.registry.kinds import (
     clusterrole, clusterrolebinding, configmap, localsubjectaccessreview, namespace, pod, role,
@@ -35,6 +37,15 @@ class Catalog:
         self._by_path[kind.gvr] = kind
         self.kinds += (kind,)
 
+    def alias(self, kind) -> None:
+        """
+        Route ``kind.gvr`` to ``kind`` without serving it anywhere else (discovery,
+        OpenAPI, storage): unmodified upstream clients' typed paths (``kubectl auth``).
+        """
+        if kind.gvr in self._by_path:
+            raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
+        self._by_path[kind.gvr] = kind
+
     def remove(self, kind) -> None:
         """
         Stop serving the kind at ``kind.gvr``.  Its Protobuf presence stays registered:
@@ -60,8 +71,24 @@ class Catalog:
         return [k for k in self.kinds if k.group == group and k.version == version]
 
 
+#: The upstream groups ``kubectl auth can-i``/``whoami`` post to with their typed clients,
+#: whatever the server's discovery says.
+UPSTREAM_REVIEW_GROUPS = {"authorization.platform.io": "authorization.k8s.io",
+                          "authentication.platform.io": "authentication.k8s.io"}
+
+
 def builtin() -> Catalog:
     """The built-in kinds; adding one is its module under ``kinds/`` and a line here."""
+    catalog = _builtin()
+    # The access reviews also answer at upstream's group names, undiscovered, so
+    # ``kubectl auth can-i``/``whoami`` work unchanged (docs/api-conventions.md).
+    for kind in catalog.kinds:
+        if kind.review is not None:
+            catalog.alias(attrs.evolve(kind, group=UPSTREAM_REVIEW_GROUPS[kind.group]))
+    return catalog
+
+
+def _builtin() -> Catalog:
     return Catalog((
         namespace.KIND,
         pod.KIND,
