@@ -1,19 +1,16 @@
 """
-The real kubectl against a real server (default chain: AlwaysAllow, the admin
-kubeconfig).  ``explain`` and ``create -f`` find the reviews through discovery.  The
-``kubectl auth`` commands use client-go's typed clients, whose paths name upstream's
-groups (``/apis/authorization.k8s.io/v1/selfsubjectaccessreviews``), which this server
-does not serve under those names: those tests are skipped until it does.
+The real kubectl against a real server (RBAC, the admin kubeconfig).  ``explain`` and
+``create -f`` find the reviews through discovery.  The ``kubectl auth`` commands use
+client-go's typed clients, whose paths name upstream's groups
+(``/apis/authorization.k8s.io/v1/selfsubjectaccessreviews``, in
+``application/vnd.kubernetes.protobuf``): the server answers there too (an undiscovered
+alias, authorized as the platform group), so they work unchanged.
 """
 
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from tests.e2e import test_clients
-
-TYPED_GROUPS = ("kubectl auth posts to authorization.k8s.io / authentication.k8s.io, "
-                "not served under those names")
-
 
 class KubectlReviewTests(TestCase):
     timeout = test_clients.KubectlTests.timeout
@@ -25,6 +22,7 @@ class KubectlReviewTests(TestCase):
         r = yield self.run_kubectl("explain", "selfsubjectaccessreviews.spec.resourceAttributes")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("namespace", r.stdout)
+        # The daemon authorizes with RBAC: jane holds nothing, system:masters everything.
         review = ("apiVersion: authorization.platform.io/v1\nkind: SubjectAccessReview\n"
                   "spec:\n  user: jane\n  resourceAttributes:\n    verb: get\n"
                   "    resource: pods\n")
@@ -33,20 +31,35 @@ class KubectlReviewTests(TestCase):
         r = yield self.run_kubectl("create", "--validate=false", "-f", "-", "-o",
                                    "jsonpath={.status.allowed}",
                                    stdin=review)
+        self.assertEqual((r.returncode, r.stdout), (0, "false"), r.stderr)
+        r = yield self.run_kubectl("create", "--validate=false", "-f", "-", "-o",
+                                   "jsonpath={.status.allowed}",
+                                   stdin=review + "  groups: [system:masters]\n")
         self.assertEqual((r.returncode, r.stdout), (0, "true"), r.stderr)
 
     @inlineCallbacks
     def test_can_i(self):
+        """kubectl auth can-i, unchanged (its typed client posts to authorization.k8s.io)."""
         r = yield self.run_kubectl("auth", "can-i", "get", "pods")
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "yes"), r.stderr)
+        r = yield self.run_kubectl("auth", "can-i", "get", "pods", "--as", "jane")
+        self.assertEqual((r.returncode, r.stdout.strip()), (1, "no"), r.stderr)
         r = yield self.run_kubectl("auth", "can-i", "--list")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(["*.*", "[]", "[]", "[*]"], [line.split() for line in r.stdout.splitlines()])
-    test_can_i.skip = TYPED_GROUPS
+        r = yield self.run_kubectl("auth", "can-i", "--list", "--as", "jane")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [line.split() for line in r.stdout.splitlines()]
+        self.assertIn(["selfsubjectaccessreviews.authorization.platform.io", "[]", "[]",
+                       "[create]"], rows)
+        self.assertNotIn(["*.*", "[]", "[]", "[*]"], rows)
 
     @inlineCallbacks
     def test_whoami(self):
         r = yield self.run_kubectl("auth", "whoami", "-o", "json")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn('"username": "admin"', r.stdout)
-    test_whoami.skip = TYPED_GROUPS
+        r = yield self.run_kubectl("auth", "whoami", "--as", "jane", "--as-group", "devs")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("jane", r.stdout)
+        self.assertIn("devs", r.stdout)
