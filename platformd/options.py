@@ -18,6 +18,9 @@ from platformd.gotext import quote_list
 
 #: Upstream's ``authzmodes.AuthorizationModeChoices`` that apply here (no ABAC, no Node).
 AUTHORIZATION_MODES = ("AlwaysAllow", "AlwaysDeny", "RBAC", "Webhook")
+OIDC_FLAGS = ("oidc-issuer-url", "oidc-client-id", "oidc-ca-file", "oidc-username-claim",
+              "oidc-username-prefix", "oidc-groups-claim", "oidc-groups-prefix",
+              "oidc-required-claim")
 WEBHOOK_FLAGS = ("authorization-webhook-config-file", "authorization-webhook-version",
                  "authorization-webhook-cache-authorized-ttl",
                  "authorization-webhook-cache-unauthorized-ttl")
@@ -57,6 +60,29 @@ class Options(usage.Options):
          "UNIX socket of the node-local pods gRPC API."],
         ["node-name", None, socket.gethostname().lower(),
          "This node's name: the pods API serves pods whose spec.nodeName equals it."],
+        # Authentication (docs/authentication.md), as kube-apiserver's flags.
+        ["anonymous-auth", None, None,
+         "true: requests without credentials are system:anonymous (default false: 401)."],
+        ["authentication-config", None, None,
+         "AuthenticationConfiguration file: JWT issuers, anonymous (excludes --oidc-*)."],
+        ["oidc-issuer-url", None, None, "The OIDC issuer whose ID tokens authenticate."],
+        ["oidc-client-id", None, None, "The audience the ID tokens must carry."],
+        ["oidc-ca-file", None, None, "CA bundle of the issuer (default: the system roots)."],
+        ["oidc-username-claim", None, None, "The claim naming the user (default sub)."],
+        ["oidc-username-prefix", None, None,
+         "Prefix of user names ('-': none; unset with a claim other than email: "
+         "'<issuer>#')."],
+        ["oidc-groups-claim", None, None, "The claim listing the user's groups."],
+        ["oidc-groups-prefix", None, None, "Prefix of group names."],
+        ["oidc-required-claim", None, None,
+         "key=value[,key=value...]: claims the ID token must carry with these values."],
+        ["service-account-issuer", None, None,
+         "Issuer (iss) of service-account tokens (default https://platform.default.svc)."],
+        ["service-account-key-file", None, None,
+         "Extra PEM public keys that verify service-account tokens."],
+        ["service-account-signing-key-file", None, None,
+         "PEM private key signing service-account tokens (default: generated under "
+         "--data-dir)."],
         # Authorization (docs/authorization.md), as kube-apiserver's flags.
         ["authorization-mode", None, None,
          "Ordered, comma-separated authorizers: AlwaysAllow, AlwaysDeny, RBAC, Webhook "
@@ -98,7 +124,36 @@ class Options(usage.Options):
         if self["client-ca-file"] and not cert:
             raise usage.UsageError("--client-ca-file needs --tls-cert-file and "
                                    "--tls-private-key-file")
+        self._authentication()
         self._authorization()
+
+    def _authentication(self) -> None:
+        """Upstream's authentication option checks, their words."""
+        anonymous = self["anonymous-auth"]
+        if anonymous is not None:
+            if anonymous.lower() not in ("true", "false", "1", "0"):
+                raise usage.UsageError(f'--anonymous-auth: invalid value "{anonymous}": '
+                                       "must be true or false")
+            self["anonymous-auth"] = anonymous.lower() in ("true", "1")
+        oidc = [f for f in OIDC_FLAGS if self[f] is not None]
+        if self["authentication-config"] is not None and oidc:
+            raise usage.UsageError(
+                "authentication-config file and oidc-* flags are mutually exclusive")
+        if oidc and (self["oidc-issuer-url"] is None) != (self["oidc-client-id"] is None):
+            raise usage.UsageError(
+                "oidc-issuer-url and oidc-client-id must be specified together")
+        claims = {}
+        for pair in filter(None, (self["oidc-required-claim"] or "").split(",")):
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise usage.UsageError(f'--oidc-required-claim: "{pair}" is not key=value')
+            claims[key] = value
+        self["oidc-required-claim"] = claims
+        for flag in ("authentication-config", "oidc-ca-file", "service-account-key-file",
+                     "service-account-signing-key-file"):
+            path = self[flag]
+            if path and not os.access(path, os.R_OK):
+                raise usage.UsageError(f"--{flag}: cannot read {path}")
 
     def _authorization(self) -> None:
         """Upstream's ``BuiltInAuthorizationOptions.Validate``, its rules and words."""

@@ -41,7 +41,8 @@ from twisted.logger import Logger
 
 from platformd.api.site import make_site
 from platformd.auth.authenticators import (
-    AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
+    AnonymousAuthenticator, AuthenticatorChain, TokenAuthenticator, TokenFileError,
+    X509Authenticator,
 )
 from platformd.auth.fromflags import AuthorizationFlagError, authorizers_from_flags
 from platformd.compose import Components, boot_sequence, compose
@@ -142,6 +143,8 @@ class PlatformService(service.MultiService):
                 authenticators.append(TokenAuthenticator.from_file(options["token-auth-file"]))
             except TokenFileError as e:
                 raise StartupError(str(e)) from None
+        if options["anonymous-auth"]:
+            authenticators.append(AnonymousAuthenticator())
         self.authenticator.authenticators = authenticators
         try:
             self.authorization_reloader = authorizers_from_flags(

@@ -82,6 +82,14 @@ class CommandLineTests(SynchronousTestCase):
         self.assertOneLineError(twistd("--data-dir", self.data, "--authorization-config", path),
                                 "authorizers: Required value")
 
+    def test_authentication_flags(self):
+        """--oidc-* flags and --authentication-config exclude each other, as upstream."""
+        self.assertOneLineError(twistd("--authentication-config", "/etc/hostname",
+                                       "--oidc-client-id", "c"),
+                                "authentication-config file and oidc-* flags are mutually "
+                                "exclusive")
+        self.assertOneLineError(twistd("--anonymous-auth", "maybe"), "--anonymous-auth")
+
     def test_port_in_use(self):
         """A port in use is one line naming the address."""
         with socket.socket() as s:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+from urllib.parse import unquote
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -94,6 +95,29 @@ def parse_token_csv(text: str, source: str = "token file") -> dict:
         groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
         tokens[token] = UserInfo(name, uid, groups + (AUTHENTICATED_GROUP,))
     return tokens
+
+
+ANONYMOUS_USER = UserInfo("system:anonymous", "", ("system:unauthenticated",))
+
+
+@implementer(IAuthenticator)
+@attrs.frozen
+class AnonymousAuthenticator:
+    """
+    Last in the chain when anonymous access is on (``--anonymous-auth=true``, or
+    ``anonymous.enabled`` in ``--authentication-config``): a request with no credentials
+    at all is ``system:anonymous`` in ``system:unauthenticated`` (then authorized as any
+    user); with ``paths`` (the file's ``conditions``) only on those exact paths.  Wrong
+    credentials are still 401: the chain stops at the first authenticator that refuses,
+    as upstream's ``union.NewFailOnError`` in front of its anonymous authenticator.
+    """
+
+    paths: frozenset = frozenset()
+
+    def authenticate(self, request):
+        if self.paths and unquote(request.path.decode("utf-8", "replace")) not in self.paths:
+            return None
+        return ANONYMOUS_USER
 
 
 @implementer(IAuthenticator)
