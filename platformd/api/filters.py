@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 import attrs
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
 
 from platformd import errors
 from platformd import requestinfo
@@ -32,7 +33,10 @@ from platformd.auth.interfaces import (
 from platformd.deferreds import then
 from platformd.ids import random_uuid
 from platformd.model.meta import dns_label, dns_subdomain
+from platformd.ratelog import RateLimitedLog
 from platformd.registry.catalog import UPSTREAM_REVIEW_GROUPS
+
+log = Logger()
 
 SYSTEM_MASTERS = "system:masters"
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
@@ -98,15 +102,24 @@ class Authentication:
     """
 
     authenticator: IAuthenticator
+    #: Why credentials were refused goes here, never to the client (rate limited).
+    refusals: RateLimitedLog = attrs.field(factory=lambda: RateLimitedLog(
+        log, "authentication failed: {detail}"))
 
     def __call__(self, ctx, proceed):
         try:
             user = self.authenticator.authenticate(ctx.request)
-        except AuthenticationError:
+        except AuthenticationError as e:
+            self.refusals.warn(str(e))
             raise errors.unauthorized() from None
         if isinstance(user, Deferred):
-            return user.addCallbacks(self._authenticated, _unauthorized, (ctx, proceed))
+            return user.addCallbacks(self._authenticated, self._refused, (ctx, proceed))
         return self._authenticated(user, ctx, proceed)
+
+    def _refused(self, failure):
+        failure.trap(AuthenticationError)
+        self.refusals.warn(str(failure.value))
+        raise errors.unauthorized()
 
     @staticmethod
     def _authenticated(user, ctx, proceed):
@@ -114,11 +127,6 @@ class Authentication:
             raise errors.unauthorized()
         ctx.user = user
         return proceed(ctx)
-
-
-def _unauthorized(failure):
-    failure.trap(AuthenticationError)
-    raise errors.unauthorized()
 
 
 #: The impersonation headers (upstream's ``authenticationv1.Impersonate*Header``).

@@ -256,5 +256,5 @@ class ErrorTests(AuthorizerTestCase):
         self.clock.advance(61)
         ask(self.authorizer, JANE, resource("get", "pods"))
         self.assertEqual(len(mine()), 2)
-        self.assertEqual(mine()[0]["error"],
+        self.assertEqual(mine()[0]["detail"],
                          'clusterrole.rbac.authorization.platform.io "gone" not found')

@@ -16,7 +16,6 @@ the rules split into resource and non-resource rules, never incomplete (upstream
 
 from __future__ import annotations
 
-import time
 
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -28,21 +27,18 @@ from platformd.gotext import aggregate
 from platformd.auth.rbac.index import RBACIndex, role_error
 from platformd.auth.rbac.resolver import rules_for
 from platformd.auth.rbac.rules import allows
+from platformd.ratelog import RateLimitedLog
 
 log = Logger()
 
 _NO_OPINION = Decision(NO_OPINION)
-#: Seconds between two logs of one error.
-LOG_EVERY = 60.0
-_LOGGED_MAX = 1024
 
 
 @implementer(IAuthorizer, IRuleResolver)
 class RBACAuthorizer:
     def __init__(self, index: RBACIndex, clock=None):
         self.index = index
-        self._now = clock.seconds if clock is not None else time.time
-        self._logged: dict = {}
+        self._errors = RateLimitedLog(log, "RBAC: evaluation error: {detail}", clock)
 
     def authorize(self, attributes) -> Decision:
         user = attributes.user
@@ -81,14 +77,8 @@ class RBACAuthorizer:
             False, aggregate(errors))
 
     def _log(self, errors) -> None:
-        now = self._now()
-        logged = self._logged
-        if len(logged) > _LOGGED_MAX:
-            logged.clear()
         for error in dict.fromkeys(errors):
-            if now - logged.get(error, -LOG_EVERY) >= LOG_EVERY:
-                logged[error] = now
-                log.warn("RBAC: evaluation error: {error}", error=error)
+            self._errors.warn(error)
 
 
 def _allowed(binding, user) -> Decision:
