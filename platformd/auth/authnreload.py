@@ -1,0 +1,99 @@
+"""
+Reloading ``--authentication-config`` while the server runs (kube-apiserver's
+``filesystem.WatchUntil`` callback in ``BuiltInAuthenticationOptions.ApplyTo``).
+
+Every ``interval`` seconds on the clock (a minute, upstream's) the file is read; when its
+bytes changed it is decoded and validated again, and the ``anonymous`` block must be the
+one the server started with (``anonymous: Forbidden: changed from initial configuration
+file``); then new JWT authenticators are built and put in the chain in one assignment,
+between ``prefix`` and ``suffix`` (the authenticators that are not the file's).  Upstream's
+words are logged: ``failed to read authentication config file``, ``failed to load
+authentication config``, ``failed to validate authentication config``, ``reloaded
+authentication config``; the running authenticators stay on any failure.  As upstream, a
+file that fails to load or validate is not retried until its bytes change again; one that
+cannot be read is.
+"""
+
+from __future__ import annotations
+
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from platformd.auth import authnconfig, jwt
+
+log = Logger()
+
+DEFAULT_INTERVAL = 60.0
+
+
+class AuthenticationReloader:
+    """
+    Keeps ``chain.authenticators`` equal to ``prefix`` + the file's authenticators (each
+    passed through ``wrap``, e.g. a token cache) + ``suffix``.  ``initial`` is the
+    configuration the chain was built from.  ``start()``/``stop()``; ``check()`` runs one
+    check now.
+    """
+
+    def __init__(self, path: str, chain, initial: authnconfig.AuthenticationConfiguration, *,
+                 clock, reactor, prefix=(), suffix=(), wrap=None,
+                 interval: float = DEFAULT_INTERVAL):
+        self.path = path
+        self.chain = chain
+        self.clock = clock
+        self.reactor = reactor
+        self.prefix = tuple(prefix)
+        self.suffix = tuple(suffix)
+        self.wrap = wrap
+        self.interval = interval
+        self._anonymous = initial.anonymous
+        self._data = self._read()
+        self._loop: LoopingCall | None = None
+
+    def start(self) -> None:
+        self._loop = LoopingCall(self.check)
+        self._loop.clock = self.clock
+        self._loop.start(self.interval, now=False)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+
+    def _read(self) -> bytes | None:
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except OSError as error:
+            log.error("failed to read authentication config file: open {path}: {error}",
+                      path=self.path, error=authnconfig.os_error(error))
+            return None
+
+    def check(self) -> bool:
+        """One look at the file; True when the chain was replaced."""
+        data = self._read()
+        if data is None or data == self._data:
+            return False
+        self._data = data
+        try:
+            config = authnconfig.decode(data)
+        except authnconfig.AuthenticationConfigError as error:
+            log.error("failed to load authentication config: {error}", error=str(error))
+            return False
+        try:
+            causes, _ = authnconfig.validate(config)
+            errors = [f"{c.field}: {c.message}" for c in causes]
+            if config.anonymous != self._anonymous:
+                errors.append("anonymous: Forbidden: changed from initial configuration file")
+            if errors:
+                raise authnconfig.AuthenticationConfigError(
+                    authnconfig.gotext.aggregate(errors), errors)
+            config = authnconfig.validated(config)
+        except authnconfig.AuthenticationConfigError as error:
+            log.error("failed to validate authentication config: {error}", error=str(error))
+            return False
+        built = jwt.build_authenticators(config, self.clock, self.reactor)
+        if self.wrap is not None:
+            built = [self.wrap(a) for a in built]
+        self.chain.authenticators = [*self.prefix, *built, *self.suffix]
+        log.info("reloaded authentication config")
+        return True
