@@ -63,6 +63,9 @@ class APIServer:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.documents = documents
+        #: Service-account tokens (``auth/serviceaccount.TokenIssuer``), set by compose
+        #: when they are configured; None: ``serviceaccounts/<name>/token`` is 404.
+        self.token_issuer = None
         #: ``readiness()`` -> True once the server serves (cache loaded).
         self.readiness = readiness
         self.max_in_flight = max_in_flight or filters.MaxInFlight()
@@ -75,6 +78,16 @@ class APIServer:
             self.max_in_flight,
             filters.Authorization(authorizer),
         ], self._serve)
+
+    def serve_tokens(self, issuer) -> None:
+        """
+        Mint service-account tokens with ``issuer`` (``auth/serviceaccount.TokenIssuer``)
+        at ``serviceaccounts/<name>/token`` and publish its OpenID documents
+        (``/.well-known/openid-configuration``, ``/openid/v1/jwks``).
+        """
+        self.token_issuer = issuer
+        for path, value in issuer.documents().items():
+            self.documents.add(path, value)
 
     def store_for(self, kind):
         return self.stores[kind.gvr]
@@ -127,6 +140,9 @@ class APIServer:
         if kind is None or (info.namespace and not kind.namespaced
                             and info.name != info.namespace):
             raise errors.not_found_path()
+        if info.subresource in kind.subresources and info.name:
+            call.kind = kind.subresources[info.subresource]
+            return reviews.serve_subresource(call, self._check_route_accepts, self)
         if info.subresource:
             if info.subresource != "status" or not kind.has_status:
                 raise errors.not_found_path()
@@ -134,7 +150,7 @@ class APIServer:
                 raise errors.method_not_allowed()
         call.kind = kind
         if kind.review is not None:
-            return reviews.serve(call, self._check_route_accepts)
+            return reviews.serve(call, self._check_route_accepts, self)
         handler = _HANDLERS.get(info.verb)
         if handler is None:
             raise errors.method_not_allowed()

@@ -114,6 +114,20 @@ def _status_resource(kind) -> dict:
     }
 
 
+def _subresource(kind, name: str, sub) -> dict:
+    """
+    A create-only subresource (``serviceaccounts/token``): its own kind, named with its
+    group and version as upstream names them when they differ from the parent's.
+    """
+    entry = {"name": f"{kind.plural}/{name}", "singularName": "",
+             "namespaced": kind.namespaced}
+    if (sub.group, sub.version) != (kind.group, kind.version):
+        entry["group"], entry["version"] = sub.group, sub.version
+    entry["kind"] = sub.kind
+    entry["verbs"] = ["create"]
+    return entry
+
+
 def api_resource_list(catalog, group: str, version: str) -> Optional[dict]:
     """
     ``GET /api/v1`` (group ``""``) or ``GET /apis/{group}/{version}``, or None when that
@@ -128,6 +142,8 @@ def api_resource_list(catalog, group: str, version: str) -> Optional[dict]:
         return None
     resources = [_resource(k) for k in kinds]
     resources.extend(_status_resource(k) for k in kinds if k.has_status)
+    resources.extend(_subresource(k, name, sub) for k in kinds
+                     for name, sub in k.subresources.items())
     resources.sort(key=lambda r: r["name"])
     document = {"kind": "APIResourceList"}
     if group:

@@ -72,6 +72,13 @@ class Documents:
             self._cache[path] = doc
         return doc
 
+    def add(self, path: str, value: dict) -> None:
+        """
+        Serve ``value`` at ``path`` as JSON whatever the Accept: a document beside
+        discovery, such as the service-account issuer's OpenID documents.
+        """
+        self._cache[path.rstrip("/")] = Document(dumps(value))
+
     def _v3_documents(self) -> dict:
         if self._v3 is None:
             self._v3 = openapi.openapi_v3_documents(self.catalog)

@@ -23,8 +23,11 @@ from platformd.api.body import decode_object
 from platformd.deferreds import then
 
 
-def serve(call, route_accepts):
-    """Answer ``call`` (its ``kind`` a review); ``route_accepts(call)`` checks Accept."""
+def serve(call, route_accepts, server=None):
+    """
+    Answer ``call`` (its ``kind`` a review); ``route_accepts(call)`` checks Accept;
+    ``server`` (the ``APIServer``) goes to a kind whose ``review_takes_server``.
+    """
     kind, info = call.kind, call.info
     if info.name or info.subresource or (kind.namespaced and not info.namespace):
         raise errors.not_found_path()
@@ -33,10 +36,10 @@ def serve(call, route_accepts):
     if not call.negotiator.route_accepts(call.accept, kind):
         route_accepts(call)  # not even the alias's own media type: the server-wide refusal
     call.pick(views.GET_VIEWS)
-    return create(call)
+    return create(call, server)
 
 
-def create(call):
+def create(call, server=None):
     kind = call.kind
     options = writeoptions.parse(call)
     call.context.dry_run = options.dry_run
@@ -54,7 +57,35 @@ def create(call):
     causes = kind.validate(obj)
     if causes:
         raise errors.invalid(kind.kind, kind.group, "", causes)
-    return then(kind.review(call.context, obj), _answer, call)
+    return then(_run(kind, call.context, obj, server), _answer, call)
+
+
+def serve_subresource(call, route_accepts, server):
+    """
+    A POST to a create-only subresource (``ResourceType.subresources``:
+    ``serviceaccounts/<name>/token``): ``call.kind`` is the subresource's kind; the body
+    is decoded as it, defaulted, and answered 201 with what its ``review`` hook makes
+    (the hook checks the body's name and namespace against the URL, as upstream's
+    ``TokenREST``).  Any other method is 405, then Accept (406).
+    """
+    kind = call.kind
+    if call.info.verb != "create":
+        raise errors.method_not_allowed()
+    route_accepts(call)
+    call.pick(views.GET_VIEWS)
+    options = writeoptions.parse(call)
+    call.context.dry_run = options.dry_run
+    obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
+    obj["kind"], obj["apiVersion"] = kind.kind, kind.api_version
+    obj.setdefault("metadata", {})
+    kind.default(obj)
+    return then(_run(kind, call.context, obj, server), _answer, call)
+
+
+def _run(kind, context, obj: dict, server):
+    if kind.review_takes_server:
+        return kind.review(context, obj, server)
+    return kind.review(context, obj)
 
 
 def _answer(answer: dict, call):

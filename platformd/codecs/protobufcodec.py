@@ -58,7 +58,8 @@ _CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount")
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 #: The reviews: created and answered, never stored or listed (no List messages).
 _REVIEWS = (
-    ("authentication.platform.io/v1", authentication, ("SelfSubjectReview",)),
+    ("authentication.platform.io/v1", authentication, ("SelfSubjectReview", "TokenRequest",
+                                                        "TokenReview")),
     ("authorization.platform.io/v1", authorization, (
         "LocalSubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
         "SubjectAccessReview")),

@@ -12,7 +12,7 @@ from platformd.codecs import gopresence
 from platformd.registry.kinds import (
     clusterrole, clusterrolebinding, configmap, localsubjectaccessreview, namespace, pod, role,
     rolebinding, secret, selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview,
-    serviceaccount, subjectaccessreview,
+    serviceaccount, subjectaccessreview, tokenreview,
 )
 
 
@@ -29,11 +29,14 @@ class Catalog:
         """
         Serve ``kind`` (a ``ResourceType``), after the kinds already here; its Protobuf
         presence is registered with ``gopresence``.  Adding a second kind at the same
-        ``gvr`` is a ``ValueError``.
+        ``gvr`` is a ``ValueError``.  Its subresources' kinds' presence is registered too
+        (``serviceaccounts/token``: TokenRequest).
         """
         if kind.gvr in self._by_path:
             raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
         gopresence.register(kind.presence)
+        for subresource in kind.subresources.values():
+            gopresence.register(subresource.presence)
         self._by_path[kind.gvr] = kind
         self.kinds += (kind,)
 
@@ -97,6 +100,7 @@ def _builtin() -> Catalog:
         serviceaccount.KIND,
         # Named groups in upstream's /apis order: authentication, authorization, rbac.
         selfsubjectreview.KIND,
+        tokenreview.KIND,
         localsubjectaccessreview.KIND,
         selfsubjectaccessreview.KIND,
         selfsubjectrulesreview.KIND,

@@ -99,6 +99,13 @@ class ResourceType:
     #: filled from the request's ``RequestContext``.  Such a kind has no store, no watch
     #: cache and no list; discovery lists only ``create`` (``api/reviews.py``).
     review: Optional[Callable] = None
+    #: Whether ``review`` is called as ``review(context, obj, server)``, ``server`` the
+    #: ``APIServer`` (its ``authenticator``, ``token_issuer``): TokenReview, TokenRequest.
+    review_takes_server: bool = False
+    #: Create-only subresources besides ``status``: name → the review-like
+    #: ``ResourceType`` a POST to ``{plural}/{name}/{subresource}`` is decoded as and
+    #: answered by (``api/reviews.serve_subresource``): ``serviceaccounts/token``.
+    subresources: dict = attrs.field(factory=dict)
     schema: Struct = attrs.field(init=False)
     list_schema: Struct = attrs.field(init=False)
     #: ``(group, version, plural)``: what the catalog, the stores and the watch cache

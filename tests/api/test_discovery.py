@@ -192,7 +192,8 @@ class KubectlDiscoveryTests(KubectlTestCase):
                              ["", f"{AUTHZ}/v1", "false", "SubjectAccessReview"])
             self.assertEqual(rows["selfsubjectreviews"],
                              ["", f"{AUTHN}/v1", "false", "SelfSubjectReview"])
-            self.assertEqual(len(rows), 14)
+            self.assertEqual(rows["tokenreviews"], ["", f"{AUTHN}/v1", "false", "TokenReview"])
+            self.assertEqual(len(rows), 15)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):

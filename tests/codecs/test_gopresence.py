@@ -12,9 +12,21 @@ from platformd.registry.kinds import pod
 
 #: ``gopresence.fields(name)`` of every message, frozen.
 EXPECTED = {
+    "platform.api.authentication.v1.BoundObjectReference": [("kind", True), ("apiVersion", True),
+        ("name", True), ("uid", True)],
     "platform.api.authentication.v1.ExtraValue": [],
     "platform.api.authentication.v1.SelfSubjectReview": [("metadata", False), ("status", False)],
     "platform.api.authentication.v1.SelfSubjectReviewStatus": [("userInfo", False)],
+    "platform.api.authentication.v1.TokenRequest": [("metadata", False), ("spec", False),
+        ("status", False)],
+    "platform.api.authentication.v1.TokenRequestSpec": [],
+    "platform.api.authentication.v1.TokenRequestStatus": [("token", False),
+        ("expirationTimestamp", True)],
+    "platform.api.authentication.v1.TokenReview": [("metadata", False), ("spec", False),
+        ("status", False)],
+    "platform.api.authentication.v1.TokenReviewSpec": [("token", True)],
+    "platform.api.authentication.v1.TokenReviewStatus": [("authenticated", True), ("user", False),
+        ("error", True)],
     "platform.api.authentication.v1.UserInfo": [("username", True), ("uid", True)],
     "platform.api.authorization.v1.ExtraValue": [],
     "platform.api.authorization.v1.LocalSubjectAccessReview": [("metadata", False), ("spec", False),
@@ -158,6 +170,8 @@ class FieldsTests(SynchronousTestCase):
         owned = {}
         for kind in builtin().kinds:
             owned.update(kind.presence)
+            for subresource in kind.subresources.values():  # serviceaccounts/token
+                owned.update(subresource.presence)
         self.assertEqual(sorted(owned),
                          sorted(n for n in EXPECTED if n.startswith("platform.api.")))
 

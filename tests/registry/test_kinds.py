@@ -36,6 +36,7 @@ COLUMNS = {
                                    "ServiceAccounts"],
     # The reviews are never listed; they keep the default.
     (AUTHN, "SelfSubjectReview"): ["Name", "Created At"],
+    (AUTHN, "TokenReview"): ["Name", "Created At"],
     (AUTHZ, "LocalSubjectAccessReview"): ["Name", "Created At"],
     (AUTHZ, "SelfSubjectAccessReview"): ["Name", "Created At"],
     (AUTHZ, "SelfSubjectRulesReview"): ["Name", "Created At"],
@@ -61,7 +62,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 14)
+        self.assertEqual(len(builtin().kinds), 15)
 
     def test_columns(self):
         for kind in builtin().kinds:

@@ -7,6 +7,7 @@ from platformd.registry.kinds.coreshapes import (
     LOCAL_OBJECT_REFERENCE, LOCAL_OBJECT_REFERENCE_PRESENCE, OBJECT_REFERENCE,
     OBJECT_REFERENCE_PRESENCE, core_kind,
 )
+from platformd.registry.kinds import tokenrequest
 from platformd.registry.tables import AGE, NAME, Column
 
 COLUMNS = (
@@ -25,4 +26,6 @@ KIND = core_kind("ServiceAccount", "serviceaccounts", True, {
 }, "ServiceAccount binds together a name, a principal, and a set of secrets.",
     {"ServiceAccount": "metadata", **OBJECT_REFERENCE_PRESENCE,
      **LOCAL_OBJECT_REFERENCE_PRESENCE},
-    short_names=("sa",), returns_deleted_object=True, columns=COLUMNS)
+    short_names=("sa",), returns_deleted_object=True, columns=COLUMNS,
+    # POST serviceaccounts/<name>/token mints a token (TokenRequest), stores nothing.
+    subresources={"token": tokenrequest.SUBRESOURCE})

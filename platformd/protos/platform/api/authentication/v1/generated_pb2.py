@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as platform_dot_apimachinery_dot_pkg_dot_apis_dot_meta_dot_v1_dot_generated__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.platform/api/authentication/v1/generated.proto\x12\x1eplatform.api.authentication.v1\x1a\x36platform/apimachinery/pkg/apis/meta/v1/generated.proto\"\x1b\n\nExtraValue\x12\r\n\x05items\x18\x01 \x03(\t\"\xa2\x01\n\x11SelfSubjectReview\x12\x44\n\x08metadata\x18\x01 \x01(\x0b\x32\x32.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12G\n\x06status\x18\x02 \x01(\x0b\x32\x37.platform.api.authentication.v1.SelfSubjectReviewStatus\"U\n\x17SelfSubjectReviewStatus\x12:\n\x08userInfo\x18\x01 \x01(\x0b\x32(.platform.api.authentication.v1.UserInfo\"\xd7\x01\n\x08UserInfo\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\x42\n\x05\x65xtra\x18\x04 \x03(\x0b\x32\x33.platform.api.authentication.v1.UserInfo.ExtraEntry\x1aX\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x39\n\x05value\x18\x02 \x01(\x0b\x32*.platform.api.authentication.v1.ExtraValue:\x02\x38\x01\x42#Z!platform.io/api/authentication/v1')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.platform/api/authentication/v1/generated.proto\x12\x1eplatform.api.authentication.v1\x1a\x36platform/apimachinery/pkg/apis/meta/v1/generated.proto\"S\n\x14\x42oundObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\napiVersion\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\"\x1b\n\nExtraValue\x12\r\n\x05items\x18\x01 \x03(\t\"\xa2\x01\n\x11SelfSubjectReview\x12\x44\n\x08metadata\x18\x01 \x01(\x0b\x32\x32.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12G\n\x06status\x18\x02 \x01(\x0b\x32\x37.platform.api.authentication.v1.SelfSubjectReviewStatus\"U\n\x17SelfSubjectReviewStatus\x12:\n\x08userInfo\x18\x01 \x01(\x0b\x32(.platform.api.authentication.v1.UserInfo\"\xd8\x01\n\x0cTokenRequest\x12\x44\n\x08metadata\x18\x01 \x01(\x0b\x32\x32.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12>\n\x04spec\x18\x02 \x01(\x0b\x32\x30.platform.api.authentication.v1.TokenRequestSpec\x12\x42\n\x06status\x18\x03 \x01(\x0b\x32\x32.platform.api.authentication.v1.TokenRequestStatus\"\x8e\x01\n\x10TokenRequestSpec\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x19\n\x11\x65xpirationSeconds\x18\x04 \x01(\x03\x12L\n\x0e\x62oundObjectRef\x18\x03 \x01(\x0b\x32\x34.platform.api.authentication.v1.BoundObjectReference\"n\n\x12TokenRequestStatus\x12\r\n\x05token\x18\x01 \x01(\t\x12I\n\x13\x65xpirationTimestamp\x18\x02 \x01(\x0b\x32,.platform.apimachinery.pkg.apis.meta.v1.Time\"\xd5\x01\n\x0bTokenReview\x12\x44\n\x08metadata\x18\x01 \x01(\x0b\x32\x32.platform.apimachinery.pkg.apis.meta.v1.ObjectMeta\x12=\n\x04spec\x18\x02 \x01(\x0b\x32/.platform.api.authentication.v1.TokenReviewSpec\x12\x41\n\x06status\x18\x03 \x01(\x0b\x32\x31.platform.api.authentication.v1.TokenReviewStatus\"3\n\x0fTokenReviewSpec\x12\r\n\x05token\x18\x01 \x01(\t\x12\x11\n\taudiences\x18\x02 \x03(\t\"\x84\x01\n\x11TokenReviewStatus\x12\x15\n\rauthenticated\x18\x01 \x01(\x08\x12\x36\n\x04user\x18\x02 \x01(\x0b\x32(.platform.api.authentication.v1.UserInfo\x12\x11\n\taudiences\x18\x04 \x03(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xd7\x01\n\x08UserInfo\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x0b\n\x03uid\x18\x02 \x01(\t\x12\x0e\n\x06groups\x18\x03 \x03(\t\x12\x42\n\x05\x65xtra\x18\x04 \x03(\x0b\x32\x33.platform.api.authentication.v1.UserInfo.ExtraEntry\x1aX\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x39\n\x05value\x18\x02 \x01(\x0b\x32*.platform.api.authentication.v1.ExtraValue:\x02\x38\x01\x42#Z!platform.io/api/authentication/v1')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,14 +35,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z!platform.io/api/authentication/v1'
   _globals['_USERINFO_EXTRAENTRY']._loaded_options = None
   _globals['_USERINFO_EXTRAENTRY']._serialized_options = b'8\001'
-  _globals['_EXTRAVALUE']._serialized_start=138
-  _globals['_EXTRAVALUE']._serialized_end=165
-  _globals['_SELFSUBJECTREVIEW']._serialized_start=168
-  _globals['_SELFSUBJECTREVIEW']._serialized_end=330
-  _globals['_SELFSUBJECTREVIEWSTATUS']._serialized_start=332
-  _globals['_SELFSUBJECTREVIEWSTATUS']._serialized_end=417
-  _globals['_USERINFO']._serialized_start=420
-  _globals['_USERINFO']._serialized_end=635
-  _globals['_USERINFO_EXTRAENTRY']._serialized_start=547
-  _globals['_USERINFO_EXTRAENTRY']._serialized_end=635
+  _globals['_BOUNDOBJECTREFERENCE']._serialized_start=138
+  _globals['_BOUNDOBJECTREFERENCE']._serialized_end=221
+  _globals['_EXTRAVALUE']._serialized_start=223
+  _globals['_EXTRAVALUE']._serialized_end=250
+  _globals['_SELFSUBJECTREVIEW']._serialized_start=253
+  _globals['_SELFSUBJECTREVIEW']._serialized_end=415
+  _globals['_SELFSUBJECTREVIEWSTATUS']._serialized_start=417
+  _globals['_SELFSUBJECTREVIEWSTATUS']._serialized_end=502
+  _globals['_TOKENREQUEST']._serialized_start=505
+  _globals['_TOKENREQUEST']._serialized_end=721
+  _globals['_TOKENREQUESTSPEC']._serialized_start=724
+  _globals['_TOKENREQUESTSPEC']._serialized_end=866
+  _globals['_TOKENREQUESTSTATUS']._serialized_start=868
+  _globals['_TOKENREQUESTSTATUS']._serialized_end=978
+  _globals['_TOKENREVIEW']._serialized_start=981
+  _globals['_TOKENREVIEW']._serialized_end=1194
+  _globals['_TOKENREVIEWSPEC']._serialized_start=1196
+  _globals['_TOKENREVIEWSPEC']._serialized_end=1247
+  _globals['_TOKENREVIEWSTATUS']._serialized_start=1250
+  _globals['_TOKENREVIEWSTATUS']._serialized_end=1382
+  _globals['_USERINFO']._serialized_start=1385
+  _globals['_USERINFO']._serialized_end=1600
+  _globals['_USERINFO_EXTRAENTRY']._serialized_start=1512
+  _globals['_USERINFO_EXTRAENTRY']._serialized_end=1600
 # @@protoc_insertion_point(module_scope)
