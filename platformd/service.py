@@ -41,10 +41,11 @@ from twisted.logger import Logger
 
 from platformd.api.site import make_site
 from platformd.auth.authenticators import (
-    AnonymousAuthenticator, AuthenticatorChain, TokenAuthenticator, TokenFileError,
-    X509Authenticator,
+    AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
-from platformd.auth.fromflags import AuthorizationFlagError, authorizers_from_flags
+from platformd.auth.fromflags import (
+    AuthFlagError, authenticators_from_flags, authorizers_from_flags,
+)
 from platformd.compose import Components, boot_sequence, compose
 from platformd.lifecycle import Step
 from platformd.listening import ListenerService, listen_description, tls_factory
@@ -82,10 +83,11 @@ class PlatformService(service.MultiService):
                                         lambda: tls_factory(self.tls, self.site),
                                         address=f"{bind}:{port}")
         self.listener.setServiceParent(self)
-        #: The ``--authorization-config`` reloader, made by ``prepare`` (or None).
+        #: The ``--authentication-config`` and ``--authorization-config`` reloaders, made
+        #: by ``prepare`` (or None).
+        self.authentication_reloader = None
         self.authorization_reloader = None
-        after_cache = [Step("authorization-reload", self._start_reloading,
-                            self._stop_reloading)]
+        after_cache = [Step("config-reload", self._start_reloading, self._stop_reloading)]
         if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
             after_cache.append(PodsService(reactor, self.components.cache.for_kind(core.POD),
@@ -137,28 +139,31 @@ class PlatformService(service.MultiService):
             self.tls = server_tls_options(cert, key, client_ca)
         except PKIError as e:
             raise StartupError(str(e)) from None
-        authenticators = [X509Authenticator()]
+        static = [X509Authenticator()]
         if options["token-auth-file"]:
             try:
-                authenticators.append(TokenAuthenticator.from_file(options["token-auth-file"]))
+                static.append(TokenAuthenticator.from_file(options["token-auth-file"]))
             except TokenFileError as e:
                 raise StartupError(str(e)) from None
-        if options["anonymous-auth"]:
-            authenticators.append(AnonymousAuthenticator())
-        self.authenticator.authenticators = authenticators
         try:
+            self.authentication_reloader = authenticators_from_flags(
+                options, self.authenticator, static, (), self.reactor, self.reactor)
             self.authorization_reloader = authorizers_from_flags(
                 options, self.components.api.authorizer, self.components.rbac, self.reactor)
-        except AuthorizationFlagError as e:
+        except AuthFlagError as e:
             raise StartupError(str(e)) from None
 
+    def _reloaders(self) -> list:
+        return [r for r in (self.authentication_reloader, self.authorization_reloader)
+                if r is not None]
+
     def _start_reloading(self) -> None:
-        if self.authorization_reloader is not None:
-            self.authorization_reloader.start()
+        for reloader in self._reloaders():
+            reloader.start()
 
     def _stop_reloading(self) -> None:
-        if self.authorization_reloader is not None:
-            self.authorization_reloader.stop()
+        for reloader in self._reloaders():
+            reloader.stop()
 
     def _ensure_pki(self, port: int):
         bind = self.options["bind-address"]

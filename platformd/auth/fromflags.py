@@ -1,6 +1,15 @@
 """
-The daemon's authorizer chain from its flags (upstream's
-``BuiltInAuthorizationOptions.ToAuthorizationConfig`` and ``authorizer.New``):
+The daemon's authenticator and authorizer chains from its flags.
+
+Authentication (upstream's ``BuiltInAuthenticationOptions.ToAuthenticationConfig``):
+client certificates, the token file, then the JWT issuers of ``--authentication-config``
+(reloaded when the file changes) or of the ``--oidc-*`` flags, then the extra
+authenticators the caller gives (service-account tokens), then anonymous access when
+``--anonymous-auth`` or the file's ``anonymous`` block turns it on.  Token
+authenticators that verify signatures sit behind a cache keyed by the token's hash.
+
+Authorization (upstream's ``BuiltInAuthorizationOptions.ToAuthorizationConfig`` and
+``authorizer.New``):
 ``system:masters`` first (``PrivilegedGroups``), then either the authorizers of
 ``--authorization-config`` (reloaded when the file changes) or those
 ``--authorization-mode`` names in order, a ``Webhook`` mode built from the
@@ -12,8 +21,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from platformd.auth import authzconfig
+from platformd.auth import authnconfig, authzconfig, jwt
+from platformd.auth.authenticators import AnonymousAuthenticator
+from platformd.auth.authnreload import AuthenticationReloader
 from platformd.auth.authorizers import AlwaysAllow, PrivilegedGroups
+from platformd.auth.tokencache import CachedTokenAuthenticator
 from platformd.auth.kubeconfig import KubeconfigError, load_kubeconfig
 from platformd.auth.modes import AlwaysDeny, build_authorizers
 from platformd.auth.reloading import AuthorizationReloader
@@ -23,15 +35,68 @@ from platformd.auth.webhook import WebhookAuthorizer
 LEGACY_WEBHOOK_TIMEOUT = 30.0
 
 
-class AuthorizationFlagError(Exception):
+class AuthFlagError(Exception):
     """A file the flags name cannot be used (one line)."""
+
+
+#: Upstream's words when both the file and the flag configure anonymous access.
+ANONYMOUS_BOTH = ("anonymous: Forbidden: --anonymous-auth flag cannot be set when anonymous "
+                  "field is configured in authentication configuration file")
+
+
+def authenticators_from_flags(options, chain, prefix, suffix, clock,
+                              reactor) -> Optional[AuthenticationReloader]:
+    """
+    Fill ``chain.authenticators``: ``prefix`` (certificates, the token file), the JWT
+    issuers, ``suffix`` (service-account tokens; cached here too), anonymous access.
+    The reloader of ``--authentication-config`` (not started), or None.  Raises
+    ``AuthFlagError``.
+    """
+    config = _authentication_config(options)
+    anonymous: list = []
+    if config is not None and config.anonymous is not None:
+        if options["anonymous-auth"] is not None:
+            raise AuthFlagError(ANONYMOUS_BOTH)
+        if config.anonymous.enabled:
+            anonymous = [AnonymousAuthenticator(frozenset(config.anonymous.conditions))]
+    elif options["anonymous-auth"]:
+        anonymous = [AnonymousAuthenticator()]
+
+    def cached(authenticator):
+        return CachedTokenAuthenticator(authenticator, clock)
+
+    issuers = [cached(a) for a in jwt.build_authenticators(config, clock, reactor)] \
+        if config is not None else []
+    after = [*(cached(a) for a in suffix), *anonymous]
+    chain.authenticators = [*prefix, *issuers, *after]
+    if not options["authentication-config"]:
+        return None
+    return AuthenticationReloader(options["authentication-config"], chain, config,
+                                  clock=clock, reactor=reactor, prefix=prefix, suffix=after,
+                                  wrap=cached)
+
+
+def _authentication_config(options):
+    try:
+        if options["authentication-config"]:
+            return authnconfig.load_authentication_config(options["authentication-config"])
+        if options["oidc-issuer-url"]:
+            return authnconfig.from_legacy_flags(
+                options["oidc-issuer-url"], options["oidc-client-id"],
+                options["oidc-ca-file"] or "", options["oidc-username-claim"] or "sub",
+                options["oidc-username-prefix"] or "", options["oidc-groups-claim"] or "",
+                options["oidc-groups-prefix"] or "", options["oidc-required-claim"])
+    except authnconfig.AuthenticationConfigError as e:
+        flag = "--authentication-config" if options["authentication-config"] else "--oidc-*"
+        raise AuthFlagError(f"{flag}: {e}") from None
+    return None
 
 
 def authorizers_from_flags(options, chain, rbac, reactor) -> Optional[AuthorizationReloader]:
     """
     Fill ``chain.authorizers`` as the flags say; the reloader of
     ``--authorization-config`` (not started), or None.  Raises
-    ``AuthorizationFlagError``.
+    ``AuthFlagError``.
     """
     prefix = (PrivilegedGroups(),)
     path = options["authorization-config"]
@@ -40,7 +105,7 @@ def authorizers_from_flags(options, chain, rbac, reactor) -> Optional[Authorizat
             config = authzconfig.load_authorization_config(path)
             built = build_authorizers(config, rbac, reactor, reactor)
         except authzconfig.AuthorizationConfigError as e:
-            raise AuthorizationFlagError(f"--authorization-config: {e}") from None
+            raise AuthFlagError(f"--authorization-config: {e}") from None
         chain.authorizers = [*prefix, *built]
         return AuthorizationReloader(path, chain, config, rbac=rbac, clock=reactor,
                                      reactor=reactor, prefix=prefix)
@@ -60,7 +125,7 @@ def _by_mode(mode: str, options, rbac, reactor):
     try:
         connection = load_kubeconfig(path)
     except KubeconfigError as e:
-        raise AuthorizationFlagError(f"--authorization-webhook-config-file: {e}") from None
+        raise AuthFlagError(f"--authorization-webhook-config-file: {e}") from None
     return WebhookAuthorizer(
         "webhook", connection, version=options["authorization-webhook-version"],
         timeout=LEGACY_WEBHOOK_TIMEOUT,

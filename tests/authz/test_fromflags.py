@@ -6,7 +6,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain, PrivilegedGroups
-from platformd.auth.fromflags import AuthorizationFlagError, authorizers_from_flags
+from platformd.auth.fromflags import AuthFlagError, authorizers_from_flags
 from platformd.auth.modes import AlwaysDeny
 from platformd.auth.webhook import WebhookAuthorizer
 from platformd.options import Options
@@ -53,7 +53,7 @@ class FromFlagsTests(SynchronousTestCase):
         path = os.path.abspath(self.mktemp())
         with open(path, "w") as f:
             f.write("- not a kubeconfig\n")
-        with self.assertRaises(AuthorizationFlagError) as e:
+        with self.assertRaises(AuthFlagError) as e:
             self.chain_for("--authorization-mode", "Webhook",
                            "--authorization-webhook-config-file", path)
         self.assertTrue(str(e.exception).startswith("--authorization-webhook-config-file: "))
