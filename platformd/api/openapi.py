@@ -220,6 +220,8 @@ def _schema_gvks(catalog) -> dict:
         gvks[k.schema.name] = [_gvk(k.group, k.version, k.kind)]
         if k.stored:
             gvks[k.list_schema.name] = [_gvk(k.group, k.version, k.list_kind)]
+        for sub in k.subresources.values():
+            gvks[sub.schema.name] = [_gvk(sub.group, sub.version, sub.kind)]
     group_versions = [(g, v) for g, versions in sorted(catalog.group_versions().items())
                       for v in versions]
     for struct in (DELETE_OPTIONS, WATCH_EVENT):
@@ -242,6 +244,7 @@ def _kind_roots(kinds) -> list:
     roots = []
     for k in kinds:
         roots.extend((k.schema, k.list_schema) if k.stored else (k.schema,))
+        roots.extend(sub.schema for sub in k.subresources.values())
     return roots
 
 
@@ -390,6 +393,15 @@ class _KindOps:
                        responses=_ACCEPTED, result=k.schema.name, query=_WRITE,
                        body=k.schema.name, body_required=True, action="post")
 
+    def create_subresource(self, name: str, sub) -> _Op:
+        """POST to a create-only subresource (``serviceaccounts/{name}/token``)."""
+        k = self.kind
+        op = self.op("post", "create", self.scope + k.kind + _identifier(name, True),
+                     f"create {name} of a {k.kind}", responses=_ACCEPTED,
+                     result=sub.schema.name, query=_WRITE, body=sub.schema.name,
+                     body_required=True, action="post")
+        return attrs.evolve(op, gvk=_gvk(sub.group, sub.version, sub.kind))
+
     def collection(self) -> tuple:
         k, scoped = self.kind, self.scope + self.kind.kind
         return (
@@ -446,6 +458,9 @@ def _kind_paths(kind) -> list:
     if kind.has_status:
         paths.append(_Path(f"{base}{collection}/{{name}}/status", segments + name,
                            ops.item("Status")))
+    for sub_name, sub in kind.subresources.items():
+        paths.append(_Path(f"{base}{collection}/{{name}}/{sub_name}", segments + name,
+                           (ops.create_subresource(sub_name, sub),)))
     if kind.namespaced:
         everywhere = _KindOps(kind, False)
         paths.append(_Path(f"{base}/{kind.plural}", (),

@@ -390,3 +390,23 @@ class KeyFileTests(SynchronousTestCase):
         self.assertIn("cannot read", str(e.exception))
         with self.assertRaises(sa.SigningKeyError):
             sa.load_signing_key(path)
+
+
+class OpenAPITests(SynchronousTestCase):
+    def test_token_subresource_and_review(self):
+        from platformd.api import openapi
+        from platformd.registry.catalog import builtin
+        catalog = builtin()
+        v2 = openapi.openapi_v2(catalog, "1.0")
+        post = v2["paths"]["/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"]["post"]
+        self.assertEqual((post["operationId"], post["description"],
+                          post["x-kubernetes-group-version-kind"]),
+                         ("createCoreV1NamespacedServiceAccountToken",
+                          "create token of a ServiceAccount",
+                          {"group": "authentication.platform.io", "kind": "TokenRequest",
+                           "version": "v1"}))
+        self.assertIn("io.platform.api.authentication.v1.TokenRequest", v2["definitions"])
+        self.assertIn("/apis/authentication.platform.io/v1/tokenreviews", v2["paths"])
+        v3 = openapi.openapi_v3_documents(catalog)
+        self.assertIn("io.platform.api.authentication.v1.TokenRequest",
+                      v3["api/v1"]["components"]["schemas"])
