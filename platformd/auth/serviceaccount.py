@@ -506,3 +506,20 @@ def _deleted_before(obj: dict, cutoff: float) -> bool:
 def _jose_error(error: Exception) -> str:
     """go-jose's words for what went wrong, as upstream's verifier reports them."""
     return "go-jose/go-jose: error in cryptographic primitive"
+
+
+def build(cache, clock, data_dir: str, signing_key_file: Optional[str] = None,
+          key_files: Iterable[str] = (), issuer: str = DEFAULT_ISSUER,
+          api_audiences: Optional[Iterable[str]] = None):
+    """
+    ``(TokenIssuer, ServiceAccountAuthenticator)`` from the flags: the signing key from
+    ``signing_key_file`` (default: ``ensure_signing_key(data_dir)``), verification by it
+    and ``key_files``' keys.  ``SigningKeyError`` or ``pki.PKIError`` for a key that cannot
+    be read or made.
+    """
+    signing_key = load_signing_key(signing_key_file or ensure_signing_key(data_dir))
+    extra = load_public_keys(key_files)
+    token_issuer = TokenIssuer(cache, issuer, signing_key, clock, api_audiences, extra)
+    authenticator = ServiceAccountAuthenticator(cache, issuer, [signing_key, *extra], clock,
+                                                api_audiences)
+    return token_issuer, authenticator

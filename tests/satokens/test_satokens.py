@@ -293,6 +293,28 @@ class TokenReviewTests(TokenTestCase):
         self.assertEqual(status["audiences"], [ISSUER])
         self.assertEqual(status["user"]["username"], "system:serviceaccount:default:build")
 
+    def test_authenticator_answering_later(self):
+        """A chain member that answers with a Deferred (a JWKS fetch): user or error."""
+        from twisted.internet.defer import fail, succeed
+        from twisted.python.failure import Failure
+
+        class Later:
+            def __init__(self, inner):
+                self.inner = inner
+
+            def authenticate(self, request):
+                try:
+                    return succeed(self.inner.authenticate(request))
+                except sa.AuthenticationError:
+                    return fail(Failure())
+
+        self.use(Later(self.authn))
+        token = self.token()
+        self.assertTrue(self.review(token)["authenticated"])
+        self.stub.advance(3600 + 61)
+        self.assertEqual(self.review(token),
+                         {"user": {}, "error": "service account token has expired"})
+
     def test_token_required(self):
         r = self.admin.post(REVIEWS, {"spec": {}})
         self.assertEqual(r.code, 400, r.body)
@@ -410,3 +432,28 @@ class OpenAPITests(SynchronousTestCase):
         v3 = openapi.openapi_v3_documents(catalog)
         self.assertIn("io.platform.api.authentication.v1.TokenRequest",
                       v3["api/v1"]["components"]["schemas"])
+
+
+class BuildTests(SynchronousTestCase):
+    def test_build_from_flags(self):
+        """What compose does: a key under the data dir, the issuer served, the
+        authenticator first in the chain; TokenReview also at authentication.k8s.io."""
+        stub = StubServer()
+        self.addCleanup(stub.stop)
+        issuer, authn = sa.build(stub.cache, stub.clock, tempfile.mkdtemp(),
+                                 issuer="https://issuer.example", api_audiences=["api"])
+        stub.api.serve_tokens(issuer)
+        chain = AuthenticatorChain([authn, HeaderAuthenticator()])
+        stub.api.authenticator.authenticate = chain.authenticate
+        admin = stub.client()
+        self.assertEqual(admin.post(f"{NS}/serviceaccounts", {"metadata": {"name": "build"}}).code,
+                         201)
+        r = admin.post(TOKEN, {"spec": {}})
+        self.assertEqual(r.json()["spec"]["audiences"], ["api"])
+        token = r.json()["status"]["token"]
+        r = admin.post("/apis/authentication.k8s.io/v1/tokenreviews", {"spec": {"token": token}})
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["apiVersion"], "authentication.k8s.io/v1")
+        self.assertEqual(r.json()["status"]["audiences"], ["api"])
+        self.assertEqual(admin.get("/.well-known/openid-configuration").json()["issuer"],
+                         "https://issuer.example")
