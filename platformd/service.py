@@ -43,6 +43,7 @@ from platformd.api.site import make_site
 from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
+from platformd.auth import serviceaccount
 from platformd.auth.fromflags import (
     AuthFlagError, authenticators_from_flags, authorizers_from_flags,
 )
@@ -146,8 +147,18 @@ class PlatformService(service.MultiService):
             except TokenFileError as e:
                 raise StartupError(str(e)) from None
         try:
+            token_issuer, service_accounts = serviceaccount.build(
+                self.components.cache, self.reactor, self.data_dir,
+                options["service-account-signing-key-file"],
+                [options["service-account-key-file"]] if options["service-account-key-file"]
+                else (), options["service-account-issuer"] or serviceaccount.DEFAULT_ISSUER)
+        except (serviceaccount.SigningKeyError, PKIError) as e:
+            raise StartupError(f"service-account keys: {e}") from None
+        self.components.api.serve_tokens(token_issuer)
+        try:
             self.authentication_reloader = authenticators_from_flags(
-                options, self.authenticator, static, (), self.reactor, self.reactor)
+                options, self.authenticator, static, (service_accounts,), self.reactor,
+                self.reactor)
             self.authorization_reloader = authorizers_from_flags(
                 options, self.components.api.authorizer, self.components.rbac, self.reactor)
         except AuthFlagError as e:

@@ -73,10 +73,9 @@ class TokenAuthenticator:
         scheme, _, token = header.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        user = self.tokens.get(token.strip())
-        if user is None:
-            raise AuthenticationError("invalid bearer token")
-        return user
+        # An unknown token may be another token authenticator's (a service account's, an
+        # issuer's); ``UnknownBearerToken`` refuses it once none has recognized it.
+        return self.tokens.get(token.strip())
 
 
 def parse_token_csv(text: str, source: str = "token file") -> dict:
@@ -95,6 +94,21 @@ def parse_token_csv(text: str, source: str = "token file") -> dict:
         groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
         tokens[token] = UserInfo(name, uid, groups + (AUTHENTICATED_GROUP,))
     return tokens
+
+
+@implementer(IAuthenticator)
+class UnknownBearerToken:
+    """
+    After every token authenticator: a bearer token none of them recognized is refused
+    (401), as upstream's ``bearertoken`` authenticator refuses it with "invalid bearer
+    token" -- so a bad token is never taken for anonymous access.
+    """
+
+    def authenticate(self, request):
+        header = request.getHeader(b"authorization")
+        if header and header[:7].lower() == b"bearer " and header[7:].strip():
+            raise AuthenticationError("invalid bearer token")
+        return None
 
 
 ANONYMOUS_USER = UserInfo("system:anonymous", "", ("system:unauthenticated",))

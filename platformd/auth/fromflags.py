@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 from platformd.auth import authnconfig, authzconfig, jwt
-from platformd.auth.authenticators import AnonymousAuthenticator
+from platformd.auth.authenticators import AnonymousAuthenticator, UnknownBearerToken
 from platformd.auth.authnreload import AuthenticationReloader
 from platformd.auth.authorizers import AlwaysAllow, PrivilegedGroups
 from platformd.auth.tokencache import CachedTokenAuthenticator
@@ -48,7 +48,8 @@ def authenticators_from_flags(options, chain, prefix, suffix, clock,
                               reactor) -> Optional[AuthenticationReloader]:
     """
     Fill ``chain.authenticators``: ``prefix`` (certificates, the token file), the JWT
-    issuers, ``suffix`` (service-account tokens; cached here too), anonymous access.
+    issuers, ``suffix`` (service-account tokens; cached here too), the refusal of a
+    bearer token none of them knew, anonymous access.
     The reloader of ``--authentication-config`` (not started), or None.  Raises
     ``AuthFlagError``.
     """
@@ -67,7 +68,7 @@ def authenticators_from_flags(options, chain, prefix, suffix, clock,
 
     issuers = [cached(a) for a in jwt.build_authenticators(config, clock, reactor)] \
         if config is not None else []
-    after = [*(cached(a) for a in suffix), *anonymous]
+    after = [*(cached(a) for a in suffix), UnknownBearerToken(), *anonymous]
     chain.authenticators = [*prefix, *issuers, *after]
     if not options["authentication-config"]:
         return None
