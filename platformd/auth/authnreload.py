@@ -16,17 +16,15 @@ cannot be read is.
 
 from __future__ import annotations
 
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from platformd.auth import authnconfig, jwt
+from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
 
 log = Logger()
 
-DEFAULT_INTERVAL = 60.0
 
-
-class AuthenticationReloader:
+class AuthenticationReloader(FilePoller):
     """
     Keeps ``chain.authenticators`` equal to ``prefix`` + the file's authenticators (each
     passed through ``wrap``, e.g. a token cache) + ``suffix``.  ``initial`` is the
@@ -37,43 +35,21 @@ class AuthenticationReloader:
     def __init__(self, path: str, chain, initial: authnconfig.AuthenticationConfiguration, *,
                  clock, reactor, prefix=(), suffix=(), wrap=None,
                  interval: float = DEFAULT_INTERVAL):
-        self.path = path
+        super().__init__(path, clock,
+                         "failed to read authentication config file: open {path}: {error}",
+                         interval)
         self.chain = chain
-        self.clock = clock
         self.reactor = reactor
         self.prefix = tuple(prefix)
         self.suffix = tuple(suffix)
         self.wrap = wrap
-        self.interval = interval
         self._anonymous = initial.anonymous
-        self._data = self._read()
-        self._loop: LoopingCall | None = None
-
-    def start(self) -> None:
-        self._loop = LoopingCall(self.check)
-        self._loop.clock = self.clock
-        self._loop.start(self.interval, now=False)
-
-    def stop(self) -> None:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        self._loop = None
-
-    def _read(self) -> bytes | None:
-        try:
-            with open(self.path, "rb") as f:
-                return f.read()
-        except OSError as error:
-            log.error("failed to read authentication config file: open {path}: {error}",
-                      path=self.path, error=authnconfig.os_error(error))
-            return None
 
     def check(self) -> bool:
         """One look at the file; True when the chain was replaced."""
-        data = self._read()
-        if data is None or data == self._data:
+        data = self.changed()
+        if data is None:
             return False
-        self._data = data
         try:
             config = authnconfig.decode(data)
         except authnconfig.AuthenticationConfigError as error:

@@ -13,18 +13,15 @@ running authorizers stay.  Replaced webhooks drop their idle connections.
 
 from __future__ import annotations
 
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from platformd.auth import authzconfig, modes
+from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
 
 log = Logger()
 
-#: upstream checks the file once a minute.
-DEFAULT_INTERVAL = 60.0
 
-
-class AuthorizationReloader:
+class AuthorizationReloader(FilePoller):
     """
     Keeps ``chain.authorizers`` equal to ``prefix`` + what ``path`` configures.
     ``initial`` is the configuration the chain was built from at startup (its bytes are
@@ -34,44 +31,21 @@ class AuthorizationReloader:
 
     def __init__(self, path: str, chain, initial: authzconfig.AuthorizationConfiguration, *,
                  rbac, clock, reactor, prefix=(), interval: float = DEFAULT_INTERVAL):
-        self.path = path
+        super().__init__(path, clock, "reloading authorization config: open {path}: {error}",
+                         interval)
         self.chain = chain
         self.rbac = rbac
-        self.clock = clock
         self.reactor = reactor
         self.prefix = tuple(prefix)
-        self.interval = interval
         self._require = frozenset(initial.types() - {authzconfig.WEBHOOK})
         self._config = initial
-        self._data = self._read()
-        self._loop: LoopingCall | None = None
-
-    def start(self) -> None:
-        self._loop = LoopingCall(self.check)
-        self._loop.clock = self.clock
-        self._loop.start(self.interval, now=False)
-
-    def stop(self) -> None:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        self._loop = None
-
-    def _read(self) -> bytes | None:
-        try:
-            with open(self.path, "rb") as f:
-                return f.read()
-        except OSError as error:
-            log.error("reloading authorization config: open {path}: {error}",
-                      path=self.path, error=error.strerror)
-            return None
 
     def check(self) -> bool:
         """One look at the file; True when the chain was replaced."""
-        data = self._read()
-        if data is None or data == self._data:
+        data = self.changed()
+        if data is None:
             return False
         log.info("found new authorization config data")
-        self._data = data
         try:
             config = authzconfig.parse_authorization_config(data, self._require)
         except authzconfig.AuthorizationConfigError as error:
