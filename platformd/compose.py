@@ -23,6 +23,7 @@ from twisted.internet.defer import inlineCallbacks
 
 from platformd import errors
 from platformd.admission.chain import AdmissionChain
+from platformd.admission import webhooks
 from platformd.admission.namespacelifecycle import NamespaceLifecycle
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
@@ -45,6 +46,7 @@ from platformd.lifecycle import Sequence, Step, cache_service, storage_service
 from platformd.registry import core
 from platformd.registry.bootstrap import ClusterRoleAggregator, reconcile_bootstrap_policy
 from platformd.registry.catalog import builtin
+from platformd.registry.kinds import webhookshapes
 from platformd.registry.namespaces import NamespaceController
 from platformd.registry.store import GenericStore
 
@@ -124,7 +126,11 @@ def compose(storage, clock, gates, authenticator, *,
     rbac_authorizer, rbac_index = rbac.build(cache, clock)
     admission = AdmissionChain([
         NamespaceLifecycle(cache.for_kind(core.NAMESPACE), core.NAMESPACE),
-        rbac.EscalationPlugin(rbac_index)])
+        rbac.EscalationPlugin(rbac_index),
+        # Upstream runs the webhooks last: mutating after the other mutating plugins,
+        # validating after the other validating ones.
+        *webhooks.build(cache, clock, clock,
+                        compile_condition=webhookshapes.compile_condition)])
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()

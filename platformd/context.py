@@ -46,6 +46,11 @@ class RequestContext:
     field_manager: str = ""
     #: The request's trace span once tracing is configured; None otherwise.
     span: Any = None
+    #: Warnings from below the handlers (admission webhooks), sent as ``Warning``
+    #: headers with a successful response.
+    warnings: list = attrs.field(factory=list)
+    #: Audit annotations admission adds (``webhook-name/key``), for the audit log.
+    audit_annotations: dict = attrs.field(factory=dict)
 
     def authorize_as(self, verb: str):
         """

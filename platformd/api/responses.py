@@ -48,7 +48,7 @@ def write_value(call, code: int, value) -> bytes:
     upstream's ``transformResponseObject``, an object asked for as a Table or as
     PartialObjectMetadata is answered in that view; a ``Status`` is always itself.
     """
-    for text in call.warnings:
+    for text in [*call.warnings, *getattr(call.context, "warnings", ())]:
         escaped = text.replace("\\", "\\\\").replace('"', '\\"')
         call.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
     choice = call.pick(views.GET_VIEWS)

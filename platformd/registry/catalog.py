@@ -10,9 +10,10 @@ import attrs
 
 from platformd.codecs import gopresence
 from platformd.registry.kinds import (
-    clusterrole, clusterrolebinding, configmap, localsubjectaccessreview, namespace, pod, role,
-    rolebinding, secret, selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview,
-    serviceaccount, subjectaccessreview, tokenreview,
+    clusterrole, clusterrolebinding, configmap, localsubjectaccessreview,
+    mutatingwebhookconfiguration, namespace, pod, role, rolebinding, secret,
+    selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview, serviceaccount,
+    subjectaccessreview, tokenreview, validatingwebhookconfiguration,
 )
 
 
@@ -109,4 +110,6 @@ def _builtin() -> Catalog:
         clusterrole.KIND,
         rolebinding.KIND,
         clusterrolebinding.KIND,
+        mutatingwebhookconfiguration.KIND,
+        validatingwebhookconfiguration.KIND,
     ))

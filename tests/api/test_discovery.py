@@ -14,6 +14,7 @@ from tests.api.docserver import KubectlTestCase
 RBAC = "rbac.authorization.platform.io"
 AUTHZ = "authorization.platform.io"
 AUTHN = "authentication.platform.io"
+ADMISSION = "admissionregistration.platform.io"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -48,10 +49,10 @@ class APIGroupTests(unittest.TestCase):
             "kind": "APIGroupList",
             "apiVersion": "v1",
             # Upstream's order (kube-aggregator's group priorities): authentication,
-            # authorization, then RBAC.
+            # authorization, RBAC, then admissionregistration.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
                        for group, gv in ((AUTHN, _gv(AUTHN)), (AUTHZ, _gv(AUTHZ)),
-                                         (RBAC, self.gv))],
+                                         (RBAC, self.gv), (ADMISSION, _gv(ADMISSION)))],
         })
 
     def test_group(self):
@@ -193,7 +194,9 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["selfsubjectreviews"],
                              ["", f"{AUTHN}/v1", "false", "SelfSubjectReview"])
             self.assertEqual(rows["tokenreviews"], ["", f"{AUTHN}/v1", "false", "TokenReview"])
-            self.assertEqual(len(rows), 15)
+            self.assertEqual(rows["validatingwebhookconfigurations"],
+                             ["", f"{ADMISSION}/v1", "false", "ValidatingWebhookConfiguration"])
+            self.assertEqual(len(rows), 17)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):

@@ -18,6 +18,7 @@ from tests.api.docserver import KubectlTestCase
 RBAC = "rbac.authorization.platform.io"
 AUTHZ = "authorization.platform.io"
 AUTHN = "authentication.platform.io"
+ADMISSION = "admissionregistration.platform.io"
 RBAC_V1 = f"/apis/{RBAC}/v1"
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
 RBAC_DEFS = "io.platform.api.rbac.v1"
@@ -190,7 +191,7 @@ class V2DefinitionTests(unittest.TestCase):
             self.assertEqual(self.definitions[f"{META}.{kind}"]
                              ["x-kubernetes-group-version-kind"], [
                                  {"group": group, "kind": kind, "version": "v1"}
-                                 for group in ("", AUTHN, AUTHZ, RBAC)])
+                                 for group in ("", ADMISSION, AUTHN, AUTHZ, RBAC)])
         event = self.definitions[f"{META}.WatchEvent"]
         self.assertEqual(event["required"], ["type", "object"])
         self.assertEqual(event["properties"]["object"]["$ref"],
@@ -475,7 +476,8 @@ class V3IndexTests(unittest.TestCase):
         index = openapi.openapi_v3_index(builtin())
         self.assertEqual(set(index["paths"]), {
             "api", "api/v1", "apis", f"apis/{RBAC}", f"apis/{RBAC}/v1", f"apis/{AUTHZ}",
-            f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1"})
+            f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1", f"apis/{ADMISSION}",
+            f"apis/{ADMISSION}/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

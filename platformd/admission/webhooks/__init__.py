@@ -1,0 +1,44 @@
+"""
+Admission webhooks (upstream's ``k8s.io/apiserver/pkg/admission/plugin/webhook``):
+``MutatingAdmissionWebhook`` and ``ValidatingAdmissionWebhook`` call the webhooks the
+``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration`` objects describe,
+read live from the watch cache, with an ``AdmissionReview`` POSTed over HTTPS.
+
+- ``source``:   the webhooks of every configuration, compiled once per object version;
+- ``matching``: rules, namespace and object selectors, match conditions (``WebhookAccessor``);
+- ``review``:   the AdmissionReview sent and the answer's checks;
+- ``client``:   the HTTPS call (caBundle, timeout on the injected clock by cancellation);
+- ``errors``:   upstream's messages (denied, failed calling, dry run);
+- ``mutating``, ``validating``: the two plugins (see docs/admission.md, "Webhooks").
+
+``build(cache, clock, reactor, compile_condition=...)`` makes both plugins.  The
+admission layer sits below ``auth`` and ``registry``, so the CEL compiler of
+``matchConditions`` is handed in (``registry.kinds.webhookshapes.compile_condition``).
+"""
+
+from __future__ import annotations
+
+from platformd.admission.webhooks.client import Caller
+from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
+from platformd.admission.webhooks.source import WebhookSource, find_kind
+from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
+
+GROUP = "admissionregistration.platform.io"
+
+
+def build(cache, clock, reactor, *, compile_condition):
+    """``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` over ``cache`` (the
+    ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``."""
+    namespaces = cache.for_kind(find_kind(cache, "", "Namespace"))
+    caller = Caller(clock, reactor)
+    mutating = WebhookSource(
+        cache.for_kind(find_kind(cache, GROUP, "MutatingWebhookConfiguration")),
+        compile_condition, mutating=True)
+    validating = WebhookSource(
+        cache.for_kind(find_kind(cache, GROUP, "ValidatingWebhookConfiguration")),
+        compile_condition, mutating=False)
+    return (MutatingAdmissionWebhook(mutating, namespaces, caller),
+            ValidatingAdmissionWebhook(validating, namespaces, caller))
+
+
+__all__ = ["build", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"]

@@ -1,0 +1,134 @@
+"""
+The HTTPS call to a webhook: ``twisted.web.client.Agent`` with the webhook's
+``caBundle`` as the only trust roots (the system's when empty), one connection pool for
+every webhook, the body written at once (``BytesBody``).  ``timeoutSeconds`` is kept by
+cancelling the request on the injected clock, as the Webhook authorizer does: the
+reactor never blocks.  The URL carries ``?timeout=Ns`` as upstream's client adds it.
+
+``clientConfig.service`` is refused at call time (there is no service proxy): a call
+error the failure policy decides on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+from twisted.internet import defer, ssl
+from twisted.web.client import Agent, HTTPConnectionPool, readBody
+from twisted.web.http_headers import Headers
+from twisted.web.iweb import IPolicyForHTTPS
+from zope.interface import implementer
+
+from platformd.admission.webhooks.errors import CallError
+from platformd.bodies import BytesBody
+
+_HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
+            b"User-Agent": [b"platformd"]}
+SERVICE_UNSUPPORTED = ("clientConfig.service is not supported: this server has no service "
+                       "proxy; use clientConfig.url")
+
+
+@implementer(IPolicyForHTTPS)
+class BundleTLSPolicy:
+    """TLS for a webhook: its caBundle's certificates, else the platform's trust."""
+
+    def __init__(self, ca_bundle: bytes):
+        if ca_bundle:
+            roots = [ssl.Certificate.loadPEM(c.public_bytes(Encoding.PEM))
+                     for c in x509.load_pem_x509_certificates(ca_bundle)]
+            self._trust = ssl.trustRootFromCertificates(roots)
+        else:
+            self._trust = ssl.platformTrust()
+
+    def creatorForNetloc(self, hostname: bytes, port: int):
+        return ssl.optionsForClientTLS(hostname.decode("ascii"), trustRoot=self._trust)
+
+
+def call_url(hook) -> str:
+    seconds = int(hook.timeout) if hook.timeout == int(hook.timeout) else hook.timeout
+    return f"{hook.url}?timeout={seconds}s"
+
+
+class Caller:
+    """Posts reviews (``post(hook, body) -> Deferred[bytes]``, failing with
+    ``CallError``); ``close()`` drops idle connections."""
+
+    def __init__(self, clock, reactor):
+        self.clock = clock
+        self.reactor = reactor
+        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._agents: dict = {}
+        #: Calls made (tests and the benchmark read it).
+        self.calls = 0
+
+    def _agent(self, ca_bundle: bytes) -> Agent:
+        agent = self._agents.get(ca_bundle)
+        if agent is None:
+            if len(self._agents) > 64:
+                self._agents.clear()
+            agent = self._agents[ca_bundle] = Agent(
+                self.reactor, contextFactory=BundleTLSPolicy(ca_bundle), pool=self._pool)
+        return agent
+
+    def post(self, hook, body: bytes):
+        if hook.url is None:
+            return defer.fail(CallError(hook.name, SERVICE_UNSUPPORTED))
+        try:
+            agent = self._agent(hook.ca_bundle)
+        except (ValueError, ssl.SSL.Error) as error:
+            return defer.fail(CallError(hook.name, f"invalid caBundle: {error}"))
+        self.calls += 1
+        url = call_url(hook)
+        answer: Any = agent.request(b"POST", url.encode(), Headers(_HEADERS), BytesBody(body))
+        answer.addCallback(_read)
+        timer = self.clock.callLater(hook.timeout, answer.cancel)
+
+        def done(result):
+            if timer.active():
+                timer.cancel()
+            return result
+
+        answer.addBoth(done)
+        answer.addErrback(_as_call_error, hook.name, url)
+        return answer
+
+    def close(self):
+        return self._pool.closeCachedConnections()
+
+
+def _read(response):
+    reading = readBody(response)
+    reading.addCallback(_check_code, response.code)
+    return reading
+
+
+class _StatusCode(Exception):
+    pass
+
+
+def _check_code(body: bytes, code: int) -> bytes:
+    if 200 <= code < 300:
+        return body
+    try:
+        document = json.loads(body)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("message"), str):
+        raise _StatusCode(document["message"])
+    raise _StatusCode(f"the server responded with the status code {code} but did not return "
+                      "more information")
+
+
+def _as_call_error(failure, name: str, url: str):
+    if failure.check(CallError):
+        return failure
+    if failure.check(_StatusCode):
+        raise CallError(name, f"failed to call webhook: {failure.value}")
+    reasons = getattr(failure.value, "reasons", None) or [failure]
+    if any(r.check(defer.CancelledError) for r in reasons):
+        raise CallError(name, f'failed to call webhook: Post "{url}": context deadline exceeded')
+    raise CallError(name, f'failed to call webhook: Post "{url}": '
+                    + "; ".join(r.getErrorMessage() for r in reasons))

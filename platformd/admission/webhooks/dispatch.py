@@ -1,0 +1,89 @@
+"""
+What both webhook plugins do per webhook: pick the relevant ones, check dry run against
+``sideEffects``, evaluate the match conditions, call, and verify the answer; and what
+they record on the request's context (warnings, audit annotations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+
+from platformd.admission.webhooks.errors import CallError, dry_run_unsupported, failed
+from platformd.admission.webhooks.matching import conditions_match, exempt, should_call
+from platformd.admission.webhooks.review import BadResponse, Invocation, review_version, verify
+
+NO_SIDE_EFFECTS = ("None", "NoneOnDryRun")
+
+
+class Dispatcher:
+    """The part the mutating and validating plugins share."""
+
+    mutating = False
+
+    def __init__(self, source, namespaces, caller):
+        #: ``WebhookSource`` of this plugin's configuration kind.
+        self.source = source
+        #: The namespaces' ``KindCache`` (namespaceSelector).
+        self.namespaces = namespaces
+        self.caller = caller
+
+    def handles(self, operation: str) -> bool:
+        return operation in ("CREATE", "UPDATE", "DELETE")
+
+    def relevant(self, a) -> list:
+        """The webhooks whose rules and selectors match ``a`` (none: [], at once)."""
+        if exempt(a):
+            return []
+        hooks = self.source.webhooks()
+        if not hooks:
+            return []
+        return [hook for hook in hooks if should_call(hook, a, self.namespaces)]
+
+    def call(self, hook, a) -> Any:
+        """
+        A Deferred firing with the verified ``review.Result``, or None when the match
+        conditions skip the webhook; failing with ``CallError`` (the policy decides) or
+        a ``StatusError`` (dry run unsupported).
+        """
+        invocation = Invocation.of(a)
+        try:
+            if not conditions_match(hook, {"object": a.obj, "oldObject": a.old,
+                                           "request": invocation.request}):
+                return defer.succeed(None)
+        except CallError as error:
+            return defer.fail(error)
+        if a.dry_run and hook.side_effects not in NO_SIDE_EFFECTS:
+            return defer.fail(dry_run_unsupported(hook.name))
+        version = review_version(hook)
+        if version is None:
+            return defer.fail(CallError(
+                hook.name, "webhook does not accept known AdmissionReview versions"))
+        answer = self.caller.post(hook, invocation.body(version))
+        return answer.addCallback(self._verify, hook, version, invocation.uid)
+
+    def _verify(self, body: bytes, hook, version: str, uid: str):
+        try:
+            return verify(body, version, uid, self.mutating)
+        except BadResponse as error:
+            raise CallError(hook.name, str(error)) from None
+
+
+def record(a, hook, result) -> None:
+    """The answer's warnings and audit annotations (``webhook-name/key``) on the context."""
+    context = a.context
+    warnings = getattr(context, "warnings", None)
+    if warnings is not None:
+        warnings.extend(result.warnings)
+    annotations = getattr(context, "audit_annotations", None)
+    if annotations is not None:
+        for key, value in result.audit_annotations.items():
+            annotations.setdefault(f"{hook.name}/{key}", value)
+
+
+def on_call_error(hook, error: CallError):
+    """failurePolicy: Ignore → None (go on); Fail → the 500 to raise."""
+    if hook.ignore_failures:
+        return None
+    return failed(error)

@@ -1,0 +1,129 @@
+"""
+Which webhooks a write is sent to (upstream's ``generic.Webhook.ShouldCallHook`` and
+``rules.Matcher``, ``namespace.Matcher``, ``object.Matcher``, ``matchconditions``):
+
+- ``rules``: operation, API group, version, resource with subresource (``pods``,
+  ``pods/status``, ``pods/*``, ``*/status``, ``*`` = every resource without a
+  subresource, ``*/*``) and scope (``Cluster`` also holds namespaces themselves);
+- ``namespaceSelector``: the labels of the object's namespace (of the namespace itself
+  when the object is one: the new labels on create and update); cluster-scoped objects
+  other than namespaces always match;
+- ``objectSelector``: the labels of the new or the old object (either matching);
+- ``matchConditions``: CEL, each with ``object``, ``oldObject`` and ``request``; the
+  first false skips the webhook; an error with none false is a call error (the failure
+  policy decides).
+
+``matchPolicy: Equivalent`` matches as ``Exact`` here: every resource is served at one
+group and version, so there is no other equivalent request to convert to.
+The webhook configurations themselves are never sent to webhooks (upstream's
+``IsExemptAdmissionConfigurationResource``).
+"""
+
+from __future__ import annotations
+
+from platformd import errors, gotext
+from platformd.admission.webhooks.errors import CallError
+from platformd.admission.webhooks.selectors import labels_of
+
+EXEMPT = frozenset({("admissionregistration.platform.io", "mutatingwebhookconfigurations"),
+                    ("admissionregistration.platform.io", "validatingwebhookconfigurations")})
+
+
+def is_namespace(a) -> bool:
+    return a.kind.group == "" and a.kind.plural == "namespaces"
+
+
+def exempt(a) -> bool:
+    return (a.kind.group, a.kind.plural) in EXEMPT
+
+
+def _one_of(values, value: str) -> bool:
+    return "*" in values or value in values
+
+
+def _resource(resources, plural: str, subresource: str) -> bool:
+    for entry in resources:
+        res, _, sub = entry.partition("/")
+        if (res == "*" or res == plural) and (sub == "*" or sub == subresource):
+            return True
+    return False
+
+
+def _scope(scope: str, a) -> bool:
+    if scope in ("*", "", None):
+        return True
+    namespaced = bool(a.namespace) and not is_namespace(a)
+    if scope == "Cluster":
+        return not namespaced
+    if scope == "Namespaced":
+        return namespaced
+    return False
+
+
+def rule_matches(rule: dict, a) -> bool:
+    return (_one_of(rule.get("operations") or (), a.operation)
+            and _one_of(rule.get("apiGroups") or (), a.kind.group)
+            and _one_of(rule.get("apiVersions") or (), a.kind.version)
+            and _resource(rule.get("resources") or (), a.kind.plural, a.subresource or "")
+            and _scope(rule.get("scope") or "*", a))
+
+
+def namespace_labels(a, namespaces):
+    """The labels the namespaceSelector is matched against, or None: always matches."""
+    if is_namespace(a):
+        if not a.subresource and a.operation in ("CREATE", "UPDATE"):
+            return labels_of(a.obj)
+        name = a.name
+    else:
+        name = a.namespace
+        if not name:
+            return None
+    entry = namespaces.get(namespaces.kind.storage_key(None, name))
+    if entry is None:
+        if is_namespace(a) and a.old is not None:
+            return labels_of(a.old)
+        raise errors.internal(f'namespaces "{name}" not found')
+    return labels_of(entry.obj)
+
+
+def should_call(hook, a, namespaces) -> bool:
+    """Rules, then the namespace selector, then the object selector."""
+    if not any(rule_matches(rule, a) for rule in hook.rules):
+        return False
+    if hook.namespace_selector is not None:
+        if isinstance(hook.namespace_selector, str):
+            raise errors.internal(hook.namespace_selector)
+        labels = namespace_labels(a, namespaces)
+        if labels is not None and not hook.namespace_selector(labels):
+            return False
+    if hook.object_selector is not None:
+        if isinstance(hook.object_selector, str):
+            raise errors.internal(hook.object_selector)
+        selector = hook.object_selector
+        if not ((a.obj is not None and selector(labels_of(a.obj)))
+                or (a.old is not None and selector(labels_of(a.old)))):
+            return False
+    return True
+
+
+def conditions_match(hook, variables: dict) -> bool:
+    """The match conditions: False skips; ``CallError`` when one failed, none false."""
+    if isinstance(hook.conditions, str):
+        raise CallError(hook.name, hook.conditions)
+    failures = []
+    for name, program in hook.conditions:
+        try:
+            result = program.evaluate(variables)
+        except Exception as error:  # cel.EvaluationError (the admission layer sees no cel)
+            failures.append(f"cel evaluation error: expression '{program.source}' resulted "
+                            f"in error: {error}")
+            continue
+        if not isinstance(result, bool):
+            failures.append(f"cel evaluation error: expression '{program.source}' eval "
+                            f"result type should be bool but got {type(result).__name__}")
+            continue
+        if not result:
+            return False
+    if failures:
+        raise CallError(hook.name, gotext.aggregate(failures))
+    return True

@@ -1,0 +1,131 @@
+"""
+The webhooks of every Mutating/ValidatingWebhookConfiguration, read live from the
+watch cache (``KindCache.objects``) and compiled once per object version: a webhook
+changed, added or deleted is seen by the next request.  Configurations are taken in
+name order and each one's webhooks in their order, as upstream sorts them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Optional
+
+import attrs
+
+from platformd.admission.webhooks.selectors import compile_selector
+
+
+def find_kind(cache, group: str, kind: str):
+    """The served ``ResourceType`` of ``group``/``kind`` among the cache's kinds."""
+    for kind_cache in cache.kinds.values():
+        if kind_cache.kind.group == group and kind_cache.kind.kind == kind:
+            return kind_cache.kind
+    raise LookupError(f"{group}/{kind} is not served")
+
+
+@attrs.frozen
+class Webhook:
+    """One webhook of a configuration, ready to match and call (upstream's accessor)."""
+
+    name: str
+    configuration: str
+    #: Unique per webhook version: the configuration's uid and the webhook's index.
+    uid: str
+    url: Optional[str]
+    service: Optional[dict]
+    ca_bundle: bytes
+    timeout: float
+    failure_policy: str
+    match_policy: str
+    side_effects: str
+    review_versions: tuple
+    reinvocation: str
+    rules: tuple
+    #: ``labels -> bool`` or None (everything); a str is the selector's error.
+    namespace_selector: Any
+    object_selector: Any
+    #: ``((name, program), ...)``; a str is a compile error (the policy decides).
+    conditions: Any
+
+    @property
+    def ignore_failures(self) -> bool:
+        return self.failure_policy == "Ignore"
+
+
+def _selector(selector):
+    try:
+        return compile_selector(selector)
+    except ValueError as error:
+        return str(error)
+
+
+def _conditions(conditions, compile_condition):
+    compiled = []
+    for condition in conditions or ():
+        try:
+            compiled.append((condition.get("name", ""),
+                             compile_condition(condition.get("expression", ""))))
+        except Exception as error:  # a compile error: stored before a CEL change
+            return f"matchCondition {condition.get('name', '')!r}: {error}"
+    return tuple(compiled)
+
+
+def _ca_bundle(config: dict) -> bytes:
+    try:
+        return base64.b64decode(config.get("caBundle") or "", validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def compile_webhooks(obj: dict, compile_condition, mutating: bool) -> tuple:
+    meta = obj.get("metadata") or {}
+    out = []
+    for index, hook in enumerate(obj.get("webhooks") or ()):
+        config = hook.get("clientConfig") or {}
+        out.append(Webhook(
+            name=hook.get("name", ""), configuration=meta.get("name", ""),
+            uid=f"{meta.get('uid', meta.get('name', ''))}/{index}",
+            url=config.get("url"), service=config.get("service"),
+            ca_bundle=_ca_bundle(config),
+            timeout=float(hook.get("timeoutSeconds") or 10),
+            failure_policy=hook.get("failurePolicy") or "Fail",
+            match_policy=hook.get("matchPolicy") or "Equivalent",
+            side_effects=hook.get("sideEffects") or "",
+            review_versions=tuple(hook.get("admissionReviewVersions") or ()),
+            reinvocation=(hook.get("reinvocationPolicy") or "Never") if mutating else "Never",
+            rules=tuple(hook.get("rules") or ()),
+            namespace_selector=_selector(hook.get("namespaceSelector")),
+            object_selector=_selector(hook.get("objectSelector")),
+            conditions=_conditions(hook.get("matchConditions"), compile_condition)))
+    return tuple(out)
+
+
+class WebhookSource:
+    """The current webhooks of one configuration kind (``KindCache``)."""
+
+    def __init__(self, configurations, compile_condition, *, mutating: bool):
+        self.configurations = configurations
+        self.compile_condition = compile_condition
+        self.mutating = mutating
+        #: storage key → (object version, compiled webhooks).
+        self._compiled: dict = {}
+
+    def webhooks(self) -> list:
+        objects = self.configurations.objects
+        if not objects:
+            self._compiled.clear()
+            return []
+        out: list = []
+        for key in sorted(objects, key=lambda k: objects[k].name):
+            entry = objects[key]
+            kept = self._compiled.get(key)
+            if kept is None or kept[0] is not entry:
+                kept = (entry, compile_webhooks(entry.obj, self.compile_condition,
+                                                self.mutating))
+                self._compiled[key] = kept
+            out.extend(kept[1])
+        if len(self._compiled) > len(objects):
+            for key in [k for k in self._compiled if k not in objects]:
+                del self._compiled[key]
+        return out

@@ -1,0 +1,151 @@
+"""A real HTTPS admission webhook server on loopback, and in-memory configuration caches."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from twisted.internet import defer, reactor
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
+from twisted.web import resource, server
+
+from platformd.admission.interfaces import AdmissionAttributes
+from platformd.admission.webhooks.client import Caller
+from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
+from platformd.admission.webhooks.source import WebhookSource
+from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
+from platformd.context import RequestContext
+from platformd.pki import ensure_pki
+from platformd.registry import core
+from platformd.registry.kinds import webhookshapes
+from platformd.tlscontext import server_tls_options
+
+
+def allow(review, **response):
+    return {"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True, **response}}
+
+
+def deny(review, **status):
+    return {"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": False, "status": status}}
+
+
+def patch(review, operations, **response):
+    encoded = base64.b64encode(json.dumps(operations).encode()).decode()
+    return allow(review, patchType="JSONPatch", patch=encoded, **response)
+
+
+class ReviewServer(resource.Resource):
+    """``handlers[path](review)`` answers (a dict, bytes, or None: never answer)."""
+
+    isLeaf = True
+
+    def __init__(self):
+        super().__init__()
+        self.handlers: dict = {}
+        self.reviews: dict = {}
+        self.pending: list = []
+        self.code = 200
+
+    def render_POST(self, request):
+        path = request.path.decode()
+        review = json.loads(request.content.read())
+        self.reviews.setdefault(path, []).append(review)
+        answer = self.handlers.get(path, allow)(review)
+        request.setResponseCode(self.code)
+        if answer is None:
+            self.pending.append(request)
+            return server.NOT_DONE_YET
+        return answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+
+
+class Entry:
+    def __init__(self, obj):
+        self.obj = obj
+        self.name = obj["metadata"]["name"]
+
+
+class Objects:
+    """A ``KindCache`` stand-in: ``objects`` by key, ``get``, ``kind``."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.objects: dict = {}
+
+    def put(self, obj) -> None:
+        self.objects[self.kind.storage_key(None, obj["metadata"]["name"])] = Entry(obj)
+
+    def get(self, key):
+        return self.objects.get(key)
+
+
+class WebhookCase(TestCase):
+    timeout = 20
+
+    def setUp(self):
+        paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:1")
+        with open(paths.ca_cert, "rb") as f:
+            self.ca_bundle = base64.b64encode(f.read()).decode()
+        self.service = ReviewServer()
+        self.site = server.Site(self.service)
+        tls = server_tls_options(paths.serving_cert, paths.serving_key)
+        self.port = reactor.listenSSL(0, self.site, tls, interface="127.0.0.1")
+        self.addCleanup(self.port.stopListening)
+        self.base = f"https://127.0.0.1:{self.port.getHost().port}"
+        self.clock = Clock()
+        self.caller = Caller(self.clock, reactor)
+        self.addCleanup(self._close)
+        self.namespaces = Objects(core.NAMESPACE)
+        self.namespaces.put({"metadata": {"name": "default", "labels": {"env": "prod"}}})
+        self.namespaces.put({"metadata": {"name": "dev", "labels": {"env": "dev"}}})
+        self.mutating_configs = Objects(webhookshapes.configuration_kind(True))
+        self.validating_configs = Objects(webhookshapes.configuration_kind(False))
+        self.mutating = MutatingAdmissionWebhook(
+            WebhookSource(self.mutating_configs, webhookshapes.compile_condition,
+                          mutating=True), self.namespaces, self.caller)
+        self.validating = ValidatingAdmissionWebhook(
+            WebhookSource(self.validating_configs, webhookshapes.compile_condition,
+                          mutating=False), self.namespaces, self.caller)
+
+    def _close(self):
+        for request in self.service.pending:
+            if not request.finished and not request._disconnected:
+                request.finish()
+        return self.caller.close()
+
+    def hook(self, name="hook.example.com", path="/check", **fields) -> dict:
+        hook = {"name": name,
+                "clientConfig": {"url": self.base + path, "caBundle": self.ca_bundle},
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
+                           "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+        hook.update(fields)
+        return hook
+
+    def configure(self, kind: str, *hooks, name="config"):
+        """Store a configuration (``mutating`` or ``validating``), defaulted and valid."""
+        mutating = kind == "mutating"
+        obj = {"metadata": {"name": name, "uid": name + "-uid"}, "webhooks": list(hooks)}
+        webhookshapes.default_configuration(mutating)(obj)
+        self.assertEqual(webhookshapes.configuration_validator(mutating)(obj), [])
+        (self.mutating_configs if mutating else self.validating_configs).put(obj)
+
+    def attributes(self, operation="CREATE", kind=core.CONFIG_MAP, namespace="default",
+                   name="cm", obj=None, old=None, dry_run=False, subresource=""):
+        if obj is None and operation != "DELETE":
+            obj = {"apiVersion": "v1", "kind": kind.kind,
+                   "metadata": {"name": name, "namespace": namespace}, "data": {"a": "1"}}
+        context = RequestContext(None, dry_run=dry_run)
+        return AdmissionAttributes(operation, kind, namespace, name, subresource, obj, old,
+                                   context)
+
+    @defer.inlineCallbacks
+    def admit(self, a):
+        yield defer.maybeDeferred(self.mutating.admit, a)
+        yield defer.maybeDeferred(self.validating.validate, a)
+        return a
+
+    def reviews(self, path="/check") -> list:
+        return self.service.reviews.get(path, [])
