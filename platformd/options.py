@@ -40,6 +40,11 @@ class Options(usage.Options):
     synopsis = "[options]"
     longdesc = "Serve the platform resource API over HTTPS (see README.md)."
 
+    optFlags = [
+        ["encryption-provider-config-automatic-reload", None,
+         "Reload --encryption-provider-config when the file changes (checked every minute)."],
+    ]
+
     optParameters = [
         ["data-dir", None, "./platformd-data",
          "Directory of the SQLite database, pki/ and admin.kubeconfig."],
@@ -98,6 +103,9 @@ class Options(usage.Options):
          "How long the webhook's allow answers are cached (default 5m)."],
         ["authorization-webhook-cache-unauthorized-ttl", None, None,
          "How long the webhook's deny answers are cached (default 30s)."],
+        # Encryption at rest (docs/encryption.md), as kube-apiserver's flags.
+        ["encryption-provider-config", None, None,
+         "EncryptionConfiguration file: how resources are encrypted in storage."],
     ]
 
     def postOptions(self):

@@ -73,7 +73,14 @@ class PlatformService(service.MultiService):
         #: The authenticators are chosen by ``prepare`` (the token file is read there);
         #: the chain itself is what the API holds.
         self.authenticator = AuthenticatorChain([])
-        storage = SQLiteStorage(reactor, os.path.join(self.data_dir, "platformd.db"))
+        #: ``--encryption-provider-config``'s transformer, filled by ``prepare`` (or None).
+        self.encryption = None
+        if options["encryption-provider-config"]:
+            from platformd.storage.encryption.reload import Swappable
+            self.encryption = Swappable()
+        self.encryption_reloader = None
+        storage = SQLiteStorage(reactor, os.path.join(self.data_dir, "platformd.db"),
+                                **({"transformer": self.encryption} if self.encryption else {}))
         self.components: Components = compose(
             storage, reactor, options["feature-gates"], self.authenticator,
             watch_history_ttl=options["watch-history-ttl"],
@@ -131,6 +138,7 @@ class PlatformService(service.MultiService):
             raise StartupError(f"cannot create --data-dir {self.data_dir}: {e.strerror}") \
                 from None
         options = self.options
+        self._encryption()
         cert, key, client_ca = (options["tls-cert-file"], options["tls-private-key-file"],
                                 options["client-ca-file"])
         try:
@@ -164,9 +172,25 @@ class PlatformService(service.MultiService):
         except AuthFlagError as e:
             raise StartupError(str(e)) from None
 
+    def _encryption(self) -> None:
+        """Read ``--encryption-provider-config`` into the storage's transformer."""
+        if self.encryption is None:
+            return
+        from platformd.storage.encryption.errors import EncryptionConfigError
+        from platformd.storage.encryption.reload import EncryptionReloader, load_into
+        path = self.options["encryption-provider-config"]
+        served = lambda: [(k.plural, k.group) for k in self.components.catalog.kinds]  # noqa: E731
+        try:
+            load_into(self.encryption, path, served())
+        except EncryptionConfigError as e:
+            raise StartupError(f"--encryption-provider-config: {e}") from None
+        if self.options["encryption-provider-config-automatic-reload"]:
+            self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
+                                                          self.reactor)
+
     def _reloaders(self) -> list:
-        return [r for r in (self.authentication_reloader, self.authorization_reloader)
-                if r is not None]
+        return [r for r in (self.authentication_reloader, self.authorization_reloader,
+                            self.encryption_reloader) if r is not None]
 
     def _start_reloading(self) -> None:
         for reloader in self._reloaders():

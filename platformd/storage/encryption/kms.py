@@ -1,0 +1,223 @@
+"""
+The ``kms`` provider, API v2 (upstream ``envelope/kmsv2``): envelope encryption with a
+key-management plugin reached over gRPC on a UNIX socket (``platform.kms.apis.v2``).
+
+- A data-encryption seed (32 random bytes) is made locally and sealed once by the
+  plugin's ``Encrypt``; every write derives a one-use key from it
+  (``aes.HKDFExtendedNonceGCM``, the storage key as AAD) and stores an
+  ``EncryptedObject`` (encrypted data, the plugin's key ID, the sealed seed, the
+  plugin's annotations) after the ``platform:enc:kms:v2:<name>:`` prefix.
+- The plugin's ``Status`` is asked at most every ``status_interval`` seconds (upstream
+  polls once a minute) when writing: a new ``key_id`` there makes a new seed, so new
+  writes go under the new key while older data still reads.
+- Reads look the sealed seed up in a cache (one entry per seed and key ID, at most
+  ``cache_size``), and ask the plugin's ``Decrypt`` only when it is missing.
+
+The gRPC calls happen in the thread that transforms (the SQLite writer and reader
+threads), never on the reactor; each has the configured ``timeout``.  A write that
+cannot reach the plugin (no seed yet) fails; a read that cannot fails with a
+``TransformError`` (the object reads as corrupt until the plugin answers).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+import uuid
+from typing import Any, Optional
+
+import attrs
+import grpc
+from google.protobuf.message import DecodeError
+from zope.interface import implementer
+
+from platformd.protos.platform.apiserver.kmsv2.v2 import api_pb2 as _stored_pb2
+from platformd.protos.platform.kms.apis.v2 import api_pb2 as _api_pb2, api_pb2_grpc
+from platformd.storage.encryption.aes import SEED_SIZE, HKDFExtendedNonceGCM
+from platformd.storage.interface import TransformError
+from platformd.storage.transformers import IValueTransformer
+
+#: The plugin API version a healthy v2 plugin reports.
+KMS_API_VERSION = "v2"
+#: The generated messages (protoc's modules carry no type information).
+api_pb2: Any = _api_pb2
+stored_pb2: Any = _stored_pb2
+#: Upstream polls the plugin's status once a minute.
+STATUS_INTERVAL = 60.0
+#: Upstream's bounds on what is stored beside the data.
+MAX_KEY_ID_SIZE = 1024
+MAX_DEK_SOURCE_SIZE = 1024
+DEFAULT_CACHE_SIZE = 1000
+
+
+class KMSError(TransformError):
+    """The plugin could not be used (unreachable, too slow, unhealthy, bad answer)."""
+
+
+@attrs.frozen
+class _WriteState:
+    key_id: str
+    encrypted_source: bytes
+    annotations: dict
+    transformer: HKDFExtendedNonceGCM
+
+
+class KMSv2Client:
+    """The plugin's three calls, each with ``timeout``; errors are ``KMSError``."""
+
+    def __init__(self, name: str, endpoint: str, timeout: float):
+        self.name = name
+        self.timeout = timeout
+        # Making a channel connects lazily: no I/O here.
+        self._channel = grpc.insecure_channel(endpoint)
+        self._stub = api_pb2_grpc.KeyManagementServiceStub(self._channel)
+
+    def _call(self, what: str, method, request):
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            code = error.code() if hasattr(error, "code") else None
+            raise KMSError(f"failed to {what} with KMS provider {self.name}: "
+                           f"{getattr(code, 'name', code)}: "
+                           f"{error.details() if hasattr(error, 'details') else error}") \
+                from None
+
+    def status(self):
+        return self._call("get status", self._stub.Status, api_pb2.StatusRequest())
+
+    def encrypt(self, plaintext: bytes):
+        return self._call("encrypt DEK", self._stub.Encrypt,
+                          api_pb2.EncryptRequest(plaintext=plaintext, uid=str(uuid.uuid4())))
+
+    def decrypt(self, obj) -> bytes:
+        response = self._call("decrypt DEK", self._stub.Decrypt, api_pb2.DecryptRequest(
+            ciphertext=obj.encryptedDEKSource, uid=str(uuid.uuid4()), key_id=obj.keyID,
+            annotations=dict(obj.annotations)))
+        return response.plaintext
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+@implementer(IValueTransformer)
+class KMSv2Envelope:
+    """The transformer after the provider's prefix (see module docstring). Thread-safe."""
+
+    def __init__(self, client: KMSv2Client, cache_size: int = DEFAULT_CACHE_SIZE,
+                 status_interval: float = STATUS_INTERVAL, clock=time.monotonic):
+        self.client = client
+        self.cache_size = cache_size
+        self.status_interval = status_interval
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._state: Optional[_WriteState] = None
+        self._checked: Optional[float] = None
+        #: (sealed seed, key ID) → its transformer, least recently used first.
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        #: How many times the plugin was asked to Decrypt (tests, metrics).
+        self.decrypt_calls = 0
+
+    # writing
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        state = self._write_state()
+        obj = stored_pb2.EncryptedObject(
+            encryptedData=state.transformer.to_storage(key, value), keyID=state.key_id,
+            encryptedDEKSource=state.encrypted_source, annotations=state.annotations,
+            encryptedDEKSourceType=stored_pb2.HKDF_SHA256_XNONCE_AES_GCM_SEED)
+        return obj.SerializeToString()
+
+    def _write_state(self) -> _WriteState:
+        with self._lock:
+            now = self.clock()
+            if self._checked is not None and now - self._checked < self.status_interval:
+                assert self._state is not None
+                return self._state
+            try:
+                key_id = self._healthy_key_id()
+                if self._state is None or self._state.key_id != key_id:
+                    self._state = self._new_state()
+                self._checked = now
+            except KMSError:
+                if self._state is None:
+                    raise
+                # Keep writing with the seed already sealed; ask again next time.
+            return self._state
+
+    def _healthy_key_id(self) -> str:
+        response = self.client.status()
+        problems = []
+        if response.healthz != "ok":
+            problems.append(f"got unexpected healthz status: {response.healthz}")
+        if response.version != KMS_API_VERSION:
+            problems.append(f"expected KMSv2 API version {KMS_API_VERSION}, "
+                            f"got {response.version}")
+        if not response.key_id:
+            problems.append(f"expected KMSv2 KeyID to be set, got {response.key_id}")
+        if problems:
+            detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+            raise KMSError(f"kmsv2 Provider {self.client.name} is not healthy, error: {detail}")
+        return response.key_id
+
+    def _new_state(self) -> _WriteState:
+        seed = os.urandom(SEED_SIZE)
+        response = self.client.encrypt(seed)
+        if not response.key_id or len(response.key_id) > MAX_KEY_ID_SIZE:
+            raise KMSError(f"KMS provider {self.client.name} returned an invalid keyID")
+        if not response.ciphertext or len(response.ciphertext) > MAX_DEK_SOURCE_SIZE:
+            raise KMSError(f"KMS provider {self.client.name} returned an invalid "
+                           "encryptedDEKSource")
+        state = _WriteState(response.key_id, response.ciphertext, dict(response.annotations),
+                            HKDFExtendedNonceGCM(seed))
+        self._remember((state.encrypted_source, state.key_id), state.transformer)
+        return state
+
+    # reading
+
+    def from_storage(self, key: str, data: bytes) -> bytes:
+        obj = stored_pb2.EncryptedObject()
+        try:
+            obj.ParseFromString(data)
+        except DecodeError as error:
+            raise TransformError(f"failed to unmarshal encrypted object: {error}") from None
+        if not obj.keyID:
+            raise TransformError("failed to validate encrypted object: keyID is empty")
+        if not obj.encryptedDEKSource:
+            raise TransformError("failed to validate encrypted object: "
+                                 "encrypted DEK source is empty")
+        return self._transformer(obj).from_storage(key, obj.encryptedData)
+
+    def _transformer(self, obj):
+        cache_key = (obj.encryptedDEKSource, obj.keyID)
+        with self._lock:
+            found = self._cache.get(cache_key)
+            if found is not None:
+                self._cache.move_to_end(cache_key)
+                return found
+        self.decrypt_calls += 1
+        seed = self.client.decrypt(obj)
+        if obj.encryptedDEKSourceType == stored_pb2.HKDF_SHA256_XNONCE_AES_GCM_SEED:
+            try:
+                transformer = HKDFExtendedNonceGCM(seed)
+            except ValueError as error:
+                raise TransformError(str(error)) from None
+        else:
+            raise TransformError(f"unsupported encrypted DEK source type "
+                                 f"{obj.encryptedDEKSourceType}")
+        with self._lock:
+            self._remember(cache_key, transformer)
+        return transformer
+
+    def _remember(self, cache_key, transformer) -> None:
+        """Called with the lock held."""
+        if self.cache_size <= 0:
+            return
+        self._cache[cache_key] = transformer
+        self._cache.move_to_end(cache_key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def close(self) -> None:
+        self.client.close()
