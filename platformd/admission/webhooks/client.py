@@ -27,6 +27,7 @@ from platformd.bodies import BytesBody
 
 _HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
             b"User-Agent": [b"platformd"]}
+MAX_IDLE_PER_HOST = 32
 SERVICE_UNSUPPORTED = ("clientConfig.service is not supported: this server has no service "
                        "proxy; use clientConfig.url")
 
@@ -60,6 +61,9 @@ class Caller:
         self.clock = clock
         self.reactor = reactor
         self._pool = HTTPConnectionPool(reactor, persistent=True)
+        # Concurrent writes each hold a connection: keep them rather than a new TLS
+        # handshake per call (twisted's default keeps two per host).
+        self._pool.maxPersistentPerHost = MAX_IDLE_PER_HOST
         self._agents: dict = {}
         #: Calls made (tests and the benchmark read it).
         self.calls = 0
