@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from twisted.internet import defer
+from twisted.trial.unittest import SynchronousTestCase
 
 from platformd import errors
+from platformd.admission import webhooks
+from platformd.admission.webhooks import conditions
 from platformd.registry import core
 from platformd.registry.kinds import webhookshapes
+from tests.stub import StubServer
 from tests.webhooks.helpers import WebhookCase
 
 
@@ -152,3 +158,26 @@ class ConditionTests(WebhookCase):
         self.assertIn('failed calling webhook "hook.example.com": cel evaluation error: '
                       "expression 'object.metadata.labels['x'] == 'y'' resulted in error",
                       failure.message)
+
+
+class LocalConditionTests(ConditionTests):
+    """The same, with the admission layer's own CEL (``plugin_factory``'s plugins)."""
+
+    def setUp(self):
+        super().setUp()
+        self.validating.source.compile_condition = conditions.compile_condition
+
+
+class FactoryTests(SynchronousTestCase):
+    def test_plugin_factory(self):
+        stub = StubServer()
+        self.addCleanup(stub.stop)
+        deps = SimpleNamespace(cache=stub.cache, clock=stub.clock)
+        mutating = webhooks.plugin_factory("MutatingAdmissionWebhook")(deps, None)
+        validating = webhooks.plugin_factory("ValidatingAdmissionWebhook")(deps, None)
+        self.assertEqual((mutating.name, validating.name),
+                         ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"))
+        self.assertIs(validating.source.compile_condition, conditions.compile_condition)
+        self.assertEqual(conditions.compile_condition("object.x == 1").source, "object.x == 1")
+        with self.assertRaises(ValueError):
+            conditions.compile_condition("object.x")

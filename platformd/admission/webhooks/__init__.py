@@ -13,11 +13,15 @@ read live from the watch cache, with an ``AdmissionReview`` POSTed over HTTPS.
 
 ``build(cache, clock, reactor, compile_condition=...)`` makes both plugins.  The
 admission layer sits below ``auth`` and ``registry``, so the CEL compiler of
-``matchConditions`` is handed in (``registry.kinds.webhookshapes.compile_condition``).
+``matchConditions`` is handed in (``registry.kinds.webhookshapes.compile_condition``);
+without one, ``conditions.compile_condition`` (the same environment) is used.
+``plugin_factory(name)`` is ``factory(deps, config)`` for a registry of plugins by name
+(``deps.cache``, ``deps.clock``; the clock is the reactor in the daemon).
 """
 
 from __future__ import annotations
 
+from platformd.admission.webhooks import conditions
 from platformd.admission.webhooks.client import Caller
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
 from platformd.admission.webhooks.source import WebhookSource, find_kind
@@ -26,9 +30,11 @@ from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 GROUP = "admissionregistration.platform.io"
 
 
-def build(cache, clock, reactor, *, compile_condition):
+def build(cache, clock, reactor, *, compile_condition=None):
     """``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` over ``cache`` (the
     ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``."""
+    if compile_condition is None:
+        compile_condition = conditions.compile_condition
     namespaces = cache.for_kind(find_kind(cache, "", "Namespace"))
     caller = Caller(clock, reactor)
     mutating = WebhookSource(
@@ -39,6 +45,15 @@ def build(cache, clock, reactor, *, compile_condition):
         compile_condition, mutating=False)
     return (MutatingAdmissionWebhook(mutating, namespaces, caller),
             ValidatingAdmissionWebhook(validating, namespaces, caller))
+
+
+def plugin_factory(name: str):
+    """``factory(deps, config)`` making the plugin ``name`` (Mutating/ValidatingAdmissionWebhook)."""
+    index = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook").index(name)
+
+    def factory(deps, config=None):
+        return build(deps.cache, deps.clock, deps.clock)[index]
+    return factory
 
 
 __all__ = ["build", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"]
