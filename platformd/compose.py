@@ -3,15 +3,15 @@ The API server's parts, composed in one place: the daemon (``service.py``) and t
 in-memory test harness (``tests/stub.py``) both call ``compose``.
 
 ``compose`` only builds objects — no file, socket or thread is touched — and every
-constructor of the API's parts (catalog, stores and the namespace lifecycle, watch
-cache, reader, watcher, negotiator, authorizer chain, documents, ``APIServer``, the
-namespace controller, expiry) is called here and nowhere else.  What differs between the
-daemon and a test is passed in: the storage, the clock, the feature gates, the
-authenticator, the TTLs and the address the documents name.
+constructor of the API's parts (catalog, stores and the admission chain, watch cache,
+reader, watcher, negotiator, authorizer chain, documents, ``APIServer``, the namespace
+and service-account controllers, expiry) is called here and nowhere else.  What differs
+between the daemon and a test is passed in: the storage, the clock, the feature gates,
+the authenticator, the TTLs, the address the documents name and the admission plugins.
 
 ``boot_sequence`` is the order the parts start in once composed (storage → cache →
-expiry, namespace controller, [pods socket] → built-in namespaces → ready), as a
-``lifecycle.Sequence``; see docs/architecture.md, "Startup".
+expiry, namespace and service-account controllers, [pods socket] → built-in namespaces
+→ ready), as a ``lifecycle.Sequence``; see docs/architecture.md, "Startup".
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from twisted.internet.defer import inlineCallbacks
 
 from platformd import errors
 from platformd.admission.chain import AdmissionChain
-from platformd.admission import webhooks
-from platformd.admission.namespacelifecycle import NamespaceLifecycle
+from platformd.admission import plugins as admission_registry
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
 from platformd.api.reads import Reader
@@ -46,8 +45,8 @@ from platformd.lifecycle import Sequence, Step, cache_service, storage_service
 from platformd.registry import core
 from platformd.registry.bootstrap import ClusterRoleAggregator, reconcile_bootstrap_policy
 from platformd.registry.catalog import builtin
-from platformd.registry.kinds import webhookshapes
 from platformd.registry.namespaces import NamespaceController
+from platformd.registry.serviceaccounts import ServiceAccountsController
 from platformd.registry.store import GenericStore
 
 #: Namespaces that always exist (upstream: default, kube-system, kube-public,
@@ -78,10 +77,14 @@ class Components:
     stores: dict
     #: The admission chain every write goes through (plugins may be replaced at run time).
     admission: AdmissionChain
+    #: The enabled admission plugins' names (``configure_admission`` rebuilds them).
+    admission_names: list
     api: APIServer
     #: Services started once the cache has loaded.
     expiry: Expiry
     namespaces: NamespaceController
+    #: Creates the ``default`` ServiceAccount in every namespace.
+    service_accounts: ServiceAccountsController
     #: The RBAC authorizer (the daemon puts it in the chain for --authorization-mode RBAC)
     #: and the index of roles and bindings it reads.
     rbac: RBACAuthorizer
@@ -101,6 +104,13 @@ class Components:
     def store_for(self, kind):
         return self.stores[kind.gvr]
 
+    def configure_admission(self, configs) -> None:
+        """Rebuild the enabled admission plugins with ``configs`` (an
+        ``admission.config.AdmissionConfiguration``, read by the daemon at startup)."""
+        self.admission.set_plugins(admission_plugins(
+            admission_deps(self.cache, self.clock), self.admission_names,
+            self.rbac_index, configs))
+
     def resource(self):
         """The Klein app as a twisted.web resource."""
         return self.api.resource()
@@ -109,7 +119,7 @@ class Components:
 def compose(storage, clock, gates, authenticator, *,
             watch_history_ttl: float = 300.0, continue_token_ttl: float = 300.0,
             address: str = "127.0.0.1:6443", authorizer=None,
-            catalog=None) -> Components:
+            catalog=None, admission_names=None) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -117,20 +127,19 @@ def compose(storage, clock, gates, authenticator, *,
     ``gates`` are the feature gates; ``authenticator`` answers who a request is (the
     daemon's chain of x509 and token authenticators, or a test's);  ``authorizer``
     defaults to the chain of ``AlwaysAllow``; ``address`` is the host:port the OpenAPI
-    documents name; ``catalog`` defaults to the built-in kinds.
+    documents name; ``catalog`` defaults to the built-in kinds; ``admission_names`` are
+    the admission plugins to run (default: upstream's default-enabled ones among those
+    served, ``admission.plugins.builtin().default_enabled()``).
     """
     catalog = catalog if catalog is not None else builtin()
     authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
     snapshots = Snapshots(clock, continue_token_ttl)
     rbac_authorizer, rbac_index = rbac.build(cache, clock)
-    admission = AdmissionChain([
-        NamespaceLifecycle(cache.for_kind(core.NAMESPACE), core.NAMESPACE),
-        rbac.EscalationPlugin(rbac_index),
-        # Upstream runs the webhooks last: mutating after the other mutating plugins,
-        # validating after the other validating ones.
-        *webhooks.build(cache, clock, clock,
-                        compile_condition=webhookshapes.compile_condition)])
+    if admission_names is None:
+        admission_names = admission_registry.builtin().default_enabled()
+    admission = AdmissionChain(admission_plugins(
+        admission_deps(cache, clock), admission_names, rbac_index))
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
@@ -142,12 +151,32 @@ def compose(storage, clock, gates, authenticator, *,
         readiness, gates)
     return Components(
         clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
-        snapshots=snapshots, stores=stores, admission=admission, api=api,
+        snapshots=snapshots, stores=stores, admission=admission,
+        admission_names=list(admission_names), api=api,
         expiry=Expiry(clock, cache, snapshots),
         namespaces=NamespaceController(clock, cache, catalog, stores, core.NAMESPACE),
+        service_accounts=ServiceAccountsController(clock, cache, stores, core.NAMESPACE,
+                                                   core.SERVICE_ACCOUNT),
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, cache, stores),
         readiness=readiness)
+
+
+def admission_deps(cache, clock) -> admission_registry.PluginDeps:
+    return admission_registry.PluginDeps(cache, clock, core.NAMESPACE, core.SERVICE_ACCOUNT,
+                                         core.POD)
+
+
+def admission_plugins(deps, names, rbac_index, configs=None) -> list:
+    """
+    The one place the admission chain's plugins are built: the RBAC escalation check
+    first (not an admission plugin upstream but the RBAC registry's own check, made
+    before admission; always there), then the plugins ``names`` in upstream's order
+    (the webhooks last: mutating after the other mutating plugins, validating after the
+    other validating ones), each given its configuration from ``configs``.
+    """
+    return [rbac.EscalationPlugin(rbac_index),
+            *admission_registry.builtin().build(names, deps, configs)]
 
 
 def negotiator(gates) -> Negotiator:
@@ -165,7 +194,8 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
 
     1. storage (opened, recovered),
     2. the watch cache (every object loaded at one revision, then following storage),
-    3. the RBAC index, expiry, the namespace controller, ClusterRole aggregation and
+    3. the RBAC index, expiry, the namespace and service-account controllers,
+       ClusterRole aggregation and
        ``after_cache`` (the daemon's pods socket),
     4. the built-in namespaces (created unless they exist), then the RBAC bootstrap
        policy reconciled (upstream's PostStartHook),
@@ -183,6 +213,8 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                 Step("expiry", components.expiry.start, components.expiry.stop),
                 Step("namespace-controller", components.namespaces.start,
                      components.namespaces.stop),
+                Step("serviceaccount-controller", components.service_accounts.start,
+                     components.service_accounts.stop),
                 *([Step("clusterrole-aggregation", components.aggregator.start,
                         components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,

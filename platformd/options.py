@@ -103,6 +103,16 @@ class Options(usage.Options):
          "How long the webhook's allow answers are cached (default 5m)."],
         ["authorization-webhook-cache-unauthorized-ttl", None, None,
          "How long the webhook's deny answers are cached (default 30s)."],
+        # Admission (docs/admission.md), as kube-apiserver's flags; the names are checked
+        # by the daemon against the plugins served.
+        ["enable-admission-plugins", None, None,
+         "Admission plugins to enable besides the default ones (comma-separated; the "
+         "order does not matter): NamespaceLifecycle, ServiceAccount, "
+         "MutatingAdmissionWebhook, ValidatingAdmissionWebhook."],
+        ["disable-admission-plugins", None, None,
+         "Default admission plugins to disable (comma-separated)."],
+        ["admission-control-config-file", None, None,
+         "AdmissionConfiguration file: each plugin's configuration."],
         # Encryption at rest (docs/encryption.md), as kube-apiserver's flags.
         ["encryption-provider-config", None, None,
          "EncryptionConfiguration file: how resources are encrypted in storage."],
@@ -134,6 +144,9 @@ class Options(usage.Options):
                                    "--tls-private-key-file")
         self._authentication()
         self._authorization()
+        # pflag's string slices: comma-separated, spaces kept (" B" is not "B").
+        for flag in ("enable-admission-plugins", "disable-admission-plugins"):
+            self[flag] = self[flag].split(",") if self[flag] else []
 
     def _authentication(self) -> None:
         """Upstream's authentication option checks, their words."""

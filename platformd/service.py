@@ -47,6 +47,8 @@ from platformd.auth import serviceaccount
 from platformd.auth.fromflags import (
     AuthFlagError, authenticators_from_flags, authorizers_from_flags,
 )
+from platformd.admission import plugins as admission_plugins
+from platformd.admission.config import AdmissionConfigError, read_admission_configuration
 from platformd.compose import Components, boot_sequence, compose
 from platformd.lifecycle import Step
 from platformd.listening import ListenerService, listen_description, tls_factory
@@ -85,7 +87,7 @@ class PlatformService(service.MultiService):
             storage, reactor, options["feature-gates"], self.authenticator,
             watch_history_ttl=options["watch-history-ttl"],
             continue_token_ttl=options["continue-token-ttl"],
-            address=f"{bind}:{port}")
+            address=f"{bind}:{port}", admission_names=_admission_names(options))
         self.site = make_site(self.components.resource())
         self.listener = ListenerService(reactor, listen_description(options),
                                         lambda: tls_factory(self.tls, self.site),
@@ -148,6 +150,7 @@ class PlatformService(service.MultiService):
             self.tls = server_tls_options(cert, key, client_ca)
         except PKIError as e:
             raise StartupError(str(e)) from None
+        self._admission_config()
         static = [X509Authenticator()]
         if options["token-auth-file"]:
             try:
@@ -187,6 +190,20 @@ class PlatformService(service.MultiService):
         if self.options["encryption-provider-config-automatic-reload"]:
             self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
                                                           self.reactor)
+
+    def _admission_config(self) -> None:
+        """Read ``--admission-control-config-file`` and give each plugin its part."""
+        path = self.options.get("admission-control-config-file")
+        if not path:
+            return
+        try:
+            configs = read_admission_configuration(path)
+        except AdmissionConfigError as e:
+            raise StartupError(f"failed to read plugin config: {e}") from None
+        try:
+            self.components.configure_admission(configs)
+        except AdmissionConfigError as e:
+            raise StartupError(str(e)) from None
 
     def _reloaders(self) -> list:
         return [r for r in (self.authentication_reloader, self.authorization_reloader,
@@ -259,6 +276,17 @@ class PlatformService(service.MultiService):
             yield self.listener.stopService()
         if self.boot.running:
             yield self.boot.stopService()
+
+
+def _admission_names(options) -> list:
+    """The admission plugins enabled by ``--enable/--disable-admission-plugins`` (upstream's
+    ``AdmissionOptions.Validate`` and its words for an unknown name)."""
+    try:
+        return admission_plugins.builtin().enabled(
+            options.get("enable-admission-plugins") or (),
+            options.get("disable-admission-plugins") or ())
+    except admission_plugins.AdmissionFlagError as e:
+        raise StartupError(str(e)) from None
 
 
 def make_service(options, reactor=None) -> Edge:

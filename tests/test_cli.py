@@ -113,6 +113,37 @@ class CommandLineTests(SynchronousTestCase):
         """--tls-cert-file without --tls-private-key-file is refused."""
         self.assertOneLineError(twistd("--tls-cert-file", __file__), "--tls-private-key-file")
 
+    def test_unknown_admission_plugin(self):
+        """An unknown admission plugin is one line in upstream's words."""
+        self.assertOneLineError(
+            twistd("--data-dir", self.data, "--enable-admission-plugins", "Bogus,ServiceAccount"),
+            'enable-admission-plugins plugin "Bogus" is unknown')
+
+    def test_admission_plugin_enabled_and_disabled(self):
+        """A plugin both enabled and disabled is refused, as upstream."""
+        self.assertOneLineError(
+            twistd("--data-dir", self.data, "--enable-admission-plugins", "ServiceAccount",
+                   "--disable-admission-plugins", "ServiceAccount"),
+            "[ServiceAccount] in enable-admission-plugins and disable-admission-plugins "
+            "overlapped")
+
+    def test_bad_admission_config(self):
+        """An AdmissionConfiguration that cannot be read is one line at startup."""
+        os.makedirs(self.data)
+        path = os.path.join(self.data, "admission.yaml")
+        with open(path, "w") as f:
+            f.write("plugins: []\n")
+        self.assertOneLineError(
+            twistd("--data-dir", self.data, "--secure-port", "0",
+                   "--admission-control-config-file", path),
+            "failed to read plugin config: Object 'Kind' is missing in 'plugins: []'")
+        missing = os.path.join(self.data, "nope.yaml")
+        self.assertOneLineError(
+            twistd("--data-dir", self.data, "--secure-port", "0",
+                   "--admission-control-config-file", missing),
+            f'failed to read plugin config: unable to read admission control configuration '
+            f'from "{missing}"')
+
 
 class OptionsTests(SynchronousTestCase):
     def test_defaults(self):

@@ -45,7 +45,7 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in daemon], ["https", "boot"])
         self.assertEqual([s.name for s in daemon.boot],
                          ["storage", "cache", "rbac-index", "expiry", "namespace-controller",
-                          "clusterrole-aggregation", "config-reload", "pods-socket",
+                          "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
                           "builtin-namespaces",
                           "rbac-bootstrap", "ready"])
 

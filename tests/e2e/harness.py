@@ -169,6 +169,22 @@ class ServerTestCase(TestCase):
         r = yield self.client.post("/api/v1/namespaces", {"metadata": {"name": name}})
         self.assertEqual(r.code, 201, r.body)
 
+    @inlineCallbacks
+    def until_items(self, path: str, count: int, timeout: float = 10.0):
+        """Wait until the list at ``path`` has ``count`` items (the server's controllers
+        work after the request that triggered them has been answered)."""
+        from twisted.internet.task import deferLater
+        deadline = reactor.seconds() + timeout
+        while len((yield self.client.get(path)).json()["items"]) != count:
+            self.assertLess(reactor.seconds(), deadline, f"{path}: never {count} items")
+            yield deferLater(reactor, 0.02, lambda: None)
+
+    @inlineCallbacks
+    def settled_namespace(self, name):
+        """Wait until ``name`` has its ``default`` ServiceAccount (the service-account
+        controller's), so a later namespace deletion does not race its creation."""
+        yield self.until_items(f"/api/v1/namespaces/{name}/serviceaccounts", 1)
+
 
 class WatchReader(Protocol):
     """Collects a watch stream's events (one JSON document per line) as they arrive."""

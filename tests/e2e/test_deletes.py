@@ -148,6 +148,7 @@ class DeleteTests(WritesTestCase):
         yield self.expect(self.client.post("/api/v1/namespaces/kept/configmaps",
                                            {"metadata": {"name": "c",
                                                          "finalizers": ["example.io/h"]}}), 201)
+        yield self.settled_namespace("kept")
         r = yield self.expect(self.client.delete(
             "/api/v1/namespaces/kept?propagationPolicy=Orphan"), 200)
         body = r.json()
@@ -156,3 +157,4 @@ class DeleteTests(WritesTestCase):
         self.assertNotIn("deletionGracePeriodSeconds", body["metadata"])
         r = yield self.expect(self.client.delete("/api/v1/namespaces/kept"), 200)
         self.assertEqual(r.json()["metadata"]["name"], "kept")
+        yield self.until_items("/api/v1/namespaces/kept/serviceaccounts", 0)

@@ -50,7 +50,8 @@ def upstream_pod(meta: dict) -> bytes:
         '"env":[{"name":"A","value":"1"}],'
         '"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File",'
         '"imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always",'
-        '"terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","nodeName":"n1",'
+        '"terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst",'
+        '"serviceAccountName":"default","serviceAccount":"default","nodeName":"n1",'
         '"schedulerName":"default-scheduler"},'
         '"status":{"phase":"Pending","qosClass":"BestEffort"}}'
     ).encode()

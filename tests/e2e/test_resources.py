@@ -305,7 +305,10 @@ class CoreTests(ServerTestCase):
             r = yield self.client.get(f"{path}/{body['metadata']['name']}")
             self.assertEqual(r.code, 200)
             r = yield self.client.get(f"/api/v1/{plural}")
-            self.assertEqual(len(r.json()["items"]), 1, plural)
+            # Every namespace also has the service-account controller's "default".
+            items = [i for i in r.json()["items"]
+                     if plural != "serviceaccounts" or i["metadata"]["name"] != "default"]
+            self.assertEqual(len(items), 1, plural)
             r = yield self.client.delete(f"{path}/{body['metadata']['name']}")
             self.assertEqual(r.code, 200, r.body)
         secret = yield self.client.post("/api/v1/namespaces/default/secrets",
@@ -380,7 +383,10 @@ class CoreTests(ServerTestCase):
         yield self.create_namespace("held")
         yield self.client.post("/api/v1/namespaces/held/configmaps",
                                {"metadata": {"name": "c", "finalizers": ["example.com/hold"]}})
+        yield self.settled_namespace("held")
         yield self.client.delete("/api/v1/namespaces/held")
+        # The namespace controller has removed the service account.
+        yield self.until_items("/api/v1/namespaces/held/serviceaccounts", 0)
         r = yield self.client.post("/api/v1/namespaces/held/configmaps", {"metadata": {"name": "d"}})
         self.assertEqual((r.code, r.json()["reason"]), (403, "Forbidden"))
 

@@ -1,0 +1,158 @@
+"""
+The admission plugin registry (platformd/admission/plugins.py): upstream's order,
+upstream's default-enabled set, --enable/--disable-admission-plugins with upstream's
+words, and the chain compose builds from the names (the RBAC escalation check always in).
+"""
+
+from __future__ import annotations
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from platformd.admission.plugins import (
+    ALL_ORDERED_PLUGINS, AdmissionFlagError, Plugins, builtin,
+)
+from platformd.auth.rbac import EscalationPlugin
+
+from tests.stub import StubServer
+
+
+class Named:
+    def __init__(self, name, config):
+        self.name = name
+        self.config = config
+
+
+def registry(*names) -> Plugins:
+    plugins = Plugins()
+    for name in names:
+        plugins.register(name, lambda deps, config, name=name: Named(name, config))
+    return plugins
+
+
+class FakeConfigs:
+    def config_for(self, name):
+        return name.encode() if name == "ServiceAccount" else None
+
+
+class OrderTests(SynchronousTestCase):
+    def test_builtin(self):
+        """The plugins served, in upstream's AllOrderedPlugins order."""
+        self.assertEqual(builtin().registered(), [
+            "NamespaceLifecycle", "ServiceAccount", "MutatingAdmissionWebhook",
+            "ValidatingAdmissionWebhook"])
+        self.assertEqual(builtin().default_enabled(), builtin().registered())
+
+    def test_order_is_upstreams_not_registration(self):
+        """Registered in any order, they run in AllOrderedPlugins' order: webhooks and
+        policies last, mutating webhook before the validating policy and webhook."""
+        plugins = registry("ValidatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+                           "MutatingAdmissionWebhook", "ServiceAccount", "NamespaceLifecycle")
+        self.assertEqual(plugins.registered(), [
+            "NamespaceLifecycle", "ServiceAccount", "MutatingAdmissionWebhook",
+            "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"])
+        built = plugins.build(["ValidatingAdmissionWebhook", "NamespaceLifecycle"], None)
+        self.assertEqual([p.name for p in built],
+                         ["NamespaceLifecycle", "ValidatingAdmissionWebhook"])
+
+    def test_upstream_order_constant(self):
+        """AllOrderedPlugins as upstream: the deny plugin last, quota before it."""
+        self.assertEqual(ALL_ORDERED_PLUGINS[-2:], ("ResourceQuota", "AlwaysDeny"))
+        self.assertLess(ALL_ORDERED_PLUGINS.index("NamespaceLifecycle"),
+                        ALL_ORDERED_PLUGINS.index("ServiceAccount"))
+
+    def test_unknown_registration_refused(self):
+        """Only a name upstream knows has a place in the order."""
+        self.assertRaises(ValueError, Plugins().register, "Bogus", lambda d, c: None)
+
+    def test_configuration_handed_to_factory(self):
+        """Each factory is given its own configuration (None when there is none)."""
+        built = registry("NamespaceLifecycle", "ServiceAccount").build(
+            ["NamespaceLifecycle", "ServiceAccount"], None, FakeConfigs())
+        self.assertEqual([p.config for p in built], [None, b"ServiceAccount"])
+
+
+class FlagTests(SynchronousTestCase):
+    def setUp(self):
+        self.plugins = registry("NamespaceLifecycle", "ServiceAccount", "AlwaysDeny",
+                                "ValidatingAdmissionWebhook")
+
+    def test_defaults(self):
+        """Upstream's default-on plugins; AlwaysDeny (default off) is not."""
+        self.assertEqual(self.plugins.enabled(), [
+            "NamespaceLifecycle", "ServiceAccount", "ValidatingAdmissionWebhook"])
+        self.assertEqual(self.plugins.enabled(), self.plugins.default_enabled())
+
+    def test_disable(self):
+        self.assertEqual(self.plugins.enabled(disable=["ServiceAccount"]),
+                         ["NamespaceLifecycle", "ValidatingAdmissionWebhook"])
+
+    def test_enable_default_off(self):
+        """Enabling one adds it at its place in the order, whatever the flag's order."""
+        self.assertEqual(self.plugins.enabled(enable=["AlwaysDeny", "NamespaceLifecycle"]), [
+            "NamespaceLifecycle", "ServiceAccount", "ValidatingAdmissionWebhook",
+            "AlwaysDeny"])
+
+    def test_unknown_enable(self):
+        e = self.assertRaises(AdmissionFlagError, self.plugins.enabled, enable=["Bogus"])
+        self.assertEqual(str(e), 'enable-admission-plugins plugin "Bogus" is unknown')
+
+    def test_unknown_disable(self):
+        e = self.assertRaises(AdmissionFlagError, self.plugins.enabled, disable=["Bogus"])
+        self.assertEqual(str(e), 'disable-admission-plugins plugin "Bogus" is unknown')
+
+    def test_known_upstream_but_not_served(self):
+        """A plugin upstream has but this server does not serve is unknown here."""
+        e = self.assertRaises(AdmissionFlagError, self.plugins.enabled, enable=["LimitRanger"])
+        self.assertEqual(str(e), 'enable-admission-plugins plugin "LimitRanger" is unknown')
+
+    def test_both_enabled_and_disabled(self):
+        """Upstream refuses a plugin in both lists."""
+        e = self.assertRaises(AdmissionFlagError, self.plugins.enabled,
+                              enable=["ServiceAccount", "AlwaysDeny"],
+                              disable=["AlwaysDeny", "ServiceAccount"])
+        self.assertEqual(str(e), "[AlwaysDeny ServiceAccount] in enable-admission-plugins "
+                                 "and disable-admission-plugins overlapped")
+
+    def test_several_errors_aggregated(self):
+        """Several errors are one line, as utilerrors.NewAggregate prints them."""
+        e = self.assertRaises(AdmissionFlagError, self.plugins.enabled,
+                              enable=["A"], disable=["B"])
+        self.assertEqual(str(e), '[enable-admission-plugins plugin "A" is unknown, '
+                                 'disable-admission-plugins plugin "B" is unknown]')
+
+
+class ChainTests(SynchronousTestCase):
+    def names(self, stub):
+        return [type(p).__name__ if isinstance(p, EscalationPlugin) else p.name
+                for p in stub.components.admission.plugins]
+
+    def test_default_chain(self):
+        """compose's default: the escalation check, then the default plugins in order."""
+        stub = StubServer()
+        self.addCleanup(stub.stop)
+        names = ["NamespaceLifecycle", "ServiceAccount", "MutatingAdmissionWebhook",
+                 "ValidatingAdmissionWebhook"]
+        self.assertEqual(self.names(stub), ["EscalationPlugin", *names])
+        self.assertEqual(stub.components.admission_names, names)
+
+    def test_webhooks_disabled(self):
+        """--disable-admission-plugins takes the webhooks out like any other plugin."""
+        names = builtin().enabled(disable=["MutatingAdmissionWebhook",
+                                           "ValidatingAdmissionWebhook"])
+        stub = StubServer(admission_names=names)
+        self.addCleanup(stub.stop)
+        self.assertEqual(self.names(stub),
+                         ["EscalationPlugin", "NamespaceLifecycle", "ServiceAccount"])
+
+    def test_escalation_always_in(self):
+        """With every admission plugin disabled the RBAC escalation check stays."""
+        stub = StubServer(admission_names=[])
+        self.addCleanup(stub.stop)
+        self.assertEqual(self.names(stub), ["EscalationPlugin"])
+
+    def test_configure_keeps_names(self):
+        """configure_admission rebuilds the same plugins, the escalation check first."""
+        stub = StubServer(admission_names=["ServiceAccount"])
+        self.addCleanup(stub.stop)
+        stub.components.configure_admission(FakeConfigs())
+        self.assertEqual(self.names(stub), ["EscalationPlugin", "ServiceAccount"])
