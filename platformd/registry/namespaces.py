@@ -34,6 +34,8 @@ class NamespaceController:
         self._scheduled: set = set()
         self._running: set = set()
         self._following = False
+        #: Pending delayed calls, cancelled by ``stop`` so nothing runs after it.
+        self._calls: set = set()
 
     def start(self):
         self._following = True
@@ -51,6 +53,18 @@ class NamespaceController:
         self._listening(self.namespace_kind).remove(self._namespace_changed)
         for kind, _store in self.namespaced:
             self._listening(kind).remove(self._content_changed)
+        for call in self._calls:
+            if call.active():
+                call.cancel()
+        self._calls.clear()
+
+    def _later(self, delay: float, f, *args) -> None:
+        def fire():
+            self._calls.discard(call)
+            f(*args)
+
+        call = self.reactor.callLater(delay, fire)
+        self._calls.add(call)
 
     def _listening(self, kind) -> list:
         return self.cache.for_kind(kind).listeners
@@ -74,21 +88,24 @@ class NamespaceController:
         if name in self._scheduled or not self._following:
             return
         self._scheduled.add(name)
-        self.reactor.callLater(0, self._run, name)
+        self._later(0, self._run, name)
 
     @inlineCallbacks
     def _run(self, name: str):
         self._scheduled.discard(name)
+        if not self._following:
+            return
         if name in self._running:
             self._scheduled.add(name)
-            self.reactor.callLater(0.1, self._run, name)
+            self._later(0.1, self._run, name)
             return
         self._running.add(name)
         try:
             yield self._clean(name)
         except Exception:
-            log.failure("cleaning namespace {name} failed; retrying", name=name)
-            self.reactor.callLater(1, self._schedule, name)
+            if self._following:
+                log.failure("cleaning namespace {name} failed; retrying", name=name)
+                self._later(1, self._schedule, name)
         finally:
             self._running.discard(name)
 
@@ -99,6 +116,8 @@ class NamespaceController:
         remaining = 0
         for kind, store in self.namespaced:
             for entry in store.list(name):
+                if not self._following:
+                    return  # stopped meanwhile: the next start picks this up
                 remaining += 1
                 if entry.obj["metadata"].get("deletionTimestamp"):
                     continue  # waiting for its finalizers
