@@ -20,7 +20,7 @@ ROOT = os.path.dirname(platformd.__file__)
 #: only units of lower layers.
 LAYERS = (
     {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
-     "gotext", "bodies", "ratelog", "filepoll",
+     "gotext", "bodies", "ratelog", "filepoll", "labelselectors",
      "__version__", "protos", "pki"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
      "admission"},

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from platformd import errors, gotext
 from platformd.admission.webhooks.errors import CallError
-from platformd.admission.webhooks.selectors import labels_of
+from platformd.labelselectors import labels_of
 
 EXEMPT = frozenset({("admissionregistration.platform.io", "mutatingwebhookconfigurations"),
                     ("admissionregistration.platform.io", "validatingwebhookconfigurations")})

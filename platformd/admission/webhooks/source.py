@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import attrs
 
-from platformd.admission.webhooks.selectors import compile_selector
+from platformd.labelselectors import compile_selector
 
 
 def find_kind(cache, group: str, kind: str):

@@ -7,7 +7,7 @@ The default RBAC policy and the controllers that keep it (issue 13):
 - ``aggregation``: ``ClusterRoleAggregator(clock, cache, stores)``, which keeps the
   rules of aggregating ClusterRoles (``admin``, ``edit``, ``view``) the union of the
   roles their selectors match;
-- ``rules`` and ``labelselectors``: comparing PolicyRules, matching LabelSelectors.
+- ``rules``: comparing PolicyRules (LabelSelectors: ``platformd/labelselectors.py``).
 
 See docs/rbac-bootstrap.md.
 """

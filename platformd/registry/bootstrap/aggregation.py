@@ -28,7 +28,7 @@ from platformd.cache.watchcache import CorruptObjectError
 from platformd.context import internal
 from platformd.patch.managedfields import Manager
 from platformd.registry import rbac
-from platformd.registry.bootstrap.labelselectors import compile_selector
+from platformd.labelselectors import compile_selector, matches
 from platformd.registry.bootstrap.rules import rule_key, rules_equal
 
 log = Logger()
@@ -124,7 +124,7 @@ class ClusterRoleAggregator:
             if entry is new and obj.get("aggregationRule") is not None:
                 names.add(new.name)
         for name, selectors in self._aggregating():
-            if any(s(each) for s in selectors for each in labels):
+            if any(matches(s, each) for s in selectors for each in labels):
                 names.add(name)
         self._schedule(names)
 

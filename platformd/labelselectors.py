@@ -1,8 +1,10 @@
 """
-Label selectors as a webhook's ``namespaceSelector``/``objectSelector`` carry them
-(``metav1.LabelSelector``), matched as upstream's ``LabelSelectorAsSelector``: an empty
-selector matches everything.  (``registry/bootstrap/labelselectors.py`` does the same
-for aggregation rules; the admission layer may not import the registry.)
+Structured label selectors (``metav1.LabelSelector``: ``matchLabels`` and
+``matchExpressions``), matched against an object's labels as upstream's
+``LabelSelectorAsSelector`` does: an empty selector matches everything; an unknown
+operator is an error (``ValueError``).  Aggregation rules' ``clusterRoleSelectors`` and
+webhooks' ``namespaceSelector``/``objectSelector`` carry them.  (``api/selectors.py``
+parses the text form of a request's ``labelSelector``.)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def _requirement(expression: dict):
 
 
 def compile_selector(selector):
-    """``labels -> bool``, or None for an empty selector (everything); ValueError."""
+    """``labels -> bool``, or None for an empty selector (it matches everything)."""
     if not selector:
         return None
     tests = [(lambda labels, k=k, v=v: labels.get(k) == v)
@@ -33,6 +35,11 @@ def compile_selector(selector):
     if not tests:
         return None
     return lambda labels: all(test(labels) for test in tests)
+
+
+def matches(compiled, labels: dict) -> bool:
+    """Whether labels satisfy a compiled selector (None: everything)."""
+    return compiled is None or compiled(labels)
 
 
 def labels_of(obj) -> dict:
