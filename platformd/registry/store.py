@@ -263,8 +263,10 @@ class GenericStore:
 
     def _write(self, ctx, key: str, current, new: dict):
         value = _encode_for_storage(new)
-        if ctx.dry_run or value == _encode_for_storage(current.obj):
-            # Nothing to write (a dry run, or no change: no new version, as upstream).
+        if ctx.dry_run or (value == _encode_for_storage(current.obj)
+                           and not self.storage.needs_rewrite(key)):
+            # Nothing to write (a dry run, or no change: no new version, as upstream;
+            # but a value stored with an old encryption key is written again).
             set_resource_version(new["metadata"], str(current.revision))
             return succeed(True)
         d = self.storage.update(key, value, current.revision)

@@ -214,6 +214,13 @@ class IStorage(Interface):
         ``from_revision < compacted_revision`` (see "Compaction boundary" above).
         """
 
+    def needs_rewrite(key: str) -> bool:
+        """
+        Whether ``key``'s stored value was last read in a stale form (written with an
+        old encryption key, or unencrypted under an encrypting configuration): an update
+        that changes nothing must still write it, so rewriting every object rotates keys.
+        """
+
     def compact(revision: int):
         """
         Deferred[None]: drop history at and below ``revision``; current values and the

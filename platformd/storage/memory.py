@@ -103,6 +103,9 @@ class MemoryStorage:
                         if event.kv.key.startswith(prefix)])
         return watch
 
+    def needs_rewrite(self, key):
+        return key in self._values.stale_keys
+
     def compact(self, revision):
         try:
             mvcc.check_compactable(self, revision)

@@ -377,6 +377,9 @@ class SQLiteStorage:
             history.addCallbacks(watch.catch_up, watch.fail)
         return watch
 
+    def needs_rewrite(self, key):
+        return key in self._values.stale_keys
+
     def compact(self, revision):
         self._check_serving()
         try:

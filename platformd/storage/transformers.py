@@ -61,6 +61,18 @@ class IdentityTransformer:
 IDENTITY = IdentityTransformer()
 
 
+def is_stale(transformer, key: str, data: bytes) -> bool:
+    """
+    Whether ``data`` under ``key`` was written by other than what writes now (an old
+    encryption key, or plaintext under an encrypting configuration): upstream's ``stale``
+    answer from ``TransformFromStorage``, which makes an unchanged update still write, so
+    rewriting every object moves it to the current key.  A transformer that can tell
+    has a ``stale(key, data)`` method; others never are.
+    """
+    stale = getattr(transformer, "stale", None)
+    return stale is not None and stale(key, data)
+
+
 @implementer(IValueTransformer)
 @attrs.frozen
 class ByKeyPrefix:
@@ -92,6 +104,9 @@ class ByKeyPrefix:
     def from_storage(self, key: str, data: bytes) -> bytes:
         return self.choose(key).from_storage(key, data)
 
+    def stale(self, key: str, data: bytes) -> bool:
+        return is_stale(self.choose(key), key, data)
+
 
 @attrs.frozen
 class Transformed:
@@ -105,6 +120,10 @@ class Transformed:
     """
 
     transformer: IValueTransformer = IDENTITY
+    #: Keys last read in a stale form (``is_stale``): an update that changes nothing still
+    #: writes them (``IStorage.needs_rewrite``).  Touched by the storage threads: set
+    #: membership changes are atomic.
+    stale_keys: set = attrs.field(factory=set, eq=False)
 
     @property
     def identity(self) -> bool:
@@ -113,14 +132,18 @@ class Transformed:
 
     def stored(self, key: str, value: bytes) -> bytes:
         """What to store for ``value`` under ``key``."""
+        self.stale_keys.discard(key)
         return self.transformer.to_storage(key, value)
 
     def value(self, key: str, data: bytes) -> bytes:
         """The plaintext of ``data`` stored under ``key``, or a CorruptValue."""
         try:
-            return self.transformer.from_storage(key, data)
+            value = self.transformer.from_storage(key, data)
         except TransformError as error:
             return CorruptValue.of(error)
+        if is_stale(self.transformer, key, data):
+            self.stale_keys.add(key)
+        return value
 
     def kv(self, stored: Optional[KeyValue]) -> Optional[KeyValue]:
         """``stored`` (a version as stored, or None) with its value read back."""

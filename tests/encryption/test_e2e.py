@@ -67,14 +67,19 @@ class EndToEndTests(TestCase):
         # procedure restarts every server once per step)
         server, client = yield self.server(
             data_dir, document((["secrets"], [keys("aescbc", ("k2", k2), ("k1", k1))])))
-        # 3. rewrite every object: GET then PUT.  The PUT must change the object: an
-        # unchanged one is not rewritten (no stale detection yet, docs/encryption.md).
+        # 3. rewrite every object: GET then an unchanged PUT (what `kubectl get -o json |
+        # kubectl replace -f -` does).  The value was read with a key that is no longer
+        # first (stale), so the unchanged update still writes it, with the new key.
         r = yield client.get("/api/v1/namespaces/default/secrets/s")
-        obj = r.json()
-        obj["metadata"].setdefault("annotations", {})["rotated"] = "k2"
-        r = yield client.put("/api/v1/namespaces/default/secrets/s", obj)
+        before = r.json()["metadata"]["resourceVersion"]
+        r = yield client.put("/api/v1/namespaces/default/secrets/s", r.json())
         self.assertEqual(r.code, 200, r.body)
+        self.assertNotEqual(r.json()["metadata"]["resourceVersion"], before)
         self.assertTrue(stored(data_dir, "s").startswith(b"platform:enc:aescbc:v1:k2:"))
+        # Once current, an unchanged PUT writes nothing again (no new version).
+        rewritten = r.json()["metadata"]["resourceVersion"]
+        r = yield client.put("/api/v1/namespaces/default/secrets/s", r.json())
+        self.assertEqual(r.json()["metadata"]["resourceVersion"], rewritten)
         yield server.stopService()
         # 4. the old key removed
         server, client = yield self.server(

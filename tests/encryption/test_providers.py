@@ -140,3 +140,31 @@ class ResourceMatchingTests(TestCase):
                          [keys("aesgcm", ("k1", key(32)))]))
         role = "/registry/roles.rbac.authorization.platform.io/d/r"
         self.assertNotEqual(t.to_storage(role, b"v"), b"v")
+
+
+class StaleTests(TestCase):
+    """upstream's stale answer: read by other than the first provider or key."""
+
+    def test_stale_values_are_remembered_until_rewritten(self):
+        from platformd.storage.memory import MemoryStorage
+        from platformd.storage.transformers import is_stale
+        k1, k2 = key(32), key(32)
+        old = transformer((["secrets"], [keys("aesgcm", ("k1", k1)), IDENTITY]))
+        new = transformer((["secrets"], [keys("aesgcm", ("k2", k2), ("k1", k1)), IDENTITY]))
+        secret, configmap = "/registry/secrets/ns/s", "/registry/configmaps/ns/c"
+        written = old.to_storage(secret, b"v")
+        self.assertFalse(is_stale(old, secret, written))
+        self.assertTrue(is_stale(new, secret, written))  # k1 is no longer first
+        self.assertTrue(is_stale(new, secret, b"plain"))  # identity is not first
+        self.assertFalse(is_stale(new, secret, new.to_storage(secret, b"v")))
+        self.assertFalse(is_stale(new, configmap, b"plain"))  # not encrypted at all
+        storage = MemoryStorage(None, transformer=old)
+        storage.start()
+        self.successResultOf(storage.create(secret, b"v"))
+        storage._values.value(secret, written)
+        self.assertFalse(storage.needs_rewrite(secret))
+        reading = MemoryStorage(None, transformer=new)
+        reading._values.value(secret, written)
+        self.assertTrue(reading.needs_rewrite(secret))
+        reading._values.stored(secret, b"v")
+        self.assertFalse(reading.needs_rewrite(secret))

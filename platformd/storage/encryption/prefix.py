@@ -10,7 +10,7 @@ from __future__ import annotations
 from zope.interface import implementer
 
 from platformd.storage.interface import TransformError
-from platformd.storage.transformers import IValueTransformer
+from platformd.storage.transformers import IValueTransformer, is_stale
 
 #: What every encrypting provider's stored prefix starts with (upstream ``k8s:enc:``).
 ENCRYPTED = b"platform:enc:"
@@ -42,6 +42,13 @@ class PrefixTransformers:
                         continue
                     raise
         raise TransformError(errors[0] if errors else self.error)
+
+    def stale(self, key: str, data: bytes) -> bool:
+        """Read by other than the first (the writer), or stale inside it (an old key)."""
+        for index, (prefix, transformer) in enumerate(self.transformers):
+            if data.startswith(prefix) and not (not prefix and data.startswith(ENCRYPTED)):
+                return index > 0 or is_stale(transformer, key, data[len(prefix):])
+        return False
 
     def __repr__(self) -> str:
         return f"PrefixTransformers({[p for p, _ in self.transformers]!r})"

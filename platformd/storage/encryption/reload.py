@@ -19,7 +19,7 @@ from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
 import platformd.storage.encryption.config as cfg
 from platformd.storage.encryption.build import build
 from platformd.storage.encryption.errors import EncryptionConfigError
-from platformd.storage.transformers import IDENTITY, IValueTransformer
+from platformd.storage.transformers import IDENTITY, is_stale, IValueTransformer
 
 log = Logger()
 
@@ -41,6 +41,9 @@ class Swappable:
 
     def from_storage(self, key: str, data: bytes) -> bytes:
         return self.current.from_storage(key, data)
+
+    def stale(self, key: str, data: bytes) -> bool:
+        return is_stale(self.current, key, data)
 
 
 def load_into(target: Swappable, path: str, served: Iterable[tuple],
