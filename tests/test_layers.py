@@ -19,8 +19,9 @@ ROOT = os.path.dirname(platformd.__file__)
 #: Lowest first.  A unit (a package below platformd, or a top-level module) may import
 #: only units of lower layers.
 LAYERS = (
+    {"gotext"},
     {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
-     "gotext", "bodies", "ratelog", "filepoll", "labelselectors",
+     "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
      "__version__", "protos", "pki"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
      "admission"},

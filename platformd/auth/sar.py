@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from platformd import gotext
+from platformd import matchconditions
 from platformd.auth import cel
 from platformd.auth.interfaces import Attributes
 
@@ -135,24 +135,11 @@ class Matcher:
         """True or False; raises ``MatchError`` when a condition failed and none was false."""
         if not self.programs:
             return True
-        variables = {"request": request_value(attributes)}
-        failures = []
-        for program in self.programs:
-            try:
-                result = program.evaluate(variables)
-            except cel.EvaluationError as error:
-                failures.append(f"cel evaluation error: expression '{program.source}' "
-                                f"resulted in error: {error}")
-                continue
-            if not isinstance(result, bool):
-                failures.append(f"cel evaluation error: expression '{program.source}' eval "
-                                f"result type should be bool but got {type(result).__name__}")
-                continue
-            if not result:
-                return False
-        if failures:
-            raise MatchError(gotext.aggregate(failures))
-        return True
+        try:
+            return matchconditions.evaluate(self.programs,
+                                            {"request": request_value(attributes)})
+        except matchconditions.ConditionError as error:
+            raise MatchError(str(error)) from None
 
 
 class MatchError(Exception):

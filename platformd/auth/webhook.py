@@ -23,7 +23,6 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
@@ -32,7 +31,7 @@ from zope.interface import implementer
 from platformd.auth import sar
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.auth.kubeconfig import Connection
-from platformd.bodies import BytesBody
+from platformd import httpclient
 
 log = Logger()
 
@@ -126,17 +125,9 @@ class WebhookAuthorizer:
     def _ask(self, spec: dict, key: str, cacheable: bool):
         self.calls += 1
         body = sar.review_body(spec, self._version)
-        answer: Any = self._agent.request(b"POST", self.url.encode(),
-                                          Headers(self._headers), BytesBody(body))
+        answer: Any = httpclient.post(self._agent, self.url, Headers(self._headers), body,
+                                      self._timeout, self._clock)
         answer.addCallback(self._read)
-        timer = self._clock.callLater(self._timeout, answer.cancel)
-
-        def done(result):
-            if timer.active():
-                timer.cancel()
-            return result
-
-        answer.addBoth(done)
         answer.addErrback(_as_webhook_error, self.url)
         answer.addCallback(self._remember, key, cacheable)
         return answer
@@ -168,10 +159,7 @@ def _as_webhook_error(failure, url: str):
     cancellation (ours, at the timeout) is a deadline exceeded."""
     if failure.check(WebhookError):
         return failure
-    reasons = getattr(failure.value, "reasons", None) or [failure]
-    if any(r.check(defer.CancelledError) for r in reasons):
-        raise WebhookError(f'Post "{url}": context deadline exceeded')
-    raise WebhookError(f'Post "{url}": ' + "; ".join(r.getErrorMessage() for r in reasons))
+    raise WebhookError(httpclient.failure_text(failure, url))
 
 
 def _cacheable(attributes: Attributes) -> bool:

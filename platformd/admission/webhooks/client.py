@@ -1,9 +1,9 @@
 """
 The HTTPS call to a webhook: ``twisted.web.client.Agent`` with the webhook's
 ``caBundle`` as the only trust roots (the system's when empty), one connection pool for
-every webhook, the body written at once (``BytesBody``).  ``timeoutSeconds`` is kept by
-cancelling the request on the injected clock, as the Webhook authorizer does: the
-reactor never blocks.  The URL carries ``?timeout=Ns`` as upstream's client adds it.
+every webhook, ``httpclient.post``: ``timeoutSeconds`` is kept by cancelling the
+request on the injected clock, as the Webhook authorizer does; the reactor never
+blocks.  The URL carries ``?timeout=Ns`` as upstream's client adds it.
 
 ``clientConfig.service`` is refused at call time (there is no service proxy): a call
 error the failure policy decides on.
@@ -23,7 +23,7 @@ from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from platformd.admission.webhooks.errors import CallError
-from platformd.bodies import BytesBody
+from platformd import httpclient
 
 _HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
             b"User-Agent": [b"platformd"]}
@@ -86,16 +86,9 @@ class Caller:
             return defer.fail(CallError(hook.name, f"invalid caBundle: {error}"))
         self.calls += 1
         url = call_url(hook)
-        answer: Any = agent.request(b"POST", url.encode(), Headers(_HEADERS), BytesBody(body))
+        answer: Any = httpclient.post(agent, url, Headers(_HEADERS), body, hook.timeout,
+                                      self.clock)
         answer.addCallback(_read)
-        timer = self.clock.callLater(hook.timeout, answer.cancel)
-
-        def done(result):
-            if timer.active():
-                timer.cancel()
-            return result
-
-        answer.addBoth(done)
         answer.addErrback(_as_call_error, hook.name, url)
         return answer
 
@@ -131,8 +124,4 @@ def _as_call_error(failure, name: str, url: str):
         return failure
     if failure.check(_StatusCode):
         raise CallError(name, f"failed to call webhook: {failure.value}")
-    reasons = getattr(failure.value, "reasons", None) or [failure]
-    if any(r.check(defer.CancelledError) for r in reasons):
-        raise CallError(name, f'failed to call webhook: Post "{url}": context deadline exceeded')
-    raise CallError(name, f'failed to call webhook: Post "{url}": '
-                    + "; ".join(r.getErrorMessage() for r in reasons))
+    raise CallError(name, "failed to call webhook: " + httpclient.failure_text(failure, url))

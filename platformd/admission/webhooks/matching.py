@@ -21,7 +21,7 @@ The webhook configurations themselves are never sent to webhooks (upstream's
 
 from __future__ import annotations
 
-from platformd import errors, gotext
+from platformd import errors, matchconditions
 from platformd.admission.webhooks.errors import CallError
 from platformd.labelselectors import labels_of
 
@@ -110,20 +110,8 @@ def conditions_match(hook, variables: dict) -> bool:
     """The match conditions: False skips; ``CallError`` when one failed, none false."""
     if isinstance(hook.conditions, str):
         raise CallError(hook.name, hook.conditions)
-    failures = []
-    for name, program in hook.conditions:
-        try:
-            result = program.evaluate(variables)
-        except Exception as error:  # cel.EvaluationError (the admission layer sees no cel)
-            failures.append(f"cel evaluation error: expression '{program.source}' resulted "
-                            f"in error: {error}")
-            continue
-        if not isinstance(result, bool):
-            failures.append(f"cel evaluation error: expression '{program.source}' eval "
-                            f"result type should be bool but got {type(result).__name__}")
-            continue
-        if not result:
-            return False
-    if failures:
-        raise CallError(hook.name, gotext.aggregate(failures))
-    return True
+    try:
+        return matchconditions.evaluate([program for _name, program in hook.conditions],
+                                        variables)
+    except matchconditions.ConditionError as error:
+        raise CallError(hook.name, str(error)) from None
