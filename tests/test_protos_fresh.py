@@ -15,9 +15,9 @@ from platformd.protos import generate
 
 
 def _tree(base: str) -> dict:
-    """Every ``.py`` file under ``base/platform`` by relative path, with its bytes."""
+    """Every ``.py`` file under each namespace in ``base`` by relative path, with its bytes."""
     files = {}
-    for directory, _dirs, names in os.walk(os.path.join(base, generate.PROTO_NAMESPACE)):
+    for directory, _dirs, names in generate.walk(base):
         for name in names:
             if name.endswith(".py"):
                 path = os.path.join(directory, name)

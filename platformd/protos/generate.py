@@ -24,8 +24,8 @@ PROTO_ROOT = "proto"
 #: The Python package the code is generated into, and its directory.
 PACKAGE = "platformd.protos"
 PACKAGE_DIR = os.path.join("platformd", "protos")
-#: The first path segment of every .proto we own.
-PROTO_NAMESPACE = "platform"
+#: The first path segment of every .proto: ours, and etcd's v3 API (proto/etcd/README.md).
+PROTO_NAMESPACES = ("platform", "etcd")
 
 
 def repository_root() -> str:
@@ -53,7 +53,8 @@ def generate(out_dir: str, root: str | None = None) -> list:
     root = root or repository_root()
     sources = proto_sources(root)
     # Start from nothing, so code of a deleted .proto does not linger.
-    shutil.rmtree(os.path.join(out_dir, PROTO_NAMESPACE), ignore_errors=True)
+    for namespace in PROTO_NAMESPACES:
+        shutil.rmtree(os.path.join(out_dir, namespace), ignore_errors=True)
     well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     status = protoc.main([
         "grpc_tools.protoc", f"-I{os.path.join(root, PROTO_ROOT)}", f"-I{well_known}",
@@ -61,7 +62,7 @@ def generate(out_dir: str, root: str | None = None) -> list:
     if status != 0:
         raise RuntimeError(f"protoc failed with status {status}")
     written = []
-    for directory, _dirs, files in os.walk(os.path.join(out_dir, PROTO_NAMESPACE)):
+    for directory, _dirs, files in walk(out_dir):
         for name in sorted(files):
             if not name.endswith(".py"):
                 continue
@@ -81,19 +82,26 @@ def generate(out_dir: str, root: str | None = None) -> list:
     return sorted(set(written))
 
 
+def walk(out_dir: str):
+    """``os.walk`` over each namespace's generated directory."""
+    for namespace in PROTO_NAMESPACES:
+        yield from os.walk(os.path.join(out_dir, namespace))
+
+
 def _rename_modules(text: str) -> str:
     """Point protoc's references to modules by .proto path at ``platformd.protos``."""
-    ns = PROTO_NAMESPACE
-    text = re.sub(rf"^(from|import) {ns}\.", rf"\1 {PACKAGE}.{ns}.", text, flags=re.MULTILINE)
-    return text.replace(f"(DESCRIPTOR, '{ns}.", f"(DESCRIPTOR, '{PACKAGE}.{ns}.")
+    for ns in PROTO_NAMESPACES:
+        text = re.sub(rf"^(from|import) {ns}\.", rf"\1 {PACKAGE}.{ns}.", text,
+                      flags=re.MULTILINE)
+        text = text.replace(f"(DESCRIPTOR, '{ns}.", f"(DESCRIPTOR, '{PACKAGE}.{ns}.")
+    return text
 
 
 def packages(out_dir: str) -> list:
     """The dotted names of the generated packages (for setup.cfg's ``packages``)."""
-    base = os.path.join(out_dir, PROTO_NAMESPACE)
     return sorted(
         PACKAGE + "." + os.path.relpath(directory, out_dir).replace(os.sep, ".")
-        for directory, _dirs, _files in os.walk(base)
+        for directory, _dirs, _files in walk(out_dir)
         if "__pycache__" not in directory)
 
 
