@@ -148,7 +148,7 @@ def compose(storage, clock, gates, authenticator, *,
         catalog, stores,
         Reader(reader, gates), WatchServer(reader, gates, clock), negotiator(gates), authenticator,
         authorizer, Documents(catalog, address),
-        readiness, gates)
+        readiness, gates, clock=clock)
     return Components(
         clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
         snapshots=snapshots, stores=stores, admission=admission,

@@ -36,6 +36,19 @@ def _port(value: str) -> int:
     return port
 
 
+def _count(flag: str):
+    """A non-negative integer flag, upstream's words when negative."""
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise usage.UsageError(f"--{flag}: {value!r} is not an integer") from None
+        if number < 0:
+            raise usage.UsageError(f"--{flag} can not be negative value")
+        return number
+    return parse
+
+
 class Options(usage.Options):
     synopsis = "[options]"
     longdesc = "Serve the platform resource API over HTTPS (see README.md)."
@@ -113,6 +126,16 @@ class Options(usage.Options):
          "Default admission plugins to disable (comma-separated)."],
         ["admission-control-config-file", None, None,
          "AdmissionConfiguration file: each plugin's configuration."],
+        # Overload protection (docs/operations.md), as kube-apiserver's flags.
+        ["max-requests-inflight", None, 400,
+         "Most non-mutating requests in flight (watches not counted); beyond: 429. 0: no "
+         "limit.", _count("max-requests-inflight")],
+        ["max-mutating-requests-inflight", None, 200,
+         "Most mutating requests in flight; beyond: 429. 0: no limit.",
+         _count("max-mutating-requests-inflight")],
+        ["request-timeout", None, "1m0s",
+         "Longest time a non-long-running request may take (504 after); a request's "
+         "?timeout= may only shorten it."],
         # Encryption at rest (docs/encryption.md), as kube-apiserver's flags.
         ["encryption-provider-config", None, None,
          "EncryptionConfiguration file: how resources are encrypted in storage."],
@@ -130,6 +153,10 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--{flag}: {e}") from None
             if self[flag] <= 0:
                 raise usage.UsageError(f"--{flag}: must be positive")
+        try:
+            self["request-timeout"] = parse_duration(self["request-timeout"])
+        except ValueError as e:
+            raise usage.UsageError(f"--request-timeout: {e}") from None
         cert, key = self["tls-cert-file"], self["tls-private-key-file"]
         if bool(cert) != bool(key):
             raise usage.UsageError(

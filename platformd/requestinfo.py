@@ -13,6 +13,12 @@ import attrs
 #: Subresources of a namespace, reached as ``/api/v1/namespaces/{name}/{sub}``.
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
+#: Upstream's long-running requests (kube-apiserver's ``BasicLongRunningRequestCheck``):
+#: these verbs, these subresources of a resource.  The in-flight limit does not count them
+#: and the request timeout does not end them.
+LONG_RUNNING_VERBS = frozenset({"watch", "proxy"})
+LONG_RUNNING_SUBRESOURCES = frozenset({"attach", "exec", "proxy", "log", "portforward"})
+
 _METHOD_VERBS = {b"POST": "create", b"PUT": "update", b"PATCH": "patch", b"DELETE": "delete",
                  b"GET": "get", b"HEAD": "get"}
 
@@ -80,3 +86,10 @@ def parse(method: bytes, path: str, watch: bool) -> RequestInfo:
                        namespace, name, collection)
 
 
+def long_running(info: RequestInfo) -> bool:
+    """Upstream's ``BasicLongRunningRequestCheck`` (with its ``/debug/pprof/`` paths)."""
+    if info.verb in LONG_RUNNING_VERBS:
+        return True
+    if info.is_resource:
+        return info.subresource in LONG_RUNNING_SUBRESOURCES
+    return info.path.startswith("/debug/pprof/")

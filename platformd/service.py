@@ -88,6 +88,10 @@ class PlatformService(service.MultiService):
             watch_history_ttl=options["watch-history-ttl"],
             continue_token_ttl=options["continue-token-ttl"],
             address=f"{bind}:{port}", admission_names=_admission_names(options))
+        api = self.components.api
+        api.max_in_flight.readonly = options["max-requests-inflight"]
+        api.max_in_flight.mutating = options["max-mutating-requests-inflight"]
+        api.request_deadline.maximum = options["request-timeout"]
         self.site = make_site(self.components.resource())
         self.listener = ListenerService(reactor, listen_description(options),
                                         lambda: tls_factory(self.tls, self.site),

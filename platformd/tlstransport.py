@@ -24,8 +24,9 @@ TCP transport's send buffer), which the end-to-end tests exercise on every run:
 ``BufferingTLSTransport``'s ``_aggregator`` and its instance attribute ``write``,
 ``TLSMemoryBIOProtocol``'s ``_write``, ``_flushSendBIO``, ``_producer`` and
 ``_tlsConnection``, and ``tcp.Connection``'s ``_writeDisconnected``, ``_tempDataLen`` and
-``dataBuffer``.  ``tests/test_tlstransport.py`` checks each by name and fails naming the
-one a Twisted release dropped; since any release may change them (Twisted's versions are
+``dataBuffer``; for HTTP/2, ``twisted.web._http2.H2Stream`` and its ``_conn``.
+``tests/test_tlstransport.py`` checks each by name and fails naming the one a Twisted
+release dropped; since any release may change them (Twisted's versions are
 dates, not API promises), ``setup.cfg`` bounds Twisted to the releases checked.
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 from OpenSSL.SSL import WantReadError
 from twisted.internet import tcp
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
+from twisted.web._http2 import H2Stream
 
 
 #: Writes at least this large are encrypted at once instead of gathered (Twisted's
@@ -96,9 +98,36 @@ def send_now(transport, data: bytes) -> None:
     transport.write(data)
 
 
-def immediate_writer(transport):
+def immediate_writer(channel):
     """
-    The fastest way to send whole frames on ``transport``: ``write_now`` on the TLS
-    listener's transport, plain ``write`` on any other (tests over plain TCP).
+    The fastest way to send whole pieces of a response on ``channel`` (a request's):
+    an HTTP/1.1 channel's ``write_now`` on the TLS listener's transport (plain
+    ``write`` on any other, tests over plain TCP); an HTTP/2 stream's own ``write``,
+    which frames the bytes and keeps to the stream's flow-control window.
     """
+    if isinstance(channel, H2Stream):
+        return channel.write
+    transport = channel.transport
     return getattr(transport, "write_now", transport.write)
+
+
+def connection_transport(channel):
+    """
+    The transport of the connection a request came on (its TLS transport): an
+    HTTP/1.1 channel's own, an HTTP/2 stream's connection's.  What is per connection (the
+    client certificate) is read from it.
+    """
+    if isinstance(channel, H2Stream):
+        return channel._conn.transport
+    return channel.transport
+
+
+def abort_stream(channel) -> None:
+    """
+    End a response that cannot be completed: HTTP/1.1 closes the connection (the only
+    way to tell the client), HTTP/2 resets just that stream (``RST_STREAM``).
+    """
+    if isinstance(channel, H2Stream):
+        channel.abortConnection()
+    elif channel.transport is not None:
+        channel.transport.abortConnection()

@@ -164,3 +164,24 @@ class OptionsTests(SynchronousTestCase):
         for bad in ("PodsAPI", "PodsAPI=yes", "Nope=true"):
             options = Options()
             self.assertRaises(usage.UsageError, options.parseOptions, ["--feature-gates", bad])
+
+    def test_overload_flags(self):
+        """Upstream's defaults (400, 200, 1m0s); negative counts refused in its words."""
+        options = Options()
+        options.parseOptions([])
+        self.assertEqual((options["max-requests-inflight"],
+                          options["max-mutating-requests-inflight"], options["request-timeout"]),
+                         (400, 200, 60.0))
+        options = Options()
+        options.parseOptions(["--max-requests-inflight", "0", "--request-timeout", "30s"])
+        self.assertEqual((options["max-requests-inflight"], options["request-timeout"]),
+                         (0, 30.0))
+        for flag, value, message in (
+                ("max-requests-inflight", "-1", "--max-requests-inflight can not be negative value"),
+                ("max-mutating-requests-inflight", "x",
+                 "--max-mutating-requests-inflight: 'x' is not an integer"),
+                ("request-timeout", "soon", "--request-timeout: invalid duration 'soon' "
+                                            "(examples: 5m, 90s, 1h30m)")):
+            with self.assertRaises(usage.UsageError) as caught:
+                Options().parseOptions([f"--{flag}", value])
+            self.assertEqual(str(caught.exception), message)

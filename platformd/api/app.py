@@ -1,7 +1,7 @@
 """
 The HTTP front: one Klein route that takes every request through the filter chain
-(``filters.py``: audit ID → request info → readiness → authentication → impersonation →
-max-in-flight → authorization) to the handler of its verb, with every failure rendered
+(``filters.py``: audit ID → request info → readiness → request deadline
+(``deadline.py``) → authentication → impersonation → max-in-flight → authorization) to the handler of its verb, with every failure rendered
 as a Status in one place (``handle`` and ``_failed``: upstream's panic recovery).
 
 Routing inside ``/api`` and ``/apis`` is done by ``requestinfo`` and a dict lookup rather
@@ -17,7 +17,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deletes, filters, responses, reviews, views, writes
+from platformd.api import deadline, deletes, filters, responses, reviews, views, writes
 from platformd.api.call import Call
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.codecs.jsoncodec import JSON
@@ -51,7 +51,7 @@ class APIServer:
     app = Klein()
 
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
-                 authorizer, documents, readiness, gates, max_in_flight=None):
+                 authorizer, documents, readiness, gates, max_in_flight=None, clock=None):
         self.catalog = catalog
         self.gates = gates
         self.stores = stores
@@ -69,10 +69,14 @@ class APIServer:
         #: ``readiness()`` -> True once the server serves (cache loaded).
         self.readiness = readiness
         self.max_in_flight = max_in_flight or filters.MaxInFlight()
+        #: ``--request-timeout`` (``maximum``, settable); no clock: no timeouts.
+        self.request_deadline = deadline.RequestDeadline(clock, deadline.REQUEST_TIMEOUT
+                                                         if clock is not None else 0)
         self.chain = filters.FilterChain([
             filters.audit_id,
             filters.request_info,
             filters.Readiness(readiness),
+            self.request_deadline,
             filters.Authentication(authenticator),
             filters.Impersonation(authorizer),
             self.max_in_flight,

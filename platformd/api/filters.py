@@ -255,9 +255,10 @@ _READONLY_VERBS = frozenset({"get", "list", "watch"})
 class MaxInFlight:
     """
     Upstream's ``WithMaxInFlightLimit``: at most ``readonly`` reads and ``mutating``
-    writes in flight; long-running requests (watches) are not counted; when full,
-    ``system:masters`` still gets an answer and everyone else a 429 with
-    ``Retry-After: 1`` (upstream writes it as plain text, so does this).
+    writes in flight (0: that kind is not limited); long-running requests (watches,
+    ``requestinfo.long_running``) are not counted; when full, ``system:masters`` still
+    gets an answer and everyone else a 429 with ``Retry-After: 1`` (upstream writes it as
+    plain text, so does this).  ``in_flight`` counts what is in flight, limited or not.
     """
 
     readonly: int = MAX_READONLY_IN_FLIGHT
@@ -265,12 +266,12 @@ class MaxInFlight:
     in_flight: dict = attrs.field(factory=lambda: {True: 0, False: 0})
 
     def __call__(self, ctx, proceed):
-        verb = ctx.info.verb
-        if verb == "watch":
+        info = ctx.info
+        if requestinfo.long_running(info):
             return proceed(ctx)
-        mutating = verb not in _READONLY_VERBS
+        mutating = info.verb not in _READONLY_VERBS
         limit = self.mutating if mutating else self.readonly
-        if self.in_flight[mutating] >= limit and SYSTEM_MASTERS not in ctx.user.groups:
+        if 0 < limit <= self.in_flight[mutating] and SYSTEM_MASTERS not in ctx.user.groups:
             raise TooManyRequests()
         self.in_flight[mutating] += 1
         try:

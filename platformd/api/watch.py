@@ -32,7 +32,7 @@ from platformd.cache.watchcache import (
 )
 from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import JSON, dumps
-from platformd.tlstransport import immediate_writer
+from platformd.tlstransport import abort_stream, immediate_writer
 
 log = Logger()
 
@@ -160,7 +160,7 @@ class WatchStream:
         # the framing of a shared event is computed once for every watcher, and each
         # delivery skips twisted.web's per-write bookkeeping.
         self._chunked = bool(request.chunked)
-        self._write = immediate_writer(request.channel.transport)
+        self._write = immediate_writer(request.channel)
         self._frame_key = (encoder.key, self._chunked)
         #: A Table watch's next object event carries the column definitions (the first).
         self._headers_pending = encoder.table
@@ -299,9 +299,8 @@ class WatchStream:
         log.info("closing a {kind} watch that fell {n} bytes behind",
                  kind=self.kind.kind, n=self._backlog_bytes)
         self._close()
-        transport = self.request.channel.transport
-        if transport is not None:
-            transport.abortConnection()
+        if self.request.channel is not None:
+            abort_stream(self.request.channel)
 
     # -- ending ------------------------------------------------------------------------
 

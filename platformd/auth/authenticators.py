@@ -20,6 +20,7 @@ from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
 from platformd.tlscontext import peer_identity
+from platformd.tlstransport import connection_transport
 
 _CONNECTION_ATTR = "_platformd_x509_user"
 _NO_CERT = object()
@@ -30,7 +31,7 @@ class X509Authenticator:
     """CN is the user name, each O a group (as upstream)."""
 
     def authenticate(self, request):
-        transport = request.channel.transport
+        transport = connection_transport(request.channel)
         user = getattr(transport, _CONNECTION_ATTR, None)
         if user is None:
             identity = peer_identity(transport)

@@ -324,6 +324,43 @@ class MaxInFlightTests(SynchronousTestCase):
         run(RequestContext(request()))  # a slot is free again
         self.assertEqual(limit.in_flight, {False: 1, True: 1})
 
+    def test_zero_is_no_limit_and_long_running_is_not_counted(self):
+        """0 lifts a kind's limit (upstream's nil channel); exec, logs, proxy are
+        long-running as watches are: neither counted nor refused."""
+        pending = []
+
+        def endpoint(ctx):
+            pending.append(Deferred())
+            return pending[-1]
+
+        limit = filters.MaxInFlight(readonly=0, mutating=1)
+        run, _ = chain(Static(JANE), AlwaysAllow(), max_in_flight=limit, endpoint=endpoint)
+        for _ in range(3):
+            run(RequestContext(request()))
+        self.assertEqual(limit.in_flight, {False: 3, True: 0})
+        run(RequestContext(request(method=b"POST")))
+        with self.assertRaises(filters.TooManyRequests):
+            run(RequestContext(request(method=b"POST")))
+        for path in (b"/api/v1/namespaces/default/pods/p/exec",
+                     b"/api/v1/namespaces/default/pods/p/log",
+                     b"/api/v1/namespaces/default/pods/p/attach"):
+            run(RequestContext(request(method=b"POST", path=path)))
+        self.assertEqual(limit.in_flight, {False: 3, True: 1})
+
+    def test_long_running_check(self):
+        """Upstream's BasicLongRunningRequestCheck, case by case."""
+        def long_running(method, path, watch=False):
+            return requestinfo.long_running(requestinfo.parse(method, path, watch))
+
+        self.assertTrue(long_running(b"GET", "/api/v1/pods", watch=True))
+        self.assertTrue(long_running(b"GET", "/api/v1/namespaces/a/pods/p/log"))
+        self.assertTrue(long_running(b"GET", "/api/v1/namespaces/a/pods/p/portforward"))
+        self.assertTrue(long_running(b"GET", "/api/v1/namespaces/a/services/s/proxy"))
+        self.assertTrue(long_running(b"GET", "/debug/pprof/profile"))
+        self.assertFalse(long_running(b"GET", "/api/v1/namespaces/a/pods/p"))
+        self.assertFalse(long_running(b"PUT", "/api/v1/namespaces/a/pods/p/status"))
+        self.assertFalse(long_running(b"GET", "/api"))
+
     def test_failures_free_their_slot(self):
         def endpoint(ctx):
             raise errors.bad_request("no")

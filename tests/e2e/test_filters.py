@@ -95,9 +95,26 @@ class FilterChainTests(TestCase):
     def test_too_many_requests(self):
         """Over the in-flight limit: upstream's plain-text 429; system:masters still served."""
         limit = self.server.api.max_in_flight
-        limit.readonly = 0
+        limit.readonly = 1
+        limit.in_flight[False] += 1  # a read in flight (0 would mean no limit)
+        self.addCleanup(limit.in_flight.__setitem__, False, 0)
         r = yield self.alice.get("/api/v1/namespaces")
         self.assertEqual((r.code, r.body, r.header("retry-after")),
                          (429, b"Too many requests, please try again later.\n", "1"))
         r = yield self.admin.get("/api/v1/namespaces")
         self.assertEqual(r.code, 200)
+
+    @inlineCallbacks
+    def test_request_timeout(self):
+        """A request slower than its ?timeout= gets upstream's 504 over the wire; the
+        server keeps serving (the slot it held is free again)."""
+        self.server.api.authorizer.authorizers = [Later(lambda a: Decision(ALLOW))]
+        r = yield self.alice.get("/api/v1/namespaces/default?timeout=10ms")
+        self.assertEqual((r.code, r.header("content-type")),
+                         (504, "text/plain; charset=utf-8"))
+        self.assertEqual(r.json()["message"],
+                         "Timeout: request did not complete within the allotted timeout")
+        self.assertEqual(len(r.header("audit-id")), 36)
+        self.assertEqual(self.server.api.max_in_flight.in_flight, {False: 0, True: 0})
+        r = yield self.alice.get("/api/v1/namespaces/default?timeout=5s")
+        self.assertEqual(r.code, 200, r.body)
