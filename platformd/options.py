@@ -139,6 +139,10 @@ class Options(usage.Options):
         # Encryption at rest (docs/encryption.md), as kube-apiserver's flags.
         ["encryption-provider-config", None, None,
          "EncryptionConfiguration file: how resources are encrypted in storage."],
+        # Tracing and egress selection (docs/tracing.md, docs/egress.md).
+        ["tracing-config-file", None, None, "File with apiserver tracing configuration."],
+        ["egress-selector-config-file", None, None,
+         "File with apiserver egress selector configuration."],
     ]
 
     def postOptions(self):

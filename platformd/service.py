@@ -102,10 +102,16 @@ class PlatformService(service.MultiService):
         self.authentication_reloader = None
         self.authorization_reloader = None
         after_cache = [Step("config-reload", self._start_reloading, self._stop_reloading)]
+        #: The pods socket (feature gate PodsAPI), or None.
+        self.pods = None
         if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
-            after_cache.append(PodsService(reactor, self.components.cache.for_kind(core.POD),
-                                           options["pods-socket"], options["node-name"]))
+            self.pods = PodsService(reactor, self.components.cache.for_kind(core.POD),
+                                    options["pods-socket"], options["node-name"])
+            after_cache.append(self.pods)
+        #: ``--tracing-config-file``'s tracer (``tracing.provider.Tracing``), made by
+        #: ``prepare``; None: nothing is traced.
+        self.tracing = None
         self.boot = boot_sequence(self.components, after_cache=after_cache,
                                   on_ready=self._on_ready)
         self.boot.name = "boot"
@@ -155,6 +161,7 @@ class PlatformService(service.MultiService):
         except PKIError as e:
             raise StartupError(str(e)) from None
         self._admission_config()
+        self._tracing()
         static = [X509Authenticator()]
         if options["token-auth-file"]:
             try:
@@ -194,6 +201,23 @@ class PlatformService(service.MultiService):
         if self.options["encryption-provider-config-automatic-reload"]:
             self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
                                                           self.reactor)
+
+    def _tracing(self) -> None:
+        """Read ``--tracing-config-file``: spans for requests and what they call
+        (docs/tracing.md).  The SDK is imported only when tracing is configured."""
+        path = self.options.get("tracing-config-file")
+        if not path:
+            return
+        from platformd.tracing.config import TracingConfigError, load_tracing_config
+        from platformd.tracing.provider import Tracing
+        from platformd.tracing.requests import RequestTracing
+        try:
+            self.tracing = Tracing(load_tracing_config(path))
+        except TracingConfigError as e:
+            raise StartupError(str(e)) from None
+        self.components.api.trace_with(RequestTracing(self.tracing))
+        if self.pods is not None:
+            self.pods.tracing = self.tracing
 
     def _admission_config(self) -> None:
         """Read ``--admission-control-config-file`` and give each plugin its part."""
@@ -280,6 +304,8 @@ class PlatformService(service.MultiService):
             yield self.listener.stopService()
         if self.boot.running:
             yield self.boot.stopService()
+        if self.tracing is not None:
+            yield self.tracing.shutdown()  # the spans still queued are exported
 
 
 def _admission_names(options) -> list:

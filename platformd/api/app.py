@@ -72,16 +72,27 @@ class APIServer:
         #: ``--request-timeout`` (``maximum``, settable); no clock: no timeouts.
         self.request_deadline = deadline.RequestDeadline(clock, deadline.REQUEST_TIMEOUT
                                                          if clock is not None else 0)
-        self.chain = filters.FilterChain([
+        self.chain = self._chain()
+
+    def _chain(self, tracing=()) -> filters.FilterChain:
+        return filters.FilterChain([
             filters.audit_id,
             filters.request_info,
-            filters.Readiness(readiness),
+            filters.Readiness(self.readiness),
             self.request_deadline,
-            filters.Authentication(authenticator),
-            filters.Impersonation(authorizer),
+            filters.Authentication(self.authenticator),
+            *tracing,
+            filters.Impersonation(self.authorizer),
             self.max_in_flight,
-            filters.Authorization(authorizer),
+            filters.Authorization(self.authorizer),
         ], self._serve)
+
+    def trace_with(self, request_tracing) -> None:
+        """
+        Put ``request_tracing`` (``tracing.requests.RequestTracing``) in the chain, after
+        authentication as upstream's ``WithTracing``; without it requests make no span.
+        """
+        self.chain = self._chain((request_tracing,))
 
     def serve_tokens(self, issuer) -> None:
         """

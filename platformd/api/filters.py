@@ -313,7 +313,7 @@ class Authorization:
             name = _selected_name(ctx.request)
             if name:
                 info = attrs.evolve(info, name=name)
-        return then(authorizers.check(self.authorizer, Attributes(ctx.user, info)),
+        return then(authorizers.check(self.authorizer, Attributes(ctx.user, info, ctx.span)),
                     lambda _: proceed(ctx))
 
 

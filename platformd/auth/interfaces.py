@@ -34,6 +34,9 @@ class Attributes:
 
     user: UserInfo
     info: RequestInfo
+    #: The request's span (``tracing.spans.Trace``; None when not traced): a webhook
+    #: authorizer's call is its child.  Not part of what is asked.
+    trace: object = attrs.field(default=None, eq=False, repr=False)
 
 
 ALLOW, DENY, NO_OPINION = "Allow", "Deny", "NoOpinion"

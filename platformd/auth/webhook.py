@@ -32,6 +32,7 @@ from platformd.auth import sar
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.auth.kubeconfig import Connection
 from platformd import httpclient
+from platformd.tracing import spans
 
 log = Logger()
 
@@ -119,14 +120,18 @@ class WebhookAuthorizer:
         status = self._cache.get(key)
         if status is not None:
             return _decide(status)
-        return self._ask(spec, key, _cacheable(attributes)).addCallbacks(
+        return self._ask(spec, key, _cacheable(attributes), attributes.trace).addCallbacks(
             _decide, self._failed)
 
-    def _ask(self, spec: dict, key: str, cacheable: bool):
+    def _ask(self, spec: dict, key: str, cacheable: bool, trace=None):
         self.calls += 1
         body = sar.review_body(spec, self._version)
-        answer: Any = httpclient.post(self._agent, self.url, Headers(self._headers), body,
-                                      self._timeout, self._clock)
+        headers = Headers(self._headers)
+        span = spans.outgoing(trace, "POST", self.url, headers)
+        answer: Any = httpclient.post(self._agent, self.url, headers, body, self._timeout,
+                                      self._clock)
+        if span is not None:
+            answer.addBoth(spans.answered, span)
         answer.addCallback(self._read)
         answer.addErrback(_as_webhook_error, self.url)
         answer.addCallback(self._remember, key, cacheable)

@@ -59,6 +59,9 @@ class PodsService(service.Service):
         self.synced = synced if synced is not None else succeed(None)
         self.executor = None
         self.server = None
+        #: The daemon's ``tracing.provider.Tracing`` when ``--tracing-config-file`` is
+        #: given: each call is a span (``tracing/grpcserver.py``).
+        self.tracing = None
 
     def privilegedStartService(self):
         super().privilegedStartService()
@@ -67,8 +70,12 @@ class PodsService(service.Service):
         except unixsocket.SocketPathError as e:
             raise StartupError(f"--pods-socket: {e}") from None
         self.executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="pods-grpc")
+        interceptors = []
+        if self.tracing is not None:
+            from platformd.tracing.grpcserver import TracingInterceptor
+            interceptors.append(TracingInterceptor(self.tracing))
         server = grpc.server(self.executor, handlers=[self.servicer.handler()],
-                             maximum_concurrent_rpcs=WORKERS)
+                             interceptors=interceptors, maximum_concurrent_rpcs=WORKERS)
         # The socket is created by the bind: no moment with looser permissions.
         old_umask = os.umask(0o177)
         try:

@@ -42,6 +42,7 @@ from platformd.registry.outcomes import Keep, Remove, Write
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
 )
+from platformd.tracing import spans
 
 log = Logger()
 
@@ -192,8 +193,18 @@ class GenericStore:
             failure.trap(KeyExistsError)
             raise self._exists(name)
 
-        d = self.storage.create(key, _encode_for_storage(obj))
+        value = _encode_for_storage(obj)
+        d = spans.around(ctx.span, "Create etcd3", self._span_attributes(ctx, key),
+                         lambda: self.storage.create(key, value))
         return d.addCallbacks(self._stored, exists, (obj,))
+
+    def _span_attributes(self, ctx, key: str) -> dict:
+        """Upstream's etcd3 store span attributes (its internal type's name, the
+        ``GroupResource`` as it prints)."""
+        group = self.kind.group
+        return {"audit-id": ctx.audit_id, "key": key,
+                "type": f"*{group.split('.')[0] if group else 'core'}.{self.kind.kind}",
+                "resource": f"{self.kind.plural}.{group}" if group else self.kind.plural}
 
     def _stored(self, kv, obj: dict):
         """Answer with ``obj`` at ``kv``'s revision once the cache shows that revision."""
@@ -215,15 +226,20 @@ class GenericStore:
 
     # -- the update loop ---------------------------------------------------------------
 
-    @inlineCallbacks
     def guaranteed_update(self, ctx, key: str, try_update):
         """
         Deferred[outcome]: upstream's ``GuaranteedUpdate``.  ``try_update(current)``
         (the ``CachedObject``, or None when there is none) returns a ``Write``,
         ``Remove`` or ``Keep`` (or a Deferred of one), or raises a ``StatusError``;
         the outcome is carried out on the condition that the object is still
-        ``current``, else everything is read and decided again.
+        ``current``, else everything is read and decided again.  Traced as upstream's
+        ``GuaranteedUpdate etcd3`` span.
         """
+        return spans.around(ctx.span, "GuaranteedUpdate etcd3", self._span_attributes(ctx, key),
+                            lambda: self._guaranteed_update(ctx, key, try_update))
+
+    @inlineCallbacks
+    def _guaranteed_update(self, ctx, key: str, try_update):
         for _attempt in range(RETRIES):
             current = self.cache.get(key)
             outcome = try_update(current)

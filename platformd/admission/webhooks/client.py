@@ -24,6 +24,7 @@ from zope.interface import implementer
 
 from platformd.admission.webhooks.errors import CallError
 from platformd import httpclient
+from platformd.tracing import spans
 
 _HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
             b"User-Agent": [b"platformd"]}
@@ -77,7 +78,9 @@ class Caller:
                 self.reactor, contextFactory=BundleTLSPolicy(ca_bundle), pool=self._pool)
         return agent
 
-    def post(self, hook, body: bytes):
+    def post(self, hook, body: bytes, span=None):
+        """``span``: the call's ``tracing.spans.Trace`` (None: not traced), parent of the
+        HTTP client span whose ``traceparent`` the webhook receives."""
         if hook.url is None:
             return defer.fail(CallError(hook.name, SERVICE_UNSUPPORTED))
         try:
@@ -86,8 +89,11 @@ class Caller:
             return defer.fail(CallError(hook.name, f"invalid caBundle: {error}"))
         self.calls += 1
         url = call_url(hook)
-        answer: Any = httpclient.post(agent, url, Headers(_HEADERS), body, hook.timeout,
-                                      self.clock)
+        headers = Headers(_HEADERS)
+        client_span = spans.outgoing(span, "POST", url, headers)
+        answer: Any = httpclient.post(agent, url, headers, body, hook.timeout, self.clock)
+        if client_span is not None:
+            answer.addBoth(spans.answered, client_span)
         answer.addCallback(_read)
         answer.addErrback(_as_call_error, hook.name, url)
         return answer

@@ -13,6 +13,7 @@ from twisted.internet import defer
 from platformd.admission.webhooks.errors import CallError, dry_run_unsupported, failed
 from platformd.admission.webhooks.matching import conditions_match, exempt, should_call
 from platformd.admission.webhooks.review import BadResponse, Invocation, review_version, verify
+from platformd.tracing import spans
 
 NO_SIDE_EFFECTS = ("None", "NoneOnDryRun")
 
@@ -21,6 +22,8 @@ class Dispatcher:
     """The part the mutating and validating plugins share."""
 
     mutating = False
+    #: Upstream's span around one webhook's call.
+    span_name = "Call validating webhook"
 
     def __init__(self, source, namespaces, caller):
         #: ``WebhookSource`` of this plugin's configuration kind.
@@ -60,14 +63,26 @@ class Dispatcher:
         if version is None:
             return defer.fail(CallError(
                 hook.name, "webhook does not accept known AdmissionReview versions"))
-        answer = self.caller.post(hook, invocation.body(version))
-        return answer.addCallback(self._verify, hook, version, invocation.uid)
+        span = spans.child(getattr(a.context, "span", None), self.span_name,
+                           _span_attributes(hook, a, invocation.uid))
+        answer = self.caller.post(hook, invocation.body(version), span)
+        answer.addCallback(self._verify, hook, version, invocation.uid)
+        return answer if span is None else answer.addBoth(spans.ended, span)
 
     def _verify(self, body: bytes, hook, version: str, uid: str):
         try:
             return verify(body, version, uid, self.mutating)
         except BadResponse as error:
             raise CallError(hook.name, str(error)) from None
+
+
+def _span_attributes(hook, a, uid: str) -> dict:
+    """Upstream's attributes of the call's span (the resource as a GroupVersionResource
+    prints)."""
+    kind = a.kind
+    return {"configuration": hook.configuration, "webhook": hook.name,
+            "resource": f"{kind.group}/{kind.version}, Resource={kind.plural}",
+            "subresource": a.subresource, "operation": a.operation, "UID": uid}
 
 
 def record(a, hook, result) -> None:

@@ -27,6 +27,7 @@ from platformd.admission.webhooks.matching import should_call
 class MutatingAdmissionWebhook(Dispatcher):
     name = "MutatingAdmissionWebhook"
     mutating = True
+    span_name = "Call mutating webhook"
 
     def admit(self, a):
         hooks = self.relevant(a)
