@@ -132,7 +132,7 @@ class PluginDeps:
 
 def builtin() -> Plugins:
     """The admission plugins served here, by name."""
-    from platformd.admission import webhooks
+    from platformd.admission import policy, webhooks
     from platformd.admission.namespacelifecycle import NamespaceLifecycle
     from platformd.admission.serviceaccount import ServiceAccountPlugin
 
@@ -144,4 +144,5 @@ def builtin() -> Plugins:
         deps.pod_kind, deps.clock))
     for name in ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"):
         plugins.register(name, webhooks.plugin_factory(name))
+    plugins.register("ValidatingAdmissionPolicy", policy.plugin_factory())
     return plugins

@@ -13,7 +13,8 @@ from platformd.registry.kinds import (
     clusterrole, clusterrolebinding, configmap, localsubjectaccessreview,
     mutatingwebhookconfiguration, namespace, pod, role, rolebinding, secret,
     selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview, serviceaccount,
-    subjectaccessreview, tokenreview, validatingwebhookconfiguration,
+    subjectaccessreview, tokenreview, validatingadmissionpolicy,
+    validatingadmissionpolicybinding, validatingwebhookconfiguration,
 )
 
 
@@ -111,5 +112,7 @@ def _builtin() -> Catalog:
         rolebinding.KIND,
         clusterrolebinding.KIND,
         mutatingwebhookconfiguration.KIND,
+        validatingadmissionpolicy.KIND,
+        validatingadmissionpolicybinding.KIND,
         validatingwebhookconfiguration.KIND,
     ))

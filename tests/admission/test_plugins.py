@@ -39,7 +39,7 @@ class OrderTests(SynchronousTestCase):
         """The plugins served, in upstream's AllOrderedPlugins order."""
         self.assertEqual(builtin().registered(), [
             "NamespaceLifecycle", "ServiceAccount", "MutatingAdmissionWebhook",
-            "ValidatingAdmissionWebhook"])
+            "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"])
         self.assertEqual(builtin().default_enabled(), builtin().registered())
 
     def test_order_is_upstreams_not_registration(self):
@@ -131,7 +131,7 @@ class ChainTests(SynchronousTestCase):
         stub = StubServer()
         self.addCleanup(stub.stop)
         names = ["NamespaceLifecycle", "ServiceAccount", "MutatingAdmissionWebhook",
-                 "ValidatingAdmissionWebhook"]
+                 "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
         self.assertEqual(self.names(stub), ["EscalationPlugin", *names])
         self.assertEqual(stub.components.admission_names, names)
 
@@ -141,8 +141,8 @@ class ChainTests(SynchronousTestCase):
                                            "ValidatingAdmissionWebhook"])
         stub = StubServer(admission_names=names)
         self.addCleanup(stub.stop)
-        self.assertEqual(self.names(stub),
-                         ["EscalationPlugin", "NamespaceLifecycle", "ServiceAccount"])
+        self.assertEqual(self.names(stub), ["EscalationPlugin", "NamespaceLifecycle",
+                                            "ServiceAccount", "ValidatingAdmissionPolicy"])
 
     def test_escalation_always_in(self):
         """With every admission plugin disabled the RBAC escalation check stays."""

@@ -196,7 +196,10 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["tokenreviews"], ["", f"{AUTHN}/v1", "false", "TokenReview"])
             self.assertEqual(rows["validatingwebhookconfigurations"],
                              ["", f"{ADMISSION}/v1", "false", "ValidatingWebhookConfiguration"])
-            self.assertEqual(len(rows), 17)
+            self.assertEqual(rows["validatingadmissionpolicybindings"],
+                             ["", f"{ADMISSION}/v1", "false",
+                              "ValidatingAdmissionPolicyBinding"])
+            self.assertEqual(len(rows), 19)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):

@@ -258,7 +258,9 @@ class V2PathTests(unittest.TestCase):
     def test_status_paths_only_for_kinds_with_status(self):
         pod_status = "/api/v1/namespaces/{namespace}/pods/{name}/status"
         status = {p for p in self.paths if p.endswith("/status")}
-        self.assertEqual(status, {"/api/v1/namespaces/{name}/status", pod_status})
+        self.assertEqual(status, {
+            "/api/v1/namespaces/{name}/status", pod_status,
+            "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicies/{name}/status"})
         self.assertEqual(set(self.paths[pod_status]), {"get", "put", "patch", "parameters"})
 
     def test_operation_ids_are_unique(self):

@@ -39,6 +39,8 @@ COLUMNS = {
                                    "ServiceAccounts"],
     (ADMISSION, "MutatingWebhookConfiguration"): ["Name", "Webhooks", "Age"],
     (ADMISSION, "ValidatingWebhookConfiguration"): ["Name", "Webhooks", "Age"],
+    (ADMISSION, "ValidatingAdmissionPolicy"): ["Name", "Validations", "ParamKind", "Age"],
+    (ADMISSION, "ValidatingAdmissionPolicyBinding"): ["Name", "PolicyName", "ParamRef", "Age"],
     # The reviews are never listed; they keep the default.
     (AUTHN, "SelfSubjectReview"): ["Name", "Created At"],
     (AUTHN, "TokenReview"): ["Name", "Created At"],
@@ -67,7 +69,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 17)
+        self.assertEqual(len(builtin().kinds), 19)
 
     def test_columns(self):
         for kind in builtin().kinds:

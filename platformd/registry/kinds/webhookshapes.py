@@ -181,7 +181,7 @@ def _validate_resources(resources: list, path: str) -> list:
     return causes
 
 
-def _validate_rule(rule: dict, path: str) -> list:
+def validate_rule(rule: dict, path: str) -> list:
     causes = []
     operations = rule.get("operations") or []
     if not operations:
@@ -315,7 +315,10 @@ def compile_condition(expression: str) -> cel.Program:
     return environment().compile(expression, cel.BOOL)
 
 
-def _validate_match_conditions(conditions: list, path: str) -> list:
+def validate_match_conditions(conditions: list, path: str, compile=None) -> list:
+    """Upstream's ``validateMatchConditions``; ``compile`` is the environment's compiler
+    (the webhooks' by default; admission policies have more variables)."""
+    compile = compile or compile_condition
     causes = []
     if len(conditions) > MAX_MATCH_CONDITIONS:
         causes.append(fe.Cause("FieldValueTooMany", f"Too many: {len(conditions)}: must have "
@@ -336,7 +339,7 @@ def _validate_match_conditions(conditions: list, path: str) -> list:
             causes.append(fe.required(f"{at}.expression"))
             continue
         try:
-            compile_condition(expression)
+            compile(expression)
         except cel.CompileError as error:
             causes.append(fe.invalid(f"{at}.expression", expression, str(error)))
     return causes
@@ -352,7 +355,7 @@ def _validate_review_versions(versions: list, path: str) -> list:
             causes.append(fe.invalid(f"{path}[{i}]", version, "duplicate version"))
             continue
         seen.add(version)
-        causes.extend(fe.invalid(f"{path}[{i}]", version, p) for p in _dns1035(version))
+        causes.extend(fe.invalid(f"{path}[{i}]", version, p) for p in dns1035(version))
     if not seen & set(REVIEW_VERSIONS):
         causes.append(fe.invalid(path, versions,
                                  "must include at least one of " + ", ".join(REVIEW_VERSIONS)))
@@ -362,7 +365,7 @@ def _validate_review_versions(versions: list, path: str) -> list:
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def _dns1035(value: str) -> list:
+def dns1035(value: str) -> list:
     problems = []
     if len(value) > 63:
         problems.append("must be no more than 63 characters")
@@ -378,7 +381,7 @@ def _dns1035(value: str) -> list:
 def _validate_webhook(hook: dict, path: str, mutating: bool) -> list:
     causes = _fully_qualified(f"{path}.name", hook.get("name", ""))
     for i, rule in enumerate(hook.get("rules") or ()):
-        causes.extend(_validate_rule(rule, f"{path}.rules[{i}]"))
+        causes.extend(validate_rule(rule, f"{path}.rules[{i}]"))
     for field, allowed in (("failurePolicy", FAILURE_POLICIES), ("matchPolicy", MATCH_POLICIES)):
         value = hook.get(field)
         if value is not None and value not in allowed:
@@ -410,7 +413,7 @@ def _validate_webhook(hook: dict, path: str, mutating: bool) -> list:
         causes.extend(_validate_url(f"{path}.clientConfig.url", url))
     else:
         causes.extend(_validate_service(f"{path}.clientConfig.service", service))
-    causes.extend(_validate_match_conditions(hook.get("matchConditions") or [],
+    causes.extend(validate_match_conditions(hook.get("matchConditions") or [],
                                              f"{path}.matchConditions"))
     return causes
 
