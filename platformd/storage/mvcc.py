@@ -208,6 +208,11 @@ class Watchers:
     def discard(self, watch: Watch):
         self._watches.pop(watch, None)
 
+    def fail(self, reason):
+        """End every watch with ``reason`` (the backend lost the history they follow)."""
+        for watch in list(self._watches):
+            watch.fail(reason)
+
     def publish(self, events: list, acknowledge: Callable[[], None]):
         """Offer ``events`` (in revision order) to every watch, then call ``acknowledge``."""
         self._queue.append((events, acknowledge))

@@ -1,0 +1,415 @@
+"""
+``EtcdStorage``: IStorage over an etcd v3 cluster, as upstream's ``storage/etcd3/store.go``.
+
+Keys: an interface key ``root + rest`` is the etcd key ``prefix + rest`` (the server uses
+``root="/registry"`` and ``--etcd-prefix``, default ``/registry``, so keys are upstream's).
+
+Writes are single-operation transactions, as upstream's: a create is
+``Txn(CreateRevision(key) == 0) Put`` and an update or delete is
+``Txn(CreateRevision(key) > 0 [and ModRevision(key) == expected]) Put/Delete`` with
+``prev_kv``, each with ``Get(key)`` as its else branch.  The outcome is read with
+``mvcc``'s operations: ``op.apply(previous version, revision)`` gives the event (and the
+result) when the transaction succeeded, and raises the right error from the version the
+else branch read when it did not.
+
+Revisions are etcd's, so every replica over the cluster agrees on them.  One etcd watch
+over the whole prefix (``watchstream.py``) feeds ``mvcc.Watchers``; ``revision`` is
+where that watch has got to (events and progress notifications).  A write is
+acknowledged once the watch has delivered its revision (and no new watch is still
+reading its history), which keeps the interface's promise that a watch hears of a write
+before it is acknowledged.  A new watch from an older revision reads its history with a
+watch of its own from that revision up to ``revision``.
+
+The marker key (``prefix + "#platformd-progress"``, inside the watched range, outside
+every interface key) is how the store learns that a watch has reached a revision when no
+event is due: it writes the marker and waits for the watch to deliver that write.
+``sync`` (consistent reads from the cache, upstream's ``ConsistentListFromCache``) and
+the end of a history read use it.  Upstream asks etcd for a progress notification
+instead, on etcd releases that answer it correctly (3.4.31, 3.5.13 and later); Debian's
+3.4.23 does not.
+
+Compaction: ``compact(rev)`` compacts etcd.  The periodic compaction every replica
+runs (``compactor.py``, upstream's ``compact.go``) records each compaction in the key
+``compact_rev_key``; every store watches that key, so ``compacted_revision`` follows
+compactions made by any replica.  Below it, reads and watches fail with
+``CompactedError`` (410 Gone above).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+import grpc
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
+from platformd.storage import mvcc
+from platformd.storage.etcd3.client import Client
+from platformd.storage.etcd3.watchstream import Handlers, WatchStream
+from platformd.storage.interface import (
+    CompactedError,
+    FutureRevisionError,
+    IStorage,
+    KeyValue,
+    RangeResult,
+    StorageError,
+)
+from platformd.storage.transformers import IDENTITY, IValueTransformer, Transformed
+
+log = Logger()
+
+#: Upstream's key (``storage/etcd3/compact.go``): its value is the revision last
+#: compacted, its version counts compactions, so replicas compact once per interval.
+COMPACT_REV_KEY = b"compact_rev_key"
+
+#: The marker key's name after the prefix (see module docstring).
+MARKER_SUFFIX = "#platformd-progress"
+
+#: etcd's error messages for reads outside the history it holds.
+_COMPACTED = "required revision has been compacted"
+_FUTURE = "required revision is a future revision"
+
+#: Keys a Range reads per page: bounds one reply's size.
+_PAGE = 10_000
+
+_EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
+_CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
+
+
+def prefix_end(key: bytes) -> bytes:
+    """etcd's range end of every key starting with ``key`` (clientv3.GetPrefixRangeEnd)."""
+    end = bytearray(key)
+    for i in reversed(range(len(end))):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[:i + 1])
+    return b"\0"  # every key
+
+
+@implementer(IStorage)
+@attrs.define(eq=False)
+class EtcdStorage:
+    """
+    The etcd IStorage (see module docstring).  Its fields are the reactor's side.
+
+    attrs for the declared state; ``eq=False`` because a store is an identity.
+    """
+
+    reactor: object
+    client: Client
+    #: etcd's key prefix (``--etcd-prefix``) and the interface key root it stands for.
+    prefix: str = "/registry"
+    root: str = "/registry"
+    transformer: IValueTransformer = IDENTITY
+    revision: int = attrs.field(default=0, init=False)
+    compacted_revision: int = attrs.field(default=0, init=False)
+    #: Whether the store's watch is connected to a member (for /readyz).
+    connected: bool = attrs.field(default=False, init=False)
+    _values: Transformed = attrs.field(
+        default=attrs.Factory(lambda self: Transformed(self.transformer), takes_self=True),
+        init=False)
+    _watchers: mvcc.Watchers = attrs.field(factory=mvcc.Watchers, init=False)
+    _stream: Optional[WatchStream] = attrs.field(default=None, init=False)
+    #: (revision, Deferred) of writes and syncs waiting for the watch to reach revision.
+    _waiting: list = attrs.field(factory=list, init=False)
+    #: Catch-up watches under way, stopped with the store.
+    _catching_up: set = attrs.field(factory=set, init=False)
+
+    # Keys between the interface and etcd.
+
+    def _etcd_key(self, key: str) -> bytes:
+        if not key.startswith(self.root):
+            raise ValueError(f"{key!r} is not under {self.root!r}")
+        return (self.prefix + key[len(self.root):]).encode()
+
+    def _key(self, etcd_key: bytes) -> str:
+        return self.root + etcd_key.decode()[len(self.prefix):]
+
+    @property
+    def _marker(self) -> bytes:
+        return (self.prefix + MARKER_SUFFIX).encode()
+
+    # Life.
+
+    def start(self):
+        """Read the current and compacted revisions, then follow the prefix."""
+        self.client.start()
+        return self.client.call(self._read_start).addCallback(self._follow)
+
+    def _follow(self, state):
+        self.revision = state[0]
+        self.compacted_revision = state[1]
+        self._stream = self._open_stream(self.revision + 1, self._handlers())
+        self._stream.start()
+
+    def _read_start(self):
+        reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+            key=COMPACT_REV_KEY))
+        compacted = int(reply.kvs[0].value) if reply.kvs else 0
+        return reply.header.revision, compacted
+
+    def _handlers(self) -> Handlers:
+        return Handlers(on_events=self._delivered, on_compacted=self._stream_compacted,
+                        on_key=self._compaction_seen, on_connection=self._connection)
+
+    def _open_stream(self, start_revision: int, handlers: Handlers,
+                     prefix: Optional[str] = None) -> WatchStream:
+        key = self._etcd_key(self.root if prefix is None else prefix)
+        return WatchStream(self.reactor, self.client.watch, key, prefix_end(key),
+                           start_revision, self._key, self._values, handlers,
+                           single_key=COMPACT_REV_KEY if prefix is None else None,
+                           marker=self._marker)
+
+    def stop(self):
+        if self._stream is not None:
+            self._stream.stop()
+        for stream in list(self._catching_up):
+            stream.stop()
+        self.client.stop()
+        waiting, self._waiting = self._waiting, []
+        for _revision, d in waiting:
+            d.errback(RuntimeError("EtcdStorage stopped"))
+        return succeed(None)
+
+    # Reads.
+
+    def get(self, key):
+        return self.client.call(self._get, key)
+
+    def _get(self, key: str) -> Optional[KeyValue]:
+        reply = self.client.unary(self.client.kv.Range,
+                                  rpc_pb2.RangeRequest(key=self._etcd_key(key)))
+        return self._kv(reply.kvs[0]) if reply.kvs else None
+
+    def _kv(self, kv) -> KeyValue:
+        """In a pool thread: an etcd KeyValue, its value read back."""
+        key = self._key(kv.key)
+        return KeyValue(key, self._values.value(key, kv.value), kv.create_revision,
+                        kv.mod_revision)
+
+    def range(self, prefix, revision=None):
+        try:
+            at = None if revision is None else mvcc.read_revision(self, revision)
+        except StorageError as error:
+            return fail(error)
+        if at == 0:  # before etcd's first revision: nothing, and nothing to ask
+            return succeed(RangeResult([], 0))
+        return self.client.call(self._range, prefix, at).addErrback(self._history_error,
+                                                                     revision)
+
+    def _range(self, prefix: str, at: Optional[int]) -> RangeResult:
+        """In a pool thread: every key under ``prefix`` at ``at`` (None: now), paged."""
+        key = self._etcd_key(prefix)
+        end = prefix_end(key)
+        kvs: list = []
+        while True:
+            reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+                key=key, range_end=end, revision=at or 0, limit=_PAGE))
+            at = at or reply.header.revision  # every page at the first page's revision
+            kvs.extend(self._kv(kv) for kv in reply.kvs)
+            if not reply.more:
+                return RangeResult(kvs, at)
+            key = reply.kvs[-1].key + b"\0"
+
+    def _history_error(self, failure, requested):
+        """etcd's "compacted" and "future revision" as the interface's errors."""
+        failure.trap(grpc.RpcError)
+        details = failure.value.details() or ""
+        if _COMPACTED in details:
+            raise CompactedError(requested, max(self.compacted_revision, requested + 1))
+        if _FUTURE in details:
+            raise FutureRevisionError(requested, self.revision)
+        return failure
+
+    # Writes.
+
+    def create(self, key, value):
+        return self._write(mvcc.Create(key, value), key, value,
+                           [rpc_pb2.Compare(key=self._etcd_key(key), target=_CREATE,
+                                            result=_EQUAL, create_revision=0)])
+
+    def update(self, key, value, expected_revision=None):
+        return self._write(mvcc.Update(key, value, expected_revision), key, value,
+                           self._exists(key, expected_revision))
+
+    def delete(self, key, expected_revision=None):
+        return self._write(mvcc.Delete(key, expected_revision), key, None,
+                           self._exists(key, expected_revision))
+
+    def _exists(self, key: str, expected_revision: Optional[int]) -> list:
+        etcd_key = self._etcd_key(key)
+        compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_GREATER,
+                                    create_revision=0)]
+        if expected_revision is not None:
+            compares.append(rpc_pb2.Compare(key=etcd_key, target=_MOD, result=_EQUAL,
+                                            mod_revision=expected_revision))
+        return compares
+
+    def _write(self, op, key: str, value: Optional[bytes], compares: list):
+        written = self.client.call(self._transact, op, key, value, compares)
+        return written.addCallback(self._acknowledge)
+
+    def _transact(self, op, key: str, value: Optional[bytes], compares: list):
+        """In a pool thread: the transaction; (the event, or None) and the error, if any."""
+        etcd_key = self._etcd_key(key)
+        if value is None:
+            success = rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
+                key=etcd_key, prev_kv=True))
+        else:
+            success = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
+                key=etcd_key, value=self._values.stored(key, value), prev_kv=True))
+        reply = self.client.unary(self.client.kv.Txn, rpc_pb2.TxnRequest(
+            compare=compares, success=[success],
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))]))
+        [response] = reply.responses
+        if not reply.succeeded:
+            kvs = response.response_range.kvs
+            try:
+                op.apply(self._kv(kvs[0]) if kvs else None, 0)
+            except StorageError as error:
+                return None, error
+            raise AssertionError(f"{key}: a failed transaction whose condition holds")
+        if value is None:
+            prev = response.response_delete_range.prev_kvs
+        else:
+            prev = [response.response_put.prev_kv] if response.response_put.HasField(
+                "prev_kv") else []
+        return op.apply(self._kv(prev[0]) if prev else None, reply.header.revision), None
+
+    def _acknowledge(self, outcome):
+        """On the reactor: the write's version once the watch has delivered it."""
+        event, error = outcome
+        if error is not None:
+            raise error
+        return self._reach(event.revision).addCallback(lambda _: event.kv)
+
+    def _reach(self, revision: int) -> Deferred:
+        """Fires once the store's watch has delivered ``revision``."""
+        if self.revision >= revision:
+            return succeed(None)
+        reached: Deferred[None] = Deferred()
+        self._waiting.append((revision, reached))
+        return reached
+
+    # Watches.
+
+    def watch(self, prefix, from_revision, sink):
+        mvcc.check_watchable(self, from_revision)
+        watch = self._watchers.add(prefix, from_revision, sink)
+        upto = self.revision
+        if from_revision >= upto:
+            watch.catch_up([])
+        else:
+            self._catch_up(watch, prefix, from_revision, upto)
+        return watch
+
+    def _catch_up(self, watch, prefix: str, from_revision: int, upto: int):
+        """
+        Read the events after ``from_revision`` up to ``upto`` with a watch of their own,
+        then hand them over.  A marker write after the watch is created makes sure an
+        event at or past ``upto`` comes.  Events of keys outside ``prefix`` are read too
+        and dropped by the watch.
+        """
+        history: list = []
+        stream: Optional[WatchStream] = None
+
+        def events(revision, batch):
+            if watch.done.called:
+                return finish()
+            history.extend(e for e in batch if e.revision <= upto)
+            if revision >= upto:  # an event at upto, or progress past it
+                finish()
+                watch.catch_up(history)
+
+        def compacted(revision):
+            finish()
+            watch.fail(CompactedError(from_revision, revision))
+
+        def finish():
+            assert stream is not None
+            if stream in self._catching_up:
+                self._catching_up.discard(stream)
+                stream.stop()
+                self._release()
+
+        stream = self._open_stream(from_revision + 1, Handlers(events, compacted),
+                                   prefix=self.root)
+        self._catching_up.add(stream)
+        stream.start()
+        self.client.call(self._mark).addErrback(watch.fail)
+
+    def needs_rewrite(self, key):
+        return key in self._values.stale_keys
+
+    # Compaction.
+
+    def compact(self, revision):
+        try:
+            mvcc.check_compactable(self, revision)
+        except StorageError as error:
+            return fail(error)
+        self.compacted_revision = revision
+        compacted = self.client.call(self.client.unary, self.client.kv.Compact,
+                                     rpc_pb2.CompactionRequest(revision=revision))
+        return compacted.addCallbacks(lambda _: None, self._history_error,
+                                      errbackArgs=(revision,))
+
+    # What the store's watch reports.
+
+    def _delivered(self, revision: int, events: list):
+        if revision <= self.revision:
+            return
+        self.revision = revision
+        self._watchers.publish(events, self._release)
+
+    def _release(self):
+        if self._catching_up:
+            return  # a new watch first has its history (see module docstring)
+        ready = [w for w in self._waiting if w[0] <= self.revision]
+        for entry in ready:
+            self._waiting.remove(entry)
+            entry[1].callback(None)
+
+    def _compaction_seen(self, value: bytes):
+        self.compacted_revision = max(self.compacted_revision, int(value))
+
+    def _stream_compacted(self, revision: int):
+        """The store's watch fell behind a compaction: every watch ends, and it restarts."""
+        self.compacted_revision = max(self.compacted_revision, revision)
+        error = CompactedError(self.revision, revision)
+        self._watchers.fail(error)
+        self._stream = self._open_stream(revision, self._handlers())
+        self._stream.start()
+
+    def _connection(self, connected: bool):
+        self.connected = connected
+
+    # Consistent reads.
+
+    def sync(self):
+        """
+        Deferred firing once every write committed in the cluster before the call has
+        reached the watches (upstream's ``ConsistentListFromCache``): a quorum read of
+        the current revision; if the watch is behind it, a marker write, delivered after
+        every earlier write, and a wait for it.
+        """
+        current = self.client.call(self._current_revision)
+
+        def wait(revision):
+            if self.revision >= revision:
+                return None
+            return self.client.call(self._mark).addCallback(self._reach)
+        return current.addCallback(wait)
+
+    def _current_revision(self) -> int:
+        reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+            key=self._marker, count_only=True))
+        return reply.header.revision
+
+    def _mark(self) -> int:
+        """In a pool thread: write the marker key; the revision of the write."""
+        reply = self.client.unary(self.client.kv.Put, rpc_pb2.PutRequest(key=self._marker))
+        return reply.header.revision

@@ -1,0 +1,145 @@
+"""
+Real etcd clusters for tests: 1 or 3 members on loopback, free ports, temporary data
+directories.  The binary is Debian's ``etcd-server`` (``/usr/bin/etcd``) or ``etcd`` on
+PATH; without it the tests that need it are skipped, saying so loudly (CI installs it:
+``.ci/run``).
+
+Startup waits (a fraction of a second) block the test's thread: they happen in
+``setUp``/``setUpClass`` before the reactor has work.  ``fsync=False`` passes
+``--unsafe-no-fsync`` for speed; the durability tests keep fsync on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import attrs
+from twisted.trial.unittest import SkipTest
+
+#: How long a member may take to answer /health.
+_READY = 20.0
+
+
+def etcd_binary() -> str:
+    """The etcd server binary, or SkipTest with the reason."""
+    found = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd")
+                                     else None)
+    if found is None:
+        raise SkipTest("!!! etcd is not installed (apt-get install etcd-server): the etcd3"
+                       " backend's tests are SKIPPED !!!")
+    return found
+
+
+def free_ports(count: int) -> list:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@attrs.define
+class Member:
+    """One etcd process: started, killed (SIGKILL) and started again on its data."""
+
+    name: str
+    client_port: int
+    peer_port: int
+    data_dir: str
+    args: list
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def start(self):
+        with open(os.path.join(os.path.dirname(self.data_dir), self.name + ".log"), "ab") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=log)
+
+    def wait_ready(self):
+        deadline = time.monotonic() + _READY
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"etcd member {self.name} exited with "
+                                   f"{self.process.returncode}; see {self.data_dir}.log")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as reply:
+                    if b'"true"' in reply.read():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"etcd member {self.name} not healthy after {_READY}s")
+
+    def kill(self):
+        """SIGKILL, as a crash; the data directory stays."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+
+@attrs.define
+class Cluster:
+    """``size`` members (see module docstring); ``stop`` kills them and removes the data."""
+
+    members: list
+    base: str
+
+    @property
+    def urls(self) -> list:
+        return [m.url for m in self.members]
+
+    @classmethod
+    def start(cls, size: int = 1, fsync: bool = False) -> "Cluster":
+        binary = etcd_binary()
+        base = tempfile.mkdtemp(prefix="platformd-etcd-")
+        ports = free_ports(2 * size)
+        names = [f"m{n}" for n in range(size)]
+        initial = ",".join(f"{name}=http://127.0.0.1:{ports[2 * n + 1]}"
+                           for n, name in enumerate(names))
+        # One member elects itself at once; three need room for a loaded machine.
+        heartbeat, election = (10, 100) if size == 1 else (50, 1000)
+        members = []
+        for n, name in enumerate(names):
+            client, peer = ports[2 * n], ports[2 * n + 1]
+            data = os.path.join(base, name)
+            args = [binary, "--name", name, "--data-dir", data,
+                    "--listen-client-urls", f"http://127.0.0.1:{client}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                    "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-cluster", initial, "--initial-cluster-state", "new",
+                    "--initial-cluster-token", os.path.basename(base),
+                    "--heartbeat-interval", str(heartbeat),
+                    "--election-timeout", str(election),
+                    "--logger", "zap", "--log-level", "warn"]
+            if not fsync:
+                args.append("--unsafe-no-fsync")
+            members.append(Member(name, client, peer, data, args))
+        cluster = cls(members, base)
+        for member in members:
+            member.start()
+        try:
+            for member in members:
+                member.wait_ready()
+        except Exception:
+            cluster.stop()
+            raise
+        return cluster
+
+    def stop(self):
+        for member in self.members:
+            member.kill()
+        shutil.rmtree(self.base, ignore_errors=True)
