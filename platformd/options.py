@@ -143,6 +143,22 @@ class Options(usage.Options):
         ["tracing-config-file", None, None, "File with apiserver tracing configuration."],
         ["egress-selector-config-file", None, None,
          "File with apiserver egress selector configuration."],
+        # Storage (docs/storage.md, docs/etcd.md), as kube-apiserver's flags.
+        ["storage-backend", None, "sqlite",
+         "The storage backend for persistence: 'sqlite' (one server, in --data-dir) or "
+         "'etcd3' (several servers over one etcd cluster, --etcd-servers)."],
+        ["etcd-servers", None, None,
+         "List of etcd servers to connect with (scheme://ip:port), comma separated."],
+        ["etcd-prefix", None, "/registry",
+         "The prefix to prepend to all resource paths in etcd."],
+        ["etcd-cafile", None, None,
+         "SSL Certificate Authority file used to secure etcd communication."],
+        ["etcd-certfile", None, None,
+         "SSL certification file used to secure etcd communication."],
+        ["etcd-keyfile", None, None, "SSL key file used to secure etcd communication."],
+        ["etcd-compaction-interval", None, "5m",
+         "The interval of compaction requests. If 0, the compaction request from "
+         "apiserver is disabled."],
     ]
 
     def postOptions(self):
@@ -161,6 +177,7 @@ class Options(usage.Options):
             self["request-timeout"] = parse_duration(self["request-timeout"])
         except ValueError as e:
             raise usage.UsageError(f"--request-timeout: {e}") from None
+        self._storage()
         cert, key = self["tls-cert-file"], self["tls-private-key-file"]
         if bool(cert) != bool(key):
             raise usage.UsageError(
@@ -178,6 +195,28 @@ class Options(usage.Options):
         # pflag's string slices: comma-separated, spaces kept (" B" is not "B").
         for flag in ("enable-admission-plugins", "disable-admission-plugins"):
             self[flag] = self[flag].split(",") if self[flag] else []
+
+    def _storage(self) -> None:
+        """The storage flags: a backend, and for etcd3 its servers (upstream's words)."""
+        if self["storage-backend"] not in ("sqlite", "etcd3"):
+            raise usage.UsageError(f"--storage-backend invalid, allowed values: sqlite, etcd3."
+                                   f" got {self['storage-backend']!r}")
+        servers = [s.strip() for s in (self["etcd-servers"] or "").split(",") if s.strip()]
+        self["etcd-servers"] = servers
+        if self["storage-backend"] == "etcd3" and not servers:
+            raise usage.UsageError("--etcd-servers must be specified")
+        try:
+            # Go's time.ParseDuration takes a bare "0": the documented way to turn it off.
+            interval = self["etcd-compaction-interval"]
+            self["etcd-compaction-interval"] = 0 if interval == "0" else parse_duration(interval)
+        except ValueError as e:
+            raise usage.UsageError(f"--etcd-compaction-interval: {e}") from None
+        for flag in ("etcd-cafile", "etcd-certfile", "etcd-keyfile"):
+            path = self[flag]
+            if path and not os.access(path, os.R_OK):
+                raise usage.UsageError(f"--{flag}: cannot read {path}")
+        if bool(self["etcd-certfile"]) != bool(self["etcd-keyfile"]):
+            raise usage.UsageError("--etcd-certfile and --etcd-keyfile must be given together")
 
     def _authentication(self) -> None:
         """Upstream's authentication option checks, their words."""

@@ -7,7 +7,7 @@ The daemon: ``PlatformService``, the service tree ``twistd platformd`` runs.
     └── PlatformService
         ├── ListenerService "https"     listening.py: an endpoint description, TLS factory
         └── Sequence "boot"             lifecycle.py / compose.boot_sequence
-            ├── storage                 SQLite: open, recover
+            ├── storage                 SQLite: open, recover; or etcd: connect, follow
             ├── cache                   load every object at one revision, follow storage
             ├── expiry                  history/snapshot expiry LoopingCall
             ├── namespace-controller
@@ -81,8 +81,8 @@ class PlatformService(service.MultiService):
             from platformd.storage.encryption.reload import Swappable
             self.encryption = Swappable()
         self.encryption_reloader = None
-        storage = SQLiteStorage(reactor, os.path.join(self.data_dir, "platformd.db"),
-                                **({"transformer": self.encryption} if self.encryption else {}))
+        storage = self._storage(**({"transformer": self.encryption} if self.encryption
+                                   else {}))
         self.components: Components = compose(
             storage, reactor, options["feature-gates"], self.authenticator,
             watch_history_ttl=options["watch-history-ttl"],
@@ -104,6 +104,10 @@ class PlatformService(service.MultiService):
         after_cache = [Step("config-reload", self._start_reloading, self._stop_reloading)]
         #: The pods socket (feature gate PodsAPI), or None.
         self.pods = None
+        if options["storage-backend"] == "etcd3":
+            from platformd.storage.etcd3.compactor import Compactor
+            compactor = Compactor(storage.client, options["etcd-compaction-interval"], reactor)
+            after_cache.append(Step("etcd-compactor", compactor.start, compactor.stop))
         if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
             self.pods = PodsService(reactor, self.components.cache.for_kind(core.POD),
@@ -119,6 +123,24 @@ class PlatformService(service.MultiService):
         #: Fires once booting ended: ready, or failed (with the failure).
         self.booted: Deferred | None = None
         self._until_listening: Deferred = succeed(None)
+
+    def _storage(self, **transformer):
+        """``--storage-backend``: SQLite in ``--data-dir``, or etcd (docs/etcd.md)."""
+        options = self.options
+        if options["storage-backend"] != "etcd3":
+            return SQLiteStorage(self.reactor, os.path.join(self.data_dir, "platformd.db"),
+                                 **transformer)
+        from platformd.storage.etcd3.client import Client, TLSFiles
+        from platformd.storage.etcd3.store import EtcdStorage
+        tls = TLSFiles(options["etcd-cafile"] or "", options["etcd-certfile"] or "",
+                       options["etcd-keyfile"] or "")
+        try:
+            client = Client(self.reactor, options["etcd-servers"], tls,
+                            timeout=options["request-timeout"])
+        except ValueError as e:
+            raise StartupError(str(e)) from None
+        return EtcdStorage(self.reactor, client, prefix=options["etcd-prefix"],
+                           root="/registry", **transformer)
 
     # The composed parts, as tests and tools reach them.
     catalog = property(lambda self: self.components.catalog)

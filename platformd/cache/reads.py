@@ -98,8 +98,21 @@ class CacheReader:
         return self.cache.clock
 
     @inlineCallbacks
+    def sync(self):
+        """
+        Bring the cache up to every write committed before now, by any server over the
+        same storage (upstream's ``ConsistentListFromCache``: a quorum read of the
+        current revision, then wait for the cache to reach it).
+        """
+        yield self.storage.sync()
+        self.cache.advance(self.storage.revision)
+
+    @inlineCallbacks
     def reach(self, revision: int):
         """Wait until the cache holds ``revision``; 504 Too large resource version if not."""
+        if self.cache.revision >= revision:
+            return
+        yield self.sync()  # written through another server, perhaps
         if self.cache.revision >= revision:
             return
         reached = yield self.cache.wait_for(revision, self.wait)
@@ -115,6 +128,7 @@ class CacheReader:
             token = continuetokens.decode(continue_token, prefix)
             if self.snapshots.expired(token):
                 raise continuetokens.gone()
+            yield self.reach(token.revision)  # a token from another server, perhaps
             entries = yield self._state(kind_cache, prefix, token.revision, continuation=True)
             returnValue(Listing(token.revision, entries, token.start, token.issued, prefix))
         if plan in (EXACTLY, NOT_OLDER):
@@ -125,6 +139,8 @@ class CacheReader:
                 entries = yield self._state(kind_cache, prefix, resource_version)
                 returnValue(Listing(resource_version, entries, "", self.clock.seconds(),
                                     prefix))
+        elif plan == MOST_RECENT:
+            yield self.sync()  # a consistent read
         revision = self.cache.revision
         entries = kind_cache.current(prefix)
         if limit:
@@ -169,9 +185,7 @@ class CacheReader:
         """
         rv = options.resource_version
         if rv:
-            reached = yield self.cache.wait_for(rv, self.wait)
-            if not reached:
-                raise too_large(rv, self.cache.revision)
+            yield self.reach(rv)
         kind_cache = self.cache.for_kind(kind)
         initial_events = options.send_initial_events
         if initial_events or (not rv and initial_events is None):

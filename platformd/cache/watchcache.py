@@ -415,6 +415,16 @@ class WatchCache:
         d.addBoth(lambda result: (call.active() and call.cancel(), result)[1])
         return d
 
+    def advance(self, revision: int) -> None:
+        """
+        The storage says every event up to ``revision`` has been delivered (after
+        ``IStorage.sync``): the cache holds the state at ``revision`` although its last
+        event may be older (the newer writes were outside the served keys).
+        """
+        if revision > self.revision and self._watch is not None:
+            self.revision = revision
+            self._reached(revision)
+
     def expire(self) -> Optional[int]:
         """
         Drop history older than the TTL from every kind and compact the store up to the

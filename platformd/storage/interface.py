@@ -214,6 +214,16 @@ class IStorage(Interface):
         ``from_revision < compacted_revision`` (see "Compaction boundary" above).
         """
 
+    def sync():
+        """
+        Deferred firing once every write committed before the call, by this server or
+        any other over the same data, has reached the watches (so ``revision`` is at
+        least the newest such write).  A store that is the only writer of its data
+        (memory, SQLite) is always there; etcd asks the cluster (``storage/etcd3``).
+        This is what lets a consistent read be served from the watch cache (upstream's
+        ``ConsistentListFromCache``).
+        """
+
     def needs_rewrite(key: str) -> bool:
         """
         Whether ``key``'s stored value was last read in a stale form (written with an
