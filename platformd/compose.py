@@ -26,6 +26,7 @@ from platformd.admission.chain import AdmissionChain
 from platformd.admission import plugins as admission_registry
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
+from platformd.api import health
 from platformd.api.reads import Reader
 from platformd.api.watch import WatchServer
 from platformd.auth import rbac
@@ -41,7 +42,10 @@ from platformd.codecs.negotiation import Negotiator
 from platformd.codecs.protobufcodec import ProtobufCodec
 from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.context import internal
-from platformd.lifecycle import Sequence, Step, cache_service, storage_service
+from platformd.deferreds import then
+from platformd.lifecycle import Sequence, Step, storage_service
+from platformd.metrics import sources
+from platformd.metrics.apiserver import APIServerMetrics
 from platformd.registry import core
 from platformd.registry.bootstrap import ClusterRoleAggregator, reconcile_bootstrap_policy
 from platformd.registry.catalog import builtin
@@ -92,6 +96,10 @@ class Components:
     #: Keeps aggregated ClusterRoles' rules the union of the roles they select.
     aggregator: ClusterRoleAggregator
     readiness: Readiness
+    #: /metrics (``metrics.apiserver``) and the health checks with the switches the
+    #: boot sequence and shutdown turn (``api.health.StandardChecks``).
+    metrics: APIServerMetrics
+    health: health.StandardChecks
 
     @property
     def ready(self) -> bool:
@@ -100,6 +108,11 @@ class Components:
     @ready.setter
     def ready(self, value: bool) -> None:
         self.readiness.ready = value
+
+    def begin_shutdown(self) -> None:
+        """Not ready any more: API requests are 503 and /readyz's ``shutdown`` fails."""
+        self.ready = False
+        self.health.shutdown.initiated = True
 
     def store_for(self, kind):
         return self.stores[kind.gvr]
@@ -144,11 +157,15 @@ def compose(storage, clock, gates, authenticator, *,
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
+    metrics = APIServerMetrics()
+    checks = health.standard_checks(storage, clock)
     api = APIServer(
         catalog, stores,
-        Reader(reader, gates), WatchServer(reader, gates, clock), negotiator(gates), authenticator,
-        authorizer, Documents(catalog, address),
-        readiness, gates, clock=clock)
+        Reader(reader, gates), WatchServer(reader, gates, clock, metrics=metrics),
+        negotiator(gates), authenticator, authorizer, Documents(catalog, address),
+        readiness, gates, clock=clock, metrics=metrics, health=checks.checks)
+    sources.install(metrics, cache, api.max_in_flight.in_flight,
+                    getattr(storage, "path", ""))
     return Components(
         clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
         snapshots=snapshots, stores=stores, admission=admission,
@@ -159,7 +176,7 @@ def compose(storage, clock, gates, authenticator, *,
                                                    core.SERVICE_ACCOUNT),
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, cache, stores),
-        readiness=readiness)
+        readiness=readiness, metrics=metrics, health=checks)
 
 
 def admission_deps(cache, clock) -> admission_registry.PluginDeps:
@@ -208,7 +225,13 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     last, so writes still pending finish.
     """
     boot = Sequence()
-    services = [storage_service(components.storage), cache_service(components.cache),
+    checks = components.health
+    hooks = checks.hooks
+    if not rbac_policy:
+        hooks[health.BOOTSTRAP_ROLES].set()
+    services = [storage_service(components.storage),
+                Step("cache", _marking(components.cache.start, checks.informers,
+                                       hooks[health.INFORMERS]), components.cache.stop),
                 Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),
                 Step("expiry", components.expiry.start, components.expiry.stop),
                 Step("namespace-controller", components.namespaces.start,
@@ -218,14 +241,27 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                 *([Step("clusterrole-aggregation", components.aggregator.start,
                         components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,
-                Step("builtin-namespaces", lambda: create_builtin_namespaces(components)),
-                *([Step("rbac-bootstrap", lambda: reconcile_bootstrap_policy(components.stores))]
+                Step("builtin-namespaces", _marking(lambda: create_builtin_namespaces(components),
+                                                    hooks[health.NAMESPACES])),
+                *([Step("rbac-bootstrap",
+                        _marking(lambda: reconcile_bootstrap_policy(components.stores),
+                                 hooks[health.BOOTSTRAP_ROLES]))]
                   if rbac_policy else []),
-                Step("ready", lambda: _ready(components, on_ready),
-                     lambda: setattr(components, "ready", False))]
+                Step("ready", lambda: _ready(components, on_ready), components.begin_shutdown)]
     for child in services:
         child.setServiceParent(boot)
     return boot
+
+
+def _marking(start: Callable, *flags: health.Flag) -> Callable:
+    """``start``, after which (once its Deferred has fired) the health ``flags`` pass."""
+    def mark(_) -> None:
+        for flag in flags:
+            flag.set()
+
+    def started():
+        return then(start(), mark)
+    return started
 
 
 def _ready(components: Components, on_ready: Optional[Callable]) -> None:

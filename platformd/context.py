@@ -51,6 +51,9 @@ class RequestContext:
     warnings: list = attrs.field(factory=list)
     #: Audit annotations admission adds (``webhook-name/key``), for the audit log.
     audit_annotations: dict = attrs.field(factory=dict)
+    #: The request reached its handler (upstream's instrumented routes): it is counted
+    #: in the request metrics, whatever its answer.
+    routed: bool = False
 
     def authorize_as(self, verb: str):
         """

@@ -11,7 +11,7 @@ has fired, and stops them in reverse, each after the one started after it has st
 Storage, started first, stops last, so writes still pending finish.
 
 The adapters give things with plain ``start()``/``stop()`` methods (an ``IStorage``, the
-watch cache) a place in the tree without making them depend on twisted.application.
+watch cache through ``Step``) a place in the tree without making them depend on twisted.application.
 """
 
 from __future__ import annotations
@@ -88,7 +88,3 @@ def storage_service(storage) -> Step:
     pending writes finish and closes it."""
     return Step("storage", storage.start, storage.stop)
 
-
-def cache_service(cache) -> Step:
-    """The watch cache as a service: loads every object, then follows storage."""
-    return Step("cache", cache.start, cache.stop)

@@ -321,7 +321,7 @@ class PlatformService(service.MultiService):
     def stopService(self):
         """Stop accepting and close connections, then the boot sequence in reverse."""
         service.Service.stopService(self)
-        self.components.ready = False
+        self.components.begin_shutdown()
         if self.listener.running:
             yield self.listener.stopService()
         if self.boot.running:

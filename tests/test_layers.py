@@ -22,7 +22,7 @@ LAYERS = (
     {"gotext"},
     {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
      "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
-     "__version__", "protos", "pki", "configfile"},
+     "__version__", "protos", "pki", "configfile", "metrics"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle"},
     {"tracing", "egress"},
     {"admission"},

@@ -11,6 +11,8 @@ path short, and it gives authorization and the handlers the same reading of the 
 
 from __future__ import annotations
 
+from time import perf_counter
+
 from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
@@ -18,14 +20,19 @@ from twisted.python.failure import Failure
 
 from platformd import errors
 from platformd.api import deadline, deletes, filters, responses, reviews, views, writes
+from platformd.api.health import HealthChecks
 from platformd.api.call import Call
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.codecs.jsoncodec import JSON
 from platformd.context import RequestContext
+from platformd.metrics.apiserver import APIServerMetrics
+from platformd.metrics.core import CONTENT_TYPE
+from platformd.metrics.requests import RequestMetrics
 
 log = Logger()
 
-HEALTH_PATHS = frozenset({b"/healthz", b"/livez", b"/readyz"})
+HEALTH_PREFIXES = (b"/healthz", b"/livez", b"/readyz")
+METRICS_PATH = "/metrics"
 
 _HANDLERS = {
     "get": lambda call, api: api.reader.get(call, api.store_for(call.kind)),
@@ -51,7 +58,8 @@ class APIServer:
     app = Klein()
 
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
-                 authorizer, documents, readiness, gates, max_in_flight=None, clock=None):
+                 authorizer, documents, readiness, gates, max_in_flight=None, clock=None,
+                 metrics=None, health=None):
         self.catalog = catalog
         self.gates = gates
         self.stores = stores
@@ -72,6 +80,11 @@ class APIServer:
         #: ``--request-timeout`` (``maximum``, settable); no clock: no timeouts.
         self.request_deadline = deadline.RequestDeadline(clock, deadline.REQUEST_TIMEOUT
                                                          if clock is not None else 0)
+        #: This server's metrics (``/metrics``); each server has its own.
+        self.metrics = metrics if metrics is not None else APIServerMetrics()
+        self.request_metrics = RequestMetrics(self.metrics)
+        #: The checks of /healthz, /livez and /readyz (``health.HealthChecks``).
+        self.health = health if health is not None else HealthChecks()
         self.chain = self._chain()
 
     def _chain(self, tracing=()) -> filters.FilterChain:
@@ -80,11 +93,11 @@ class APIServer:
             filters.request_info,
             filters.Readiness(self.readiness),
             self.request_deadline,
-            filters.Authentication(self.authenticator),
+            filters.Authentication(self.authenticator, self.metrics),
             *tracing,
             filters.Impersonation(self.authorizer),
             self.max_in_flight,
-            filters.Authorization(self.authorizer),
+            filters.Authorization(self.authorizer, self.metrics),
         ], self._serve)
 
     def trace_with(self, request_tracing) -> None:
@@ -112,15 +125,37 @@ class APIServer:
 
     @app.route("/", branch=True, strict_slashes=False)
     def handle(self, request):
-        if request.path in HEALTH_PATHS:
-            return self._health(request)
+        started = perf_counter()
+        if request.path.startswith(HEALTH_PREFIXES):
+            named = self.health.path(request.path.decode("utf-8", "replace"))
+            if named is not None:
+                return self._health(request, named, started)
         errors_in = self.negotiator.error_choice(request.getHeader(b"accept"))
+        ctx = RequestContext(request)
         try:
-            result = self.chain(RequestContext(request))
+            result = self.chain(ctx)
         except Exception:
-            return self._failed(Failure(), request, errors_in)
+            result = self._failed(Failure(), request, errors_in)
         if isinstance(result, Deferred):
-            return result.addErrback(self._failed, request, errors_in)
+            watch = None
+            if ctx.routed and ctx.info.verb == "watch":
+                watch = self.request_metrics.watch_started(
+                    self.request_metrics.labels(request, ctx.info))
+            return result.addErrback(self._failed, request, errors_in).addBoth(
+                self._measured, ctx, started, watch)
+        if ctx.routed or request.code == 429:
+            self.request_metrics.record(request, self.request_metrics.labels(request, ctx.info),
+                                        perf_counter() - started, _size(result, request))
+        return result
+
+    def _measured(self, result, ctx, started: float, watch):
+        """Record a request answered later (upstream counts when the handler returns)."""
+        if watch is not None:
+            self.request_metrics.watch_ended(watch)
+        request = ctx.request
+        if ctx.routed or request.code == 429:
+            self.request_metrics.record(request, self.request_metrics.labels(request, ctx.info),
+                                        perf_counter() - started, _size(result, request))
         return result
 
     def _failed(self, failure: Failure, request, errors_in):
@@ -139,11 +174,21 @@ class APIServer:
                     method=request.method, path=request.path)
         return responses.write_error(request, errors.internal("unexpected error"), errors_in)
 
-    def _health(self, request):
-        # Upstream's healthz handlers answer whatever the method.
-        if not self.readiness():
-            return responses.write(request, 503, b"not ready", "text/plain; charset=utf-8")
-        return responses.write(request, 200, b"ok", "text/plain; charset=utf-8")
+    def _health(self, request, named, started: float):
+        """
+        Health checks answer before the filters, whoever asks and whatever the method
+        (as upstream, where the bootstrap policy lets everyone read them); the roots are
+        counted as upstream instruments them.
+        """
+        root, check = named
+        answer = self.health.answer(request, root, check)
+        if check is None:
+            answer.addCallback(self._health_measured, request, f"/{root}", started)
+        return answer
+
+    def _health_measured(self, body, request, path: str, started: float):
+        self.request_metrics.record_health(path, request.code, perf_counter() - started)
+        return body
 
     def _serve(self, ctx):
         """The endpoint behind the filters: route by resource and verb."""
@@ -157,6 +202,7 @@ class APIServer:
             raise errors.not_found_path()
         if info.subresource in kind.subresources and info.name:
             call.kind = kind.subresources[info.subresource]
+            ctx.routed = True
             return reviews.serve_subresource(call, self._check_route_accepts, self)
         if info.subresource:
             if info.subresource != "status" or not kind.has_status:
@@ -165,6 +211,7 @@ class APIServer:
                 raise errors.method_not_allowed()
         call.kind = kind
         if kind.review is not None:
+            ctx.routed = True
             return reviews.serve(call, self._check_route_accepts, self)
         handler = _HANDLERS.get(info.verb)
         if handler is None:
@@ -177,6 +224,7 @@ class APIServer:
             # As upstream's write handlers: the answer's encoding is settled before any
             # work, so a 406 never follows a write that was made.
             call.pick(answer_views)
+        ctx.routed = True
         return handler(call, self)
 
     def _check_route_accepts(self, call) -> None:
@@ -188,6 +236,9 @@ class APIServer:
         request = call.request
         if request.method not in (b"GET", b"HEAD"):
             raise errors.method_not_allowed()
+        if call.info.path == METRICS_PATH:
+            return self.metrics.scrape().addCallback(
+                lambda text: responses.write(request, 200, text, CONTENT_TYPE))
         document = self.documents.lookup(call.info.path)
         if document is None:
             raise errors.not_found_path()
@@ -200,6 +251,11 @@ class APIServer:
         else:
             body = document.encoded(codec)
         return responses.write(request, 200, body, codec.media_type)
+
+
+def _size(result, request) -> int:
+    """The response body's size: the bytes Klein will write, or what was streamed."""
+    return len(result) if isinstance(result, bytes) else request.sentLength
 
 
 def _read_error(request, error: CorruptObjectError) -> errors.StatusError:

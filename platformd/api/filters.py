@@ -15,7 +15,8 @@ costs nothing when the answer comes at once, which keeps the hot path synchronou
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from time import perf_counter
+from typing import Any, Callable, Optional
 from urllib.parse import unquote
 
 import attrs
@@ -27,8 +28,8 @@ from platformd import requestinfo
 from platformd.api import query
 from platformd.auth import authorizers
 from platformd.auth.interfaces import (
-    AUTHENTICATED_GROUP, Attributes, AuthenticationError, IAuthenticator, IAuthorizer,
-    UserInfo,
+    ALLOW, AUTHENTICATED_GROUP, DENY, NO_OPINION, Attributes, AuthenticationError,
+    IAuthenticator, IAuthorizer, UserInfo,
 )
 from platformd.deferreds import then
 from platformd.ids import random_uuid
@@ -98,35 +99,61 @@ class Readiness:
 class Authentication:
     """
     Who asks.  No credentials, or wrong ones, are 401 (anonymous access is off: a
-    deliberate difference from upstream's default).
+    deliberate difference from upstream's default).  Each attempt is counted as
+    upstream's ``authentication_attempts`` / ``authentication_duration_seconds``
+    (``success``, ``failure``: no user, ``error``: credentials refused) and each success
+    in ``authenticated_user_requests``.
     """
 
     authenticator: IAuthenticator
+    #: The server's ``APIServerMetrics`` (None: not measured).
+    metrics: Any = None
     #: Why credentials were refused goes here, never to the client (rate limited).
     refusals: RateLimitedLog = attrs.field(factory=lambda: RateLimitedLog(
         log, "authentication failed: {detail}"))
 
     def __call__(self, ctx, proceed):
+        started = perf_counter()
         try:
             user = self.authenticator.authenticate(ctx.request)
         except AuthenticationError as e:
+            self._measure("error", started)
             self.refusals.warn(str(e))
             raise errors.unauthorized() from None
         if isinstance(user, Deferred):
-            return user.addCallbacks(self._authenticated, self._refused, (ctx, proceed))
-        return self._authenticated(user, ctx, proceed)
+            return user.addCallbacks(self._authenticated, self._refused, (ctx, proceed, started),
+                                     errbackArgs=(started,))
+        return self._authenticated(user, ctx, proceed, started)
 
-    def _refused(self, failure):
+    def _refused(self, failure, started: float):
         failure.trap(AuthenticationError)
+        self._measure("error", started)
         self.refusals.warn(str(failure.value))
         raise errors.unauthorized()
 
-    @staticmethod
-    def _authenticated(user, ctx, proceed):
+    def _authenticated(self, user, ctx, proceed, started: float):
         if user is None:
+            self._measure("failure", started)
             raise errors.unauthorized()
+        self._measure("success", started)
+        if self.metrics is not None:
+            self.metrics.authenticated_users.inc((_compress_username(user.name),))
         ctx.user = user
         return proceed(ctx)
+
+    def _measure(self, result: str, started: float) -> None:
+        if self.metrics is not None:
+            key = (result,)
+            self.metrics.authentication_attempts.inc(key)
+            self.metrics.authentication_durations.observe(key, perf_counter() - started)
+
+
+def _compress_username(name: str) -> str:
+    """Upstream's ``compressUsername``: a few known names, ``email_id`` or ``other``."""
+    if name in ("admin", "client", "kube_proxy", "kubelet",
+                "system:serviceaccount:kube-system:default"):
+        return name
+    return "email_id" if "@" in name else "other"
 
 
 #: The impersonation headers (upstream's ``authenticationv1.Impersonate*Header``).
@@ -295,9 +322,16 @@ class TooManyRequests(Exception):
 
 @attrs.define
 class Authorization:
-    """May this user do this?  403 Forbidden with upstream's message otherwise."""
+    """
+    May this user do this?  403 Forbidden with upstream's message otherwise.  Each
+    decision is counted as upstream's ``authorization_attempts_total`` /
+    ``authorization_duration_seconds`` (``allowed``, ``denied``, ``no-opinion``,
+    ``error``).
+    """
 
     authorizer: IAuthorizer
+    #: The server's ``APIServerMetrics`` (None: not measured).
+    metrics: Any = None
 
     def __call__(self, ctx, proceed):
         ctx.authorizer = self.authorizer
@@ -313,8 +347,37 @@ class Authorization:
             name = _selected_name(ctx.request)
             if name:
                 info = attrs.evolve(info, name=name)
-        return then(authorizers.check(self.authorizer, Attributes(ctx.user, info, ctx.span)),
-                    lambda _: proceed(ctx))
+        attributes = Attributes(ctx.user, info, ctx.span)
+        if self.metrics is None:
+            return then(authorizers.check(self.authorizer, attributes), lambda _: proceed(ctx))
+        started = perf_counter()
+        try:
+            decision = self.authorizer.authorize(attributes)
+        except Exception:
+            self._measure("error", started)
+            raise
+        if isinstance(decision, Deferred):
+            return decision.addCallbacks(
+                self._decided, self._failed, (attributes, ctx, proceed, started),
+                errbackArgs=(started,))
+        return self._decided(decision, attributes, ctx, proceed, started)
+
+    def _decided(self, decision, attributes, ctx, proceed, started: float):
+        self._measure(_AUTHORIZATION_RESULTS.get(decision.verdict, "error"), started)
+        authorizers.enforce(decision, attributes)
+        return proceed(ctx)
+
+    def _failed(self, failure, started: float):
+        self._measure("error", started)
+        return failure
+
+    def _measure(self, result: str, started: float) -> None:
+        key = (result,)
+        self.metrics.authorization_attempts.inc(key)
+        self.metrics.authorization_durations.observe(key, perf_counter() - started)
+
+
+_AUTHORIZATION_RESULTS = {ALLOW: "allowed", DENY: "denied", NO_OPINION: "no-opinion"}
 
 
 _PLATFORM_GROUP_OF = {upstream: platform for platform, upstream in UPSTREAM_REVIEW_GROUPS.items()}

@@ -97,7 +97,7 @@ class WatchServer:
     """Starts watch streams for every kind from one watch cache."""
 
     def __init__(self, cache, gates, clock, max_backlog: int = MAX_BACKLOG,
-                 bookmark_interval: float = BOOKMARK_INTERVAL):
+                 bookmark_interval: float = BOOKMARK_INTERVAL, metrics=None):
         #: The cache reader (``ICacheReader``): starting points, subscriptions.
         self.cache = cache
         self.gates = gates
@@ -106,6 +106,8 @@ class WatchServer:
         self.bookmark_interval = bookmark_interval
         #: Open streams (for tests and metrics).
         self.streams: set = set()
+        #: The server's ``APIServerMetrics``: events sent (None: not counted).
+        self.metrics = metrics
 
     def watch(self, call, store):
         choice = call.pick(views.WATCH_VIEWS)
@@ -164,6 +166,8 @@ class WatchStream:
         self._frame_key = (encoder.key, self._chunked)
         #: A Table watch's next object event carries the column definitions (the first).
         self._headers_pending = encoder.table
+        #: Upstream's ``apiserver_watch_events_total``/``_sizes`` series of this kind.
+        self._metered = (server.metrics, (kind.group, kind.version, kind.kind))
         server.streams.add(self)
 
     # -- starting ------------------------------------------------------------------------
@@ -271,6 +275,10 @@ class WatchStream:
     def _emit(self, data: bytes) -> None:
         if self.closed:
             return
+        metrics, labels = self._metered
+        if metrics is not None:
+            metrics.watch_events.inc(labels)
+            metrics.watch_event_sizes.observe(labels, len(data))
         if self._paused or self._backlog:
             self._backlog.append(data)
             self._backlog_bytes += len(data)

@@ -88,10 +88,11 @@ def check(authorizer, attributes: Attributes):
     None when ``authorizer`` allows ``attributes`` (or a Deferred firing with None);
     otherwise raises (or fails with) 403 Forbidden.
     """
-    return then(authorizer.authorize(attributes), _enforce, attributes)
+    return then(authorizer.authorize(attributes), enforce, attributes)
 
 
-def _enforce(decision: Decision, attributes: Attributes) -> None:
+def enforce(decision: Decision, attributes: Attributes) -> None:
+    """Raise 403 Forbidden unless ``decision`` allows ``attributes``."""
     if decision.verdict != ALLOW:
         raise forbidden(attributes, decision.reason)
 

@@ -210,6 +210,13 @@ class KindCache:
         self.listeners: list = []
         self._pending: list = []
         self._fan_out_call = None
+        #: Counts for upstream's watch-cache metrics (read when /metrics is scraped):
+        #: events received from storage, events dispatched to watchers, (re)loads and
+        #: the objects they loaded.
+        self.events_received = 0
+        self.events_dispatched = 0
+        self.initializations = 0
+        self.init_events = 0
 
     def get(self, key: str) -> Optional[CachedObject]:
         return self.objects.get(key)
@@ -229,6 +236,7 @@ class KindCache:
         return [objects[k] for k in self.keys_from(prefix)]
 
     def apply(self, event) -> None:
+        self.events_received += 1
         key = event.kv.key
         old = self.objects.get(key)
         if event.type == DELETE:
@@ -246,6 +254,7 @@ class KindCache:
                                  self.clock.seconds()))
 
     def load(self, kv) -> None:
+        self.init_events += 1
         self.objects[kv.key] = self._admit(kv)
         insort(self._keys, kv.key)
 
@@ -259,6 +268,8 @@ class KindCache:
         listeners what changed as if each difference were an event: a relist after a lost
         watch must not leave them with a stale picture.
         """
+        self.initializations += 1
+        self.init_events += len(kvs)
         fresh = {kv.key: kv for kv in kvs}
         for key in [k for k in self._keys if k not in fresh]:
             old = self.objects[key]
@@ -321,6 +332,7 @@ class KindCache:
     def _fan_out(self) -> None:
         self._fan_out_call = None
         events, self._pending = self._pending, []
+        self.events_dispatched += len(events)
         watchers = self.watchers
         for event in events:
             namespace = (event.new or event.old).namespace or ""
@@ -380,6 +392,8 @@ class WatchCache:
             cache = self._cache_for(kv.key)
             if cache is not None:
                 cache.load(kv)
+        for cache in self.kinds.values():
+            cache.initializations += 1
         self.revision = self.horizon = result.revision
         self._follow(result.revision)
 
