@@ -151,13 +151,13 @@ def compose(storage, clock, gates, authenticator, *,
     rbac_authorizer, rbac_index = rbac.build(cache, clock)
     if admission_names is None:
         admission_names = admission_registry.builtin().default_enabled()
+    metrics = APIServerMetrics()
     admission = AdmissionChain(admission_plugins(
-        admission_deps(cache, clock), admission_names, rbac_index))
+        admission_deps(cache, clock), admission_names, rbac_index), metrics)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
-    metrics = APIServerMetrics()
     checks = health.standard_checks(storage, clock)
     api = APIServer(
         catalog, stores,

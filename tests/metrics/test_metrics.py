@@ -216,3 +216,25 @@ class ExpositionTests(SynchronousTestCase):
         self.assertIn('apiserver_watch_events_sizes_bucket{group="",kind="Pod",version="v1",'
                       'le="131072"} 1\n', text)
         self.assertNotIn("apiserver_request_total", text)  # no series: not written
+
+
+class AdmissionMetricsTests(SynchronousTestCase):
+    def test_steps_and_controllers(self):
+        stub = StubServer()
+        self.addCleanup(stub.stop)
+        admin = stub.client()
+        step = "apiserver_admission_step_admission_duration_seconds_count"
+        admitted = (step, (("operation", "CREATE"), ("rejected", "false"), ("type", "admit")))
+        before, _ = parse(admin.get("/metrics").body.decode())
+        admin.post(CM, {"metadata": {"name": "a"}})
+        r = admin.post("/api/v1/namespaces/nosuch/configmaps", {"metadata": {"name": "a"}})
+        self.assertEqual(r.code, 404)  # NamespaceLifecycle refuses
+        samples, _ = parse(admin.get("/metrics").body.decode())
+        # The built-in namespaces and service accounts were admitted before.
+        self.assertEqual(samples[admitted] - before[admitted], 1.0)
+        self.assertEqual(samples[(step, (("operation", "CREATE"), ("rejected", "true"),
+                                         ("type", "admit")))], 1.0)
+        controller = "apiserver_admission_controller_admission_duration_seconds_count"
+        self.assertEqual(samples[(controller, (
+            ("name", "NamespaceLifecycle"), ("operation", "CREATE"), ("rejected", "true"),
+            ("type", "admit")))], 1.0)
