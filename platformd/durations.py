@@ -11,6 +11,8 @@ def parse_duration(text: str) -> float:
     text = text.strip()
     if not text:
         raise ValueError("empty duration")
+    if text == "0":
+        return 0.0  # Go's time.ParseDuration: "0" alone needs no unit
     pos, total = 0, 0.0
     for m in _PART.finditer(text):
         if m.start() != pos:

@@ -35,7 +35,12 @@ class Sequence(service.MultiService):
     with the first child's failure; the children after it are not started).  If the
     sequence is stopped while starting, the children not yet started never are.
     ``privilegedStartService`` is ``MultiService``'s: every child's, in order, at once.
+
+    ``on_step``, if set, is called with each child's name as it starts (the daemon tells
+    systemd which step is under way).
     """
+
+    on_step: Optional[Callable[[str], None]] = None
 
     def startService(self) -> Deferred:
         service.Service.startService(self)
@@ -46,6 +51,8 @@ class Sequence(service.MultiService):
         for child in list(self):
             if not self.running:
                 return  # stopped while starting
+            if self.on_step is not None:
+                self.on_step(child.name)
             yield maybeDeferred(child.startService)
 
     @inlineCallbacks

@@ -4,8 +4,14 @@ Listening for HTTPS through Twisted endpoints.
 ``listen_description(options)`` turns ``--bind-address`` and ``--secure-port`` into an
 endpoint description (``tcp:6443:interface=127.0.0.1:backlog=1024``; IPv6 colons
 escaped, ``interface=\\:\\:1``).  ``ListenerService`` listens on *any* description with
-any factory, so another description (``systemd:domain=INET:index=0``, a socket handed
-over by systemd) can be given later without touching the application.
+any factory.  ``activated_socket`` finds a socket handed over by
+systemd's socket activation (``LISTEN_FDS``/``LISTEN_PID`` naming this process), adopted
+through Twisted's ``systemd:`` endpoint; the daemon listens there instead of
+``--secure-port``.
+
+Stopping is in two steps, as upstream's graceful termination: ``stop_listening`` (no new
+connections), then ``drain``: a connection is closed as soon as it has no request in
+flight, and whatever is still busy after the grace period is aborted.
 
 TLS is not the endpoint's: ``tls_factory`` wraps the site in twisted's
 ``TLSMemoryBIOFactory`` with ``PlatformTLSTransport`` as the per-connection protocol
@@ -15,12 +21,17 @@ plain stream endpoint listens with.
 
 from __future__ import annotations
 
-from typing import Callable
+import os
+import socket
+from typing import Callable, Optional
+
+import attrs
 
 from twisted.application import service
 from twisted.internet import error as net_error
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.endpoints import quoteStringArgument, serverFromString
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
@@ -42,6 +53,42 @@ def listen_description(options) -> str:
         parts.append("interface=" + quoteStringArgument(bind))
     parts.append(f"backlog={BACKLOG}")
     return ":".join(parts)
+
+
+#: How often ``drain`` looks for connections that have become idle.
+DRAIN_POLL = 0.05
+SYSTEMD_FIRST_SOCKET = "systemd:domain={domain}:index=0"
+
+
+@attrs.frozen
+class Inherited:
+    """The socket systemd passed: its endpoint description and address."""
+
+    description: str
+    host: str
+    port: int
+
+
+def activated_socket(reactor) -> Optional[Inherited]:
+    """
+    The first socket systemd passed to this process, or None when it passed none.
+    Twisted reads ``LISTEN_FDS``/``LISTEN_PID`` (checking that the PID is ours) and
+    ``LISTEN_FDNAMES`` (which systemd always sets; without it Twisted ignores the
+    sockets) when ``twisted.internet.endpoints`` is imported, and removes them from the
+    environment; its ``systemd:`` parser is the one place that still knows.  The address family
+    (``INET`` or ``INET6``) and the address come from the socket itself.
+    """
+    try:
+        endpoint = serverFromString(reactor, SYSTEMD_FIRST_SOCKET.format(domain="INET"))
+    except IndexError:  # nothing inherited
+        return None
+    with socket.socket(fileno=os.dup(endpoint.fileno)) as inherited:
+        if inherited.type != socket.SOCK_STREAM or inherited.family not in (
+                socket.AF_INET, socket.AF_INET6):
+            raise StartupError("the socket passed by systemd is not a TCP socket")
+        host, port = inherited.getsockname()[:2]
+        family = inherited.family
+    return Inherited(SYSTEMD_FIRST_SOCKET.format(domain=family.name[len("AF_"):]), host, port)
 
 
 def tls_factory(tls_options, site) -> TLSMemoryBIOFactory:
@@ -79,7 +126,7 @@ class ListenerService(service.Service):
         #: The ``IListeningPort`` once listening.
         self.port = None
         #: The port, or a Failure of StartupError, once ``listen()`` has answered.
-        self._outcome = None
+        self._outcome: object = None
         self._waiting: list = []
 
     def privilegedStartService(self):
@@ -113,22 +160,80 @@ class ListenerService(service.Service):
 
     def listening(self) -> Deferred:
         """A Deferred of the listening port (``StartupError`` if it cannot listen)."""
-        d = Deferred()
+        d: Deferred = Deferred()
         if self._outcome is None:
             self._waiting.append(d)
         else:
             self._fire(d)
         return d
 
+    def stop_listening(self) -> Deferred:
+        """Accept no new connection (the open ones are served on)."""
+        if self.port is None or not self.port.connected:
+            return succeed(None)
+        return maybeDeferred(self.port.stopListening)
+
+    def connections(self) -> list:
+        """The open connections (``TLSMemoryBIOFactory`` is a ``WrappingFactory``: it
+        tracks them)."""
+        return list(getattr(self.factory, "protocols", ()))
+
+    def in_flight(self) -> int:
+        """The requests in flight on every connection (watches included)."""
+        return sum(_requests(protocol) for protocol in self.connections())
+
+    def drain(self, clock, grace: float, settled: Optional[Callable[[], bool]] = None
+              ) -> Deferred:
+        """
+        Close each connection once it has no request in flight, until ``settled()`` is
+        true or ``grace`` seconds have passed.  Without ``settled``: until every
+        connection is closed, aborting those still busy when the grace period ends.
+        Stop listening first, or new connections keep it going.
+        """
+        deadline = clock.seconds() + grace
+        closing: set = set()
+        finished = settled or (lambda: not self.connections())
+
+        def look():
+            expired = clock.seconds() >= deadline
+            for protocol in self.connections():
+                if protocol not in closing and not _requests(protocol):
+                    closing.add(protocol)
+                    # Through the HTTP channel: it unregisters itself as the TLS
+                    # connection's producer, without which TLS would not send its
+                    # close_notify; then TCP closes once that is written, without
+                    # waiting for the client's close_notify (as Go's server).
+                    _channel(protocol).loseConnection()
+                    protocol.transport.loseConnection()
+                elif expired and settled is None:
+                    protocol.transport.abortConnection()
+            if finished() or expired:
+                loop.stop()
+
+        loop = LoopingCall(look)
+        loop.clock = clock
+        return loop.start(DRAIN_POLL).addCallback(lambda _: None)
+
     def stopService(self):
+        """Stop listening, then close the idle connections and abort the busy ones."""
         super().stopService()
-        if self.port is None:
-            return None
-        d = maybeDeferred(self.port.stopListening)
+        return self.stop_listening().addCallback(lambda _: self.drain(self.reactor, 0))
 
-        def close(_):
-            # TLSMemoryBIOFactory is a WrappingFactory: it tracks the live connections.
-            for protocol in list(getattr(self.factory, "protocols", ())):
-                protocol.transport.loseConnection()
 
-        return d.addCallback(close)
+def _channel(protocol):
+    """
+    The HTTP channel under TLS ``protocol``; twisted.web's protocol that chooses between
+    HTTP/1.1 and HTTP/2 by ALPN holds the chosen one as ``_channel``.
+    """
+    channel = protocol.wrappedProtocol
+    return getattr(channel, "_channel", channel)
+
+
+def _requests(protocol) -> int:
+    """
+    The requests in flight on the HTTP connection under TLS ``protocol``: HTTP/1.1's
+    channel keeps its unanswered requests in ``requests`` (from the request line on),
+    HTTP/2's its open ``streams``.
+    """
+    channel = _channel(protocol)
+    return len(getattr(channel, "requests", None) or getattr(channel, "streams", None) or ())

@@ -73,6 +73,9 @@ class Options(usage.Options):
         ["watch-history-ttl", None, "5m",
          "How long watch history is kept (and the store compacted behind it)."],
         ["continue-token-ttl", None, "5m", "How long a list's continue token stays valid."],
+        ["shutdown-delay-duration", None, "0s",
+         "On SIGTERM, how long /readyz fails while requests are still served, before the "
+         "server stops accepting (docs/operations.md)."],
         # The node-local pods socket (feature gate PodsAPI; docs/pods-api.md).
         ["pods-socket", None, "/var/lib/nodeagent/pods/nodeagent.sock",
          "UNIX socket of the node-local pods gRPC API."],
@@ -178,6 +181,10 @@ class Options(usage.Options):
         except ValueError as e:
             raise usage.UsageError(f"--request-timeout: {e}") from None
         self._storage()
+        try:
+            self["shutdown-delay-duration"] = parse_duration(self["shutdown-delay-duration"])
+        except ValueError as e:
+            raise usage.UsageError(f"--shutdown-delay-duration: {e}") from None
         cert, key = self["tls-cert-file"], self["tls-private-key-file"]
         if bool(cert) != bool(key):
             raise usage.UsageError(

@@ -20,9 +20,20 @@ reads and writes the files (``prepare``: ``--data-dir``, the PKI, TLS options, t
 file), then listens — first of all, so a port in use fails at once — then binds the
 pods socket.  ``startService`` starts the boot sequence, each step once the previous
 one has finished (``MultiService`` alone would not wait for storage to open before
-loading the cache); API requests before "ready" are answered 503.  ``stopService`` stops
-listening and closes connections first, then the boot sequence in reverse: storage last,
-so pending writes finish.
+loading the cache); API requests before "ready" are answered 503.
+
+Under systemd (``Type=notify``, sdnotify.py) each boot step is a ``STATUS=`` line,
+``READY=1`` follows the ``ready`` step, and the watchdog is pinged while running.  With
+socket activation the first socket systemd passed is served instead of
+``--secure-port``.  SIGHUP checks the reloadable configuration files at once.
+
+``stopService`` (SIGTERM) is upstream's graceful termination: ``STOPPING=1``; ``/readyz``
+fails for ``--shutdown-delay-duration`` while requests are still served; then no new
+connection is accepted and each connection is closed once its requests are answered;
+once only watches are left (or after ``SHUTDOWN_TIMEOUT``) every watch ends cleanly, with
+a bookmark at the last revision if it asked for bookmarks, so its client resumes from
+there without a relist; then the boot sequence stops in reverse: the pods socket, ...,
+storage last.
 
 Every error an operator must fix is a ``StartupError``; only the edge (``make_service``,
 which the twistd plugin calls, and ``startup.Edge`` around the daemon) turns it into one
@@ -33,10 +44,12 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import socket
 
 from twisted.application import service
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from platformd.api.site import make_site
@@ -51,25 +64,46 @@ from platformd.admission import plugins as admission_plugins
 from platformd.admission.config import AdmissionConfigError, read_admission_configuration
 from platformd.compose import Components, boot_sequence, compose
 from platformd.lifecycle import Step
-from platformd.listening import ListenerService, listen_description, tls_factory
+from platformd.listening import (
+    DRAIN_POLL, ListenerService, activated_socket, listen_description, tls_factory,
+)
 from platformd.pki import PKIError, ensure_pki
 from platformd.registry import core
+from platformd.sdnotify import Notifier, WatchdogService
 from platformd.startup import Edge, StartupError, exit_with
 from platformd.storage.sqlite import SQLiteStorage
 from platformd.tlscontext import server_tls_options
 
 log = Logger()
 
+#: How long shutdown waits for the requests in flight: upstream's ``ShutdownTimeout``
+#: (60 s, the request timeout, which bounds every request but watches).
+SHUTDOWN_TIMEOUT = 60.0
+#: How long ended watches have to send what they still hold before they are cut.
+WATCH_END_TIMEOUT = 5.0
+
 
 class PlatformService(service.MultiService):
     """The daemon (see module docstring)."""
 
-    def __init__(self, options, reactor):
+    def __init__(self, options, reactor, notifier: Notifier | None = None,
+                 handle_signals: bool = False):
         super().__init__()
         self.options = options
         self.reactor = reactor
         self.data_dir = os.path.abspath(options["data-dir"])
-        bind, port = options["bind-address"], options["secure-port"]
+        #: systemd's notifications (nothing is sent unless started with $NOTIFY_SOCKET).
+        self.notifier = notifier or Notifier(reactor)
+        self.watchdog = WatchdogService(self.notifier, reactor)
+        #: SIGHUP is handled only by the daemon (make_service), not by services that
+        #: tests start in their own process.
+        self.handle_signals = handle_signals
+        inherited = activated_socket(reactor)
+        #: Where HTTPS is served: the socket systemd passed, or --bind-address:--secure-port.
+        self.host, self.serving_port = (
+            (inherited.host, inherited.port) if inherited
+            else (options["bind-address"], options["secure-port"]))
+        bind, port = self.host, self.serving_port
         #: The TLS options, read by ``prepare``.
         self.tls = None
         #: The authenticators are chosen by ``prepare`` (the token file is read there);
@@ -93,9 +127,9 @@ class PlatformService(service.MultiService):
         api.max_in_flight.mutating = options["max-mutating-requests-inflight"]
         api.request_deadline.maximum = options["request-timeout"]
         self.site = make_site(self.components.resource())
-        self.listener = ListenerService(reactor, listen_description(options),
-                                        lambda: tls_factory(self.tls, self.site),
-                                        address=f"{bind}:{port}")
+        self.listener = ListenerService(
+            reactor, inherited.description if inherited else listen_description(options),
+            lambda: tls_factory(self.tls, self.site), address=f"{bind}:{port}")
         self.listener.setServiceParent(self)
         #: The ``--authentication-config`` and ``--authorization-config`` reloaders, made
         #: by ``prepare`` (or None).
@@ -119,6 +153,7 @@ class PlatformService(service.MultiService):
         self.boot = boot_sequence(self.components, after_cache=after_cache,
                                   on_ready=self._on_ready)
         self.boot.name = "boot"
+        self.boot.on_step = lambda step: self.notifier.status(f"starting: {step}")
         self.boot.setServiceParent(self)
         #: Fires once booting ended: ready, or failed (with the failure).
         self.booted: Deferred | None = None
@@ -177,7 +212,7 @@ class PlatformService(service.MultiService):
                                 options["client-ca-file"])
         try:
             if not cert:
-                paths = self._ensure_pki(options["secure-port"] or 6443)
+                paths = self._ensure_pki(self.serving_port or 6443)
                 cert, key, client_ca = paths.serving_cert, paths.serving_key, paths.client_ca
             self.tls = server_tls_options(cert, key, client_ca)
         except PKIError as e:
@@ -268,7 +303,7 @@ class PlatformService(service.MultiService):
             reloader.stop()
 
     def _ensure_pki(self, port: int):
-        bind = self.options["bind-address"]
+        bind = self.host
         wildcard = bind in ("0.0.0.0", "::", "")
         host = "127.0.0.1" if wildcard else bind
         ips = [] if wildcard or bind in ("127.0.0.1", "::1") else [bind]
@@ -288,7 +323,7 @@ class PlatformService(service.MultiService):
         service.Service.privilegedStartService(self)
 
     def _listened(self, port) -> None:
-        if not self.options["tls-cert-file"] and not self.options["secure-port"]:
+        if not self.options["tls-cert-file"] and not self.serving_port:
             # An ephemeral port: point admin.kubeconfig at the port we really got.
             try:
                 self._ensure_pki(port.getHost().port)
@@ -302,6 +337,9 @@ class PlatformService(service.MultiService):
         """
         service.Service.startService(self)
         self.listener.startService()
+        self.watchdog.startService()
+        if self.handle_signals:
+            signal.signal(signal.SIGHUP, self._sighup)
         self.booted = self._until_listening.addCallback(lambda _: self._start_boot())
 
     def _start_boot(self):
@@ -314,20 +352,70 @@ class PlatformService(service.MultiService):
         # take it out of the collector's view so full collections stay short.
         gc.collect()
         gc.freeze()
-        log.info("platformd serving on https://{host}:{port}",
-                 host=self.options["bind-address"], port=self.port.getHost().port)
+        url = f"https://{self.host}:{self.port.getHost().port}"
+        log.info("platformd serving on {url}", url=url)
+        self.notifier.ready(f"serving on {url}")
+
+    def _sighup(self, signum, frame) -> None:
+        # A signal handler runs between two bytecodes of the reactor's thread: leave the
+        # work to the reactor.
+        self.reactor.callFromThread(self.reload)
+
+    def reload(self) -> None:
+        """
+        Check every reloadable configuration file now instead of at its next poll
+        (SIGHUP): ``--authentication-config``, ``--authorization-config`` and, with
+        ``--encryption-provider-config-automatic-reload``, the encryption configuration.
+        A file that does not load is logged and the one in use stays, as at a poll.
+        """
+        if not self.ready:
+            log.info("SIGHUP before the server is ready: nothing reloaded")
+            return
+        self.notifier.notify("RELOADING=1", "STATUS=reloading configuration files")
+        changed = [type(r).__name__ for r in self._reloaders() if r.check()]
+        log.info("SIGHUP: reloaded {changed}", changed=", ".join(changed) or "nothing")
+        self.notifier.ready(f"serving on https://{self.host}:{self.port.getHost().port}")
 
     @inlineCallbacks
     def stopService(self):
-        """Stop accepting and close connections, then the boot sequence in reverse."""
+        """Graceful termination (see module docstring)."""
         service.Service.stopService(self)
-        self.components.begin_shutdown()
+        if self.handle_signals:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        self.notifier.stopping()
+        api = self.components.api
+        # /readyz's ``shutdown`` check fails from now on; requests are still served.
+        self.components.health.shutdown.initiated = True
+        delay = self.options["shutdown-delay-duration"]
+        if delay > 0 and self.ready:
+            log.info("shutting down: /readyz fails for {delay}s before accepting stops",
+                     delay=delay)
+            yield deferLater(self.reactor, delay)
+        self.notifier.status("shutting down: finishing requests in flight")
         if self.listener.running:
-            yield self.listener.stopService()
+            listener, watcher = self.listener, api.watcher
+            yield listener.stop_listening()
+            # Writes in flight finish first, so every watch has seen them (the cache
+            # offers a write's event to watchers in the reactor turn after it is
+            # acknowledged: give that turn time to come)...
+            yield listener.drain(self.reactor, SHUTDOWN_TIMEOUT,
+                                 settled=lambda: listener.in_flight() <= len(watcher.streams))
+            yield deferLater(self.reactor, DRAIN_POLL)
+            # ...then each watch ends with a bookmark at the last revision.
+            watcher.end_all()
+            yield listener.drain(self.reactor, WATCH_END_TIMEOUT)
+            yield listener.stopService()
+        self.components.begin_shutdown()
         if self.boot.running:
+            self.notifier.status("shutting down: closing storage")
             yield self.boot.stopService()
         if self.tracing is not None:
             yield self.tracing.shutdown()  # the spans still queued are exported
+        self.watchdog.stopService()
+        if self.handle_signals:
+            # A graceful shutdown is a success: exit 0, as kube-apiserver does (twistd
+            # would end the process with the signal it received).
+            self.reactor._exitSignal = None
 
 
 def _admission_names(options) -> list:
@@ -351,6 +439,6 @@ def make_service(options, reactor=None) -> Edge:
     if reactor is None:
         from twisted.internet import reactor
     try:
-        return Edge(PlatformService(options, reactor), reactor)
+        return Edge(PlatformService(options, reactor, handle_signals=True), reactor)
     except StartupError as e:
         exit_with(e)

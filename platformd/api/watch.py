@@ -108,6 +108,8 @@ class WatchServer:
         self.streams: set = set()
         #: The server's ``APIServerMetrics``: events sent (None: not counted).
         self.metrics = metrics
+        #: The server is shutting down: streams end once they have sent their start.
+        self.ending = False
 
     def watch(self, call, store):
         choice = call.pick(views.WATCH_VIEWS)
@@ -119,6 +121,17 @@ class WatchServer:
         stream = WatchStream(self, call.request, call.kind, namespace or "", options, encoder)
         self._start(stream, options)
         return stream.done
+
+    def end_all(self) -> None:
+        """
+        End every stream (``WatchStream.end``), and every stream started from now on once
+        it has sent its start (shutdown): each writes what it has queued, its bookmark,
+        then the end of the response, so its client watches again from the last
+        resourceVersion it saw, without a relist.
+        """
+        self.ending = True
+        for stream in list(self.streams):
+            stream.end()
 
     @inlineCallbacks
     def _start(self, stream, options):
@@ -149,6 +162,8 @@ class WatchStream:
         self.last_revision = 0
         self.done = Deferred(self._cancelled)
         self._registered = False
+        #: Every event up to the cache's revision has been offered (``begin`` is done).
+        self._caught_up = False
         self._paused = False
         self._backlog: deque = deque()
         self._backlog_bytes = 0
@@ -186,10 +201,14 @@ class WatchStream:
             self.offer(event)
         if self.closed:
             return
+        self._caught_up = True
+        if self.server.ending:
+            self.end()
+            return
         self.server.cache.subscribe(self.kind, self.namespace, self)
         self._registered = True
         clock = self.server.clock
-        self._timers.append(clock.callLater(self.options.watch_timeout(), self._timed_out))
+        self._timers.append(clock.callLater(self.options.watch_timeout(), self.end))
         if self.options.allow_bookmarks:
             self._timers.append(clock.callLater(self.server.bookmark_interval, self._tick))
 
@@ -261,8 +280,15 @@ class WatchStream:
             self._headers_pending = False
         return encoder.value_frame(BOOKMARK, value)
 
-    def _timed_out(self) -> None:
-        if self.options.allow_bookmarks:
+    def end(self) -> None:
+        """
+        End the stream as its timeout does: a bookmark at the cache's revision if the
+        client asked for bookmarks and the stream has caught up with the cache (it
+        resumes from there), then the end of the response.
+        """
+        if self.closed:
+            return
+        if self.options.allow_bookmarks and self._caught_up:
             self._send(self._bookmark_frame(self.server.cache.revision))
         self._finish()
 

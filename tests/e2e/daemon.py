@@ -1,0 +1,121 @@
+"""
+platformd as users run it: a ``twistd platformd`` subprocess, and a blocking HTTPS client
+of it (the tests that use these kill, signal or socket-activate the process).
+"""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: ``twistd`` run by this interpreter (the venv's), whatever PATH says.
+TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_tokens(directory: str, token: str) -> str:
+    """A token file in ``directory`` making ``token`` a system:masters user."""
+    path = os.path.join(directory, "tokens.csv")
+    with open(path, "w") as f:
+        f.write(f'{token},tester,1,"system:masters"\n')
+    return path
+
+
+class Server:
+    """
+    A platformd process: ``twistd -n --pidfile= platformd --data-dir D --secure-port P
+    --token-auth-file T *args``, run under ``wrapper`` (a command that execs the rest,
+    e.g. ``systemd-socket-activate``) with ``env`` added to the environment.  ``port``
+    is where ``start`` waits for ``/readyz``.
+    """
+
+    def __init__(self, data_dir, port, tokens, args=(), env=None, wrapper=(), token=None):
+        self.data_dir, self.port, self.tokens = data_dir, port, tokens
+        self.args, self.env, self.wrapper, self.token = list(args), env or {}, wrapper, token
+        self.process = None
+
+    def spawn(self):
+        """Start the process (and return at once)."""
+        env = dict(os.environ, **self.env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(
+            [*self.wrapper, *TWISTD, "-n", "--pidfile=", "platformd",
+             "--data-dir", self.data_dir, "--secure-port", str(self.port),
+             "--token-auth-file", self.tokens, *self.args],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def start(self, timeout=30):
+        """Start the process and wait until ``/readyz`` answers 200 at ``port``."""
+        self.spawn()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError("platformd exited: " + self.process.stderr.read().decode())
+            try:
+                if self.connection().request("GET", "/readyz")[0] == 200:
+                    return
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.02)
+        raise AssertionError("platformd did not become ready")
+
+    def connection(self, port=None):
+        return Connection(port or self.port, self.token)
+
+    def signal(self, signum):
+        self.process.send_signal(signum)
+
+    def wait(self, timeout=30) -> int:
+        """The exit status, once the process has exited."""
+        status = self.process.wait(timeout)
+        self.process.stderr.close()
+        return status
+
+    def kill(self):
+        self.signal(signal.SIGKILL)
+        self.wait()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(30)
+        if self.process and not self.process.stderr.closed:
+            self.process.stderr.close()
+
+
+class Connection:
+    """One keep-alive HTTPS connection, sending the bearer token (certificate unchecked)."""
+
+    def __init__(self, port, token=None):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        self.token = token
+        self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+
+    def request(self, method, path, body=None):
+        """``(status, body bytes)``."""
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        self.conn.request(method, path, json.dumps(body) if body is not None else None, headers)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+    def request_json(self, method, path, body=None):
+        status, data = self.request(method, path, body)
+        return status, json.loads(data)
+
+    def close(self):
+        self.conn.close()
