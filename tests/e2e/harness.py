@@ -91,6 +91,10 @@ class Client(Verbs):
         self.pool = HTTPConnectionPool(reactor, persistent=True)
         self.agent = Agent(reactor, contextFactory=_Policy(options), pool=self.pool)
         testcase.addCleanup(self.pool.closeCachedConnections)
+        # A server stopping at cleanup ends its watches cleanly, which returns their
+        # connections to this pool after the cleanup above: ``start_server`` closes the
+        # pools again once the server has stopped.
+        testcase.__dict__.setdefault("client_pools", []).append(self.pool)
 
     @inlineCallbacks
     def request(self, method: str, path: str, body=None, content_type="application/json",
@@ -118,6 +122,14 @@ class Client(Verbs):
 
 
 @inlineCallbacks
+def _stop(testcase, service):
+    """Stop ``service``, then close the connections its ended watches left to the clients."""
+    yield service.stopService()
+    for pool in testcase.__dict__.get("client_pools", ()):
+        yield pool.closeCachedConnections()
+
+
+@inlineCallbacks
 def start_server(testcase, *args, data_dir=None):
     """A running PlatformService on a free loopback port; stopped at test cleanup."""
     data_dir = data_dir or os.path.abspath(testcase.mktemp())
@@ -126,7 +138,7 @@ def start_server(testcase, *args, data_dir=None):
     service = PlatformService(options, reactor)
     service.privilegedStartService()
     service.startService()
-    testcase.addCleanup(service.stopService)
+    testcase.addCleanup(_stop, testcase, service)
     yield service.booted  # a boot failure fails the test with its cause
     if not service.ready:
         raise AssertionError("platformd did not become ready")
