@@ -48,7 +48,10 @@ class KillNineTests(TestCase):
         threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)]
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        # Kill once the load is going (a fixed sleep saw no write at all on a busy machine).
+        deadline = time.monotonic() + 30
+        while len(acknowledged) <= 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
         server.kill()
         stop.set()
         for t in threads:
