@@ -49,11 +49,16 @@ class RequestContext:
     #: Warnings from below the handlers (admission webhooks), sent as ``Warning``
     #: headers with a successful response.
     warnings: list = attrs.field(factory=list)
-    #: Audit annotations admission adds (``webhook-name/key``), for the audit log.
+    #: Audit annotations for the audit log: admission's (``webhook-name/key``) and the
+    #: authorization decision (``authorization.platform.io/decision``, ``/reason``).
     audit_annotations: dict = attrs.field(factory=dict)
     #: The request reached its handler (upstream's instrumented routes): it is counted
     #: in the request metrics, whatever its answer.
     routed: bool = False
+    #: When the request was received (set by the audit stage when auditing is on).
+    received_at: float = 0.0
+    #: The request's ``audit.record.Record`` when the policy audits it; None otherwise.
+    audit: Any = None
 
     def authorize_as(self, verb: str):
         """

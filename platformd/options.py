@@ -13,7 +13,7 @@ from twisted.python import usage
 
 from platformd.durations import parse_duration
 from platformd.featuregates import FeatureGateError, FeatureGates
-from platformd.gotext import quote_list
+from platformd.gotext import aggregate, quote_list
 
 
 #: Upstream's ``authzmodes.AuthorizationModeChoices`` that apply here (no ABAC, no Node).
@@ -56,6 +56,7 @@ class Options(usage.Options):
     optFlags = [
         ["encryption-provider-config-automatic-reload", None,
          "Reload --encryption-provider-config when the file changes (checked every minute)."],
+        ["audit-log-compress", None, "Gzip rotated audit log files."],
     ]
 
     optParameters = [
@@ -162,6 +163,24 @@ class Options(usage.Options):
         ["etcd-compaction-interval", None, "5m",
          "The interval of compaction requests. If 0, the compaction request from "
          "apiserver is disabled."],
+        # The audit log (docs/audit.md), as kube-apiserver's flags.
+        ["audit-policy-file", None, None,
+         "audit.platform.io/v1 Policy: which requests are audited, at which level."],
+        ["audit-log-path", None, None,
+         "Write audit events to this file ('-': standard output); needs a policy."],
+        ["audit-log-maxage", None, 0, "Days rotated audit files are kept (0: any).", int],
+        ["audit-log-maxbackup", None, 0, "Rotated audit files kept (0: all).", int],
+        ["audit-log-maxsize", None, 0,
+         "Megabytes an audit file grows to before it is rotated (0: 100).", int],
+        ["audit-log-format", None, "json", "Audit line format: json or legacy."],
+        ["audit-log-mode", None, "blocking",
+         "What a full audit queue does: blocking (requests wait), blocking-strict (and "
+         "fail when the event cannot be written), batch (events are dropped)."],
+        ["audit-log-batch-buffer-size", None, 10000,
+         "Events the audit queue holds (every mode).", int],
+        ["audit-log-batch-max-size", None, 1, "batch mode: events written per batch.", int],
+        ["audit-log-batch-max-wait", None, "0s",
+         "batch mode: how long to wait to fill a batch."],
     ]
 
     def postOptions(self):
@@ -199,6 +218,7 @@ class Options(usage.Options):
                                    "--tls-private-key-file")
         self._authentication()
         self._authorization()
+        self._audit()
         # pflag's string slices: comma-separated, spaces kept (" B" is not "B").
         for flag in ("enable-admission-plugins", "disable-admission-plugins"):
             self[flag] = self[flag].split(",") if self[flag] else []
@@ -224,6 +244,34 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--{flag}: cannot read {path}")
         if bool(self["etcd-certfile"]) != bool(self["etcd-keyfile"]):
             raise usage.UsageError("--etcd-certfile and --etcd-keyfile must be given together")
+    def _audit(self) -> None:
+        """Upstream's ``AuditLogOptions.Validate`` and ``AuditBatchOptions.Validate``."""
+        if self["audit-policy-file"] and not os.access(self["audit-policy-file"], os.R_OK):
+            raise usage.UsageError(f"--audit-policy-file: cannot read "
+                                   f"{self['audit-policy-file']}")
+        try:
+            self["audit-log-batch-max-wait"] = parse_duration(self["audit-log-batch-max-wait"])
+        except ValueError as e:
+            raise usage.UsageError(f"--audit-log-batch-max-wait: {e}") from None
+        if not self["audit-log-path"]:
+            return
+        problems = []
+        if self["audit-log-mode"] not in ("batch", "blocking", "blocking-strict"):
+            problems.append(f"invalid audit log mode {self['audit-log-mode']}, allowed modes "
+                            'are "batch,blocking,blocking-strict"')
+        for flag, what in (("audit-log-batch-buffer-size", "buffer size"),
+                           ("audit-log-batch-max-size", "max batch size")):
+            if self[flag] <= 0:
+                problems.append(f"invalid audit batch log {what} {self[flag]}, must be a "
+                                "positive number")
+        if self["audit-log-format"] not in ("legacy", "json"):
+            problems.append(f"invalid audit log format {self['audit-log-format']}, allowed "
+                            'formats are "legacy,json"')
+        for flag in ("audit-log-maxage", "audit-log-maxbackup", "audit-log-maxsize"):
+            if self[flag] < 0:
+                problems.append(f"--{flag} {self[flag]} can't be a negative number")
+        if problems:
+            raise usage.UsageError(aggregate(problems))
 
     def _authentication(self) -> None:
         """Upstream's authentication option checks, their words."""

@@ -53,6 +53,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from platformd.api.site import make_site
+from platformd.audit.fromflags import build as audit_from_flags
 from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
@@ -142,6 +143,10 @@ class PlatformService(service.MultiService):
             from platformd.storage.etcd3.compactor import Compactor
             compactor = Compactor(storage.client, options["etcd-compaction-interval"], reactor)
             after_cache.append(Step("etcd-compactor", compactor.start, compactor.stop))
+        #: The audit stages (``audit.record.Auditor``), made by ``prepare`` (or None).
+        self.auditor = None
+        if options.get("audit-policy-file") and options.get("audit-log-path"):
+            after_cache.append(Step("audit-log", self._start_audit, self._stop_audit))
         if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
             self.pods = PodsService(reactor, self.components.cache.for_kind(core.POD),
@@ -219,6 +224,9 @@ class PlatformService(service.MultiService):
             raise StartupError(str(e)) from None
         self._admission_config()
         self._tracing()
+        self.auditor = audit_from_flags(options, self.reactor)
+        if self.auditor is not None:
+            self.components.api.audit(self.auditor)
         static = [X509Authenticator()]
         if options["token-auth-file"]:
             try:
@@ -289,6 +297,16 @@ class PlatformService(service.MultiService):
             self.components.configure_admission(configs)
         except AdmissionConfigError as e:
             raise StartupError(str(e)) from None
+
+    def _start_audit(self) -> None:
+        if self.auditor is not None:
+            self.auditor.sink.start()
+
+    def _stop_audit(self):
+        """The events handed over are written before the daemon stops (a Deferred)."""
+        if self.auditor is not None:
+            return self.auditor.sink.stop()
+        return None
 
     def _reloaders(self) -> list:
         return [r for r in (self.authentication_reloader, self.authorization_reloader,

@@ -27,7 +27,7 @@ LAYERS = (
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle"},
     {"tracing", "egress"},
     {"admission"},
-    {"auth", "cache", "patch", "listening"},
+    {"auth", "cache", "patch", "listening", "audit"},
     {"context"},
     {"registry", "podinfo"},
     {"api"},

@@ -1,7 +1,8 @@
 """
 The HTTP front: one Klein route that takes every request through the filter chain
 (``filters.py``: audit ID → request info → readiness → request deadline
-(``deadline.py``) → authentication → impersonation → max-in-flight → authorization) to the handler of its verb, with every failure rendered
+(``deadline.py``) → [audit] → authentication → [audit] → impersonation →
+max-in-flight → authorization) to the handler of its verb, with every failure rendered
 as a Status in one place (``handle`` and ``_failed``: upstream's panic recovery).
 
 Routing inside ``/api`` and ``/apis`` is done by ``requestinfo`` and a dict lookup rather
@@ -85,16 +86,23 @@ class APIServer:
         self.request_metrics = RequestMetrics(self.metrics)
         #: The checks of /healthz, /livez and /readyz (``health.HealthChecks``).
         self.health = health if health is not None else HealthChecks()
+        #: The audit stages (``audit.record.Auditor``) when a policy is given, and the
+        #: request tracing filter when tracing is configured.
+        self.auditor = None
+        self.tracing: tuple = ()
         self.chain = self._chain()
 
-    def _chain(self, tracing=()) -> filters.FilterChain:
+    def _chain(self) -> filters.FilterChain:
+        auditor = self.auditor
         return filters.FilterChain([
             filters.audit_id,
             filters.request_info,
             filters.Readiness(self.readiness),
             self.request_deadline,
+            *([auditor.before_authentication] if auditor else []),
             filters.Authentication(self.authenticator, self.metrics),
-            *tracing,
+            *([auditor] if auditor else []),
+            *self.tracing,
             filters.Impersonation(self.authorizer),
             self.max_in_flight,
             filters.Authorization(self.authorizer, self.metrics),
@@ -105,7 +113,18 @@ class APIServer:
         Put ``request_tracing`` (``tracing.requests.RequestTracing``) in the chain, after
         authentication as upstream's ``WithTracing``; without it requests make no span.
         """
-        self.chain = self._chain((request_tracing,))
+        self.tracing = (request_tracing,)
+        self.chain = self._chain()
+
+    def audit(self, auditor) -> None:
+        """
+        Audit requests with ``auditor`` (``audit.record.Auditor``): its stages join the
+        chain around authentication, as upstream's ``WithFailedAuthenticationAudit``
+        and ``WithAudit``.
+        """
+        auditor.handled += (filters.TooManyRequests, CorruptObjectError)
+        self.auditor = auditor
+        self.chain = self._chain()
 
     def serve_tokens(self, issuer) -> None:
         """

@@ -3,8 +3,9 @@ The request filter chain, in the order of upstream's ``DefaultBuildHandlerChain`
 (``k8s.io/apiserver/pkg/server/config.go``):
 
     audit ID → (panic recovery: ``app.py``) → request info → readiness →
-    authentication → (audit: issue 16) → impersonation → max-in-flight →
-    authorization → handler (admission happens in the write handlers)
+    [audit: received time, failed authentication] → authentication → [audit] →
+    impersonation → max-in-flight → authorization → handler (admission happens in the
+    write handlers); the audit stages (``platformd/audit/record.py``) only with a policy
 
 A filter is a callable ``filter(ctx, proceed)``: it reads or fills the request's
 ``RequestContext``, then returns ``proceed(ctx)``, or raises a ``StatusError`` to answer
@@ -27,8 +28,9 @@ from platformd import errors
 from platformd import requestinfo
 from platformd.api import query
 from platformd.auth import authorizers
+from platformd.audit.record import DECISION_ANNOTATION, REASON_ANNOTATION
 from platformd.auth.interfaces import (
-    ALLOW, AUTHENTICATED_GROUP, DENY, NO_OPINION, Attributes, AuthenticationError,
+    ALLOW, AUTHENTICATED_GROUP, DENY, NO_OPINION, Attributes, AuthenticationError, Decision,
     IAuthenticator, IAuthorizer, UserInfo,
 )
 from platformd.deferreds import then
@@ -349,7 +351,8 @@ class Authorization:
                 info = attrs.evolve(info, name=name)
         attributes = Attributes(ctx.user, info, ctx.span)
         if self.metrics is None:
-            return then(authorizers.check(self.authorizer, attributes), lambda _: proceed(ctx))
+            return then(self.authorizer.authorize(attributes), _allow_or_refuse, attributes,
+                        ctx, proceed)
         started = perf_counter()
         try:
             decision = self.authorizer.authorize(attributes)
@@ -364,8 +367,7 @@ class Authorization:
 
     def _decided(self, decision, attributes, ctx, proceed, started: float):
         self._measure(_AUTHORIZATION_RESULTS.get(decision.verdict, "error"), started)
-        authorizers.enforce(decision, attributes)
-        return proceed(ctx)
+        return _allow_or_refuse(decision, attributes, ctx, proceed)
 
     def _failed(self, failure, started: float):
         self._measure("error", started)
@@ -378,6 +380,18 @@ class Authorization:
 
 
 _AUTHORIZATION_RESULTS = {ALLOW: "allowed", DENY: "denied", NO_OPINION: "no-opinion"}
+
+
+def _allow_or_refuse(decision: Decision, attributes: Attributes, ctx, proceed):
+    """
+    Upstream's ``WithAuthorization``: the decision and the authorizer's reason go in the
+    audit annotations (allowed or not); anything but Allow is 403 Forbidden.
+    """
+    allowed = decision.verdict == ALLOW
+    ctx.audit_annotations[DECISION_ANNOTATION] = "allow" if allowed else "forbid"
+    ctx.audit_annotations[REASON_ANNOTATION] = decision.reason
+    authorizers.enforce(decision, attributes)
+    return proceed(ctx)
 
 
 _PLATFORM_GROUP_OF = {upstream: platform for platform, upstream in UPSTREAM_REVIEW_GROUPS.items()}
