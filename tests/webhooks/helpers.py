@@ -85,7 +85,8 @@ class WebhookCase(TestCase):
     timeout = 20
 
     def setUp(self):
-        paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:1")
+        # hooks.webhooks.svc: the host of a clientConfig.service {webhooks, hooks}.
+        paths = ensure_pki(self.mktemp(), ["hooks.webhooks.svc"], [], "https://127.0.0.1:1")
         with open(paths.ca_cert, "rb") as f:
             self.ca_bundle = base64.b64encode(f.read()).decode()
         self.service = ReviewServer()

@@ -138,10 +138,31 @@ class FailurePolicyTests(WebhookCase):
         self.service.handlers["/check"] = lambda review: b"not json"
         return self.check({}, "failed to decode the webhook's response")
 
-    def test_service_reference_refused(self):
-        return self.check({"clientConfig": {"service": {"namespace": "default",
-                                                        "name": "svc", "port": 443}}},
-                          "clientConfig.service is not supported")
+    def service_config(self, name, path=None) -> dict:
+        service = {"namespace": "webhooks", "name": name, "port": self.port.getHost().port}
+        if path is not None:
+            service["path"] = path
+        return {"clientConfig": {"service": service, "caBundle": self.ca_bundle}}
+
+    @defer.inlineCallbacks
+    def test_service_reference_called(self):
+        """https://<name>.<namespace>.svc:<port><path>, the host found through the
+        resolver seam, the TLS server name being that host (the certificate's SAN)."""
+        self.caller.hosts["hooks.webhooks.svc"] = "127.0.0.1"
+        self.configure("validating", self.hook(**self.service_config("hooks", "/svc")))
+        yield self.admit(self.attributes())
+        self.assertEqual(len(self.reviews("/svc")), 1)
+        self.validating_configs.objects.clear()
+        self.configure("validating", self.hook(**self.service_config("hooks")))
+        yield self.admit(self.attributes())
+        self.assertEqual(len(self.reviews("/")), 1)
+
+    def test_service_name_not_in_certificate(self):
+        """The server name checked is the service's host name, whatever address it has."""
+        self.caller.hosts["other.webhooks.svc"] = "127.0.0.1"
+        port = self.port.getHost().port
+        return self.check(self.service_config("other"), 'failed to call webhook: Post '
+                          f'"https://other.webhooks.svc:{port}/?timeout=10s": ')
 
     @defer.inlineCallbacks
     def test_timeout_on_the_clock(self):

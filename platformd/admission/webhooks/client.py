@@ -5,8 +5,11 @@ every webhook, ``httpclient.post``: ``timeoutSeconds`` is kept by cancelling the
 request on the injected clock, as the Webhook authorizer does; the reactor never
 blocks.  The URL carries ``?timeout=Ns`` as upstream's client adds it.
 
-``clientConfig.service`` is refused at call time (there is no service proxy): a call
-error the failure policy decides on.
+A ``clientConfig.service`` webhook is called at ``https://<name>.<namespace>.svc:<port>``
+(``source.service_url``), as upstream's default service resolver does: the host is
+looked up through the reactor's resolver (the system's, in a thread) and the TLS
+server name is that host.  ``Caller.hosts`` maps host names to addresses before any
+lookup: a seam for tests, which have no cluster DNS (the daemon leaves it empty).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from twisted.internet import defer, ssl
+from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IPolicyForHTTPS
+from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
 from zope.interface import implementer
 
 from platformd.admission.webhooks.errors import CallError
@@ -29,8 +33,6 @@ from platformd.tracing import spans
 _HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
             b"User-Agent": [b"platformd"]}
 MAX_IDLE_PER_HOST = 32
-SERVICE_UNSUPPORTED = ("clientConfig.service is not supported: this server has no service "
-                       "proxy; use clientConfig.url")
 
 
 @implementer(IPolicyForHTTPS)
@@ -47,6 +49,26 @@ class BundleTLSPolicy:
 
     def creatorForNetloc(self, hostname: bytes, port: int):
         return ssl.optionsForClientTLS(hostname.decode("ascii"), trustRoot=self._trust)
+
+
+@implementer(IAgentEndpointFactory)
+class _Endpoints:
+    """Agent's standard endpoints (TLS over ``HostnameEndpoint``), with ``hosts``
+    consulted first: the TLS server name stays the URL's host whatever address is
+    dialled."""
+
+    def __init__(self, reactor, policy, hosts: dict):
+        self.reactor = reactor
+        self.policy = policy
+        self.hosts = hosts
+
+    def endpointForURI(self, uri):
+        host = uri.host.decode("ascii")
+        endpoint: Any = HostnameEndpoint(self.reactor, self.hosts.get(host, host), uri.port)
+        if uri.scheme == b"https":
+            endpoint = wrapClientTLS(self.policy.creatorForNetloc(uri.host, uri.port),
+                                     endpoint)
+        return endpoint
 
 
 def call_url(hook) -> str:
@@ -66,6 +88,8 @@ class Caller:
         # handshake per call (twisted's default keeps two per host).
         self._pool.maxPersistentPerHost = MAX_IDLE_PER_HOST
         self._agents: dict = {}
+        #: Host name → address, looked up before the resolver (tests; see module doc).
+        self.hosts: dict = {}
         #: Calls made (tests and the benchmark read it).
         self.calls = 0
 
@@ -74,15 +98,14 @@ class Caller:
         if agent is None:
             if len(self._agents) > 64:
                 self._agents.clear()
-            agent = self._agents[ca_bundle] = Agent(
-                self.reactor, contextFactory=BundleTLSPolicy(ca_bundle), pool=self._pool)
+            agent = self._agents[ca_bundle] = Agent.usingEndpointFactory(
+                self.reactor, _Endpoints(self.reactor, BundleTLSPolicy(ca_bundle), self.hosts),
+                pool=self._pool)
         return agent
 
     def post(self, hook, body: bytes, span=None):
         """``span``: the call's ``tracing.spans.Trace`` (None: not traced), parent of the
         HTTP client span whose ``traceparent`` the webhook receives."""
-        if hook.url is None:
-            return defer.fail(CallError(hook.name, SERVICE_UNSUPPORTED))
         try:
             agent = self._agent(hook.ca_bundle)
         except (ValueError, ssl.SSL.Error) as error:

@@ -32,7 +32,8 @@ class Webhook:
     configuration: str
     #: Unique per webhook version: the configuration's uid and the webhook's index.
     uid: str
-    url: Optional[str]
+    #: ``clientConfig.url``, or the URL of ``clientConfig.service`` (``service_url``).
+    url: str
     service: Optional[dict]
     ca_bundle: bytes
     timeout: float
@@ -78,6 +79,17 @@ def _ca_bundle(config: dict) -> bytes:
         return b""
 
 
+def service_url(service: dict) -> str:
+    """
+    Where upstream's client sends a ``clientConfig.service`` call (its default service
+    resolver): ``https://<name>.<namespace>.svc:<port><path>`` (port 443 unless given,
+    path ``/`` unless given), so the TLS server name is ``<name>.<namespace>.svc`` and
+    the host is found through the resolver (``client.Caller``).
+    """
+    host = f"{service.get('name', '')}.{service.get('namespace', '')}.svc"
+    return f"https://{host}:{service.get('port') or 443}{service.get('path') or '/'}"
+
+
 def compile_webhooks(obj: dict, compile_condition, mutating: bool) -> tuple:
     meta = obj.get("metadata") or {}
     out = []
@@ -86,7 +98,8 @@ def compile_webhooks(obj: dict, compile_condition, mutating: bool) -> tuple:
         out.append(Webhook(
             name=hook.get("name", ""), configuration=meta.get("name", ""),
             uid=f"{meta.get('uid', meta.get('name', ''))}/{index}",
-            url=config.get("url"), service=config.get("service"),
+            url=config.get("url") or service_url(config.get("service") or {}),
+            service=config.get("service"),
             ca_bundle=_ca_bundle(config),
             timeout=float(hook.get("timeoutSeconds") or 10),
             failure_policy=hook.get("failurePolicy") or "Fail",
