@@ -97,6 +97,8 @@ ALWAYS = {
     META + "Preconditions": "",
     META + "ServerAddressByClientCIDR": "clientCIDR serverAddress",
     META + "ShardInfo": "selector",
+    # Condition: strings without omitempty, a non-pointer Time (null when zero).
+    META + "Condition": "type status observedGeneration? lastTransitionTime? reason message",
     META + "Status": "metadata status? message? reason? code?",
     META + "StatusCause": "reason? message? field?",
     META + "StatusDetails": "name? group? kind? uid? retryAfterSeconds?",

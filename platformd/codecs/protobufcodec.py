@@ -37,6 +37,9 @@ from zope.interface import implementer
 
 from platformd.codecs import limits, protoconvert
 from platformd.codecs.interface import CodecError, IItemCodec, ITypedCodec
+from platformd.protos.platform.api.admissionregistration.v1 import (
+    generated_pb2 as admissionregistration,
+)
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
@@ -56,6 +59,10 @@ META_VERSIONS = ("meta.platform.io/v1", "meta.k8s.io/v1")
 
 _CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount")
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+ADMISSIONREGISTRATION = "admissionregistration.platform.io/v1"
+_ADMISSIONREGISTRATION_KINDS = (
+    "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration")
 #: The reviews: created and answered, never stored or listed (no List messages).
 _REVIEWS = (
     ("authentication.platform.io/v1", authentication, ("SelfSubjectReview", "TokenRequest",
@@ -79,7 +86,9 @@ _TRAILER = b"\x1a\x00\x22\x00"
 def builtin_messages() -> dict:
     """The message class of every built-in (apiVersion, kind), lists included."""
     table = {}
-    for api_version, module, kinds in (("v1", core, _CORE_KINDS), (RBAC, rbac, _RBAC_KINDS)):
+    for api_version, module, kinds in (
+            ("v1", core, _CORE_KINDS), (RBAC, rbac, _RBAC_KINDS),
+            (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS)):
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(api_version, kind + "List")] = getattr(module, kind + "List")

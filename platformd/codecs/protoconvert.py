@@ -14,6 +14,9 @@ types are encoded differently in the two forms and are handled by message type:
   JSON, ``{items}`` in Protobuf.
 * ``bytes`` fields (``Secret.data``, ``ConfigMap.binaryData``): base64 text in JSON, the
   bytes themselves in Protobuf.
+* Go embedded structs (``INLINE``: ``RuleWithOperations.rule``,
+  ``NamedRuleWithOperations.ruleWithOperations``): a nested message in Protobuf, its
+  fields inline in the parent's JSON object.
 
 Fields the message does not define are dropped, as upstream drops unknown fields when it
 decodes into a typed struct: the messages model what the schemas model, and free-form
@@ -58,6 +61,12 @@ VERBS = "platform.apimachinery.pkg.apis.meta.v1.Verbs"
 STRING_LISTS = frozenset({VERBS, "platform.api.authorization.v1.ExtraValue",
                           "platform.api.authentication.v1.ExtraValue"})
 FIELDS_V1 = "platform.apimachinery.pkg.apis.meta.v1.FieldsV1"
+#: Go embedded structs (``json:",inline"``): message fields whose fields are the parent's
+#: in JSON, by "<message full name>.<field>".
+INLINE = frozenset({
+    "platform.api.admissionregistration.v1.RuleWithOperations.rule",
+    "platform.api.admissionregistration.v1.NamedRuleWithOperations.ruleWithOperations",
+})
 #: ``time.Time{}`` (0001-01-01T00:00:00Z) in Unix seconds: upstream's zero time.
 ZERO_TIME_SECONDS = -62135596800
 
@@ -68,8 +77,10 @@ class ConversionError(ValueError):
 
 # Per field: how a value travels.  Computed once per message type.
 (_SCALAR, _REPEATED_SCALAR, _MESSAGE, _REPEATED_MESSAGE, _MAP_SCALAR, _MAP_MESSAGE,
- _BYTES, _MAP_BYTES) = range(8)
+ _BYTES, _MAP_BYTES, _INLINE) = range(9)
 _plans: dict = {}
+#: message full name → its ``_INLINE`` fields' names.
+_inlines: dict = {}
 _ZERO = {FieldDescriptor.CPPTYPE_STRING: "", FieldDescriptor.CPPTYPE_BOOL: False}
 
 
@@ -87,9 +98,12 @@ def _plan(descriptor) -> dict:
                 value = field.message_type.fields_by_name["value"]
                 how = {FieldDescriptor.TYPE_MESSAGE: _MAP_MESSAGE,
                        FieldDescriptor.TYPE_BYTES: _MAP_BYTES}.get(value.type, _MAP_SCALAR)
+            elif field.full_name in INLINE:
+                how = _INLINE
             else:
                 how = _REPEATED_MESSAGE if repeated else _MESSAGE
             plan[field.name] = how
+        _inlines[descriptor.full_name] = tuple(n for n, how in plan.items() if how == _INLINE)
         _plans[descriptor.full_name] = plan
     return plan
 
@@ -127,7 +141,7 @@ class _GoPlan:
                 setattr(template, name, zero)
             if omitted:
                 omit.add(name)
-            else:
+            elif field.full_name not in INLINE:
                 show.append((name, zero))
         self.template = template if template.ListFields() else None
         self.filled, self.omit_zero, self.show = frozenset(filled), frozenset(omit), tuple(show)
@@ -212,9 +226,12 @@ def _set_fields(message, value, fill, filled=frozenset(), fill_filled=None) -> N
     ``fill`` (``fill_filled`` for the singular ones named in ``filled``).
     """
     plan = _plan(message.DESCRIPTOR)
+    for name in _inlines[message.DESCRIPTOR.full_name]:
+        # An embedded struct takes its fields from the parent's own dict.
+        (fill_filled if name in filled else fill)(getattr(message, name), value)
     for name, item in value.items():
         how = plan.get(name)
-        if how is None or item is None:
+        if how is None or how == _INLINE or item is None:
             continue
         if how == _SCALAR:
             setattr(message, name, item)
@@ -293,6 +310,9 @@ def _plain_go(message):
         return custom
     go = _go_plan(type(message))
     value = _plain_fields(message, _plain_go, go.omit_zero)
+    for name in _inlines[message.DESCRIPTOR.full_name]:
+        if not message.HasField(name):  # not on the wire: its JSON zero form
+            value.update(_plain_go(getattr(message, name)))
     for name, zero in go.show:
         if name not in value:
             value[name] = zero if zero is not None else _plain_go(getattr(message, name))
@@ -328,6 +348,8 @@ def _plain_fields(message, plain, omit_zero=frozenset()) -> dict:
             item = plain(item)
             if item is not None:
                 value[name] = item
+        elif how == _INLINE:
+            value.update(plain(item))
         elif how == _REPEATED_SCALAR:
             value[name] = list(item)
         elif how == _REPEATED_MESSAGE:

@@ -16,6 +16,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.codecs import gopresence, protoconvert
 from platformd.codecs.protobufcodec import MAGIC, ProtobufCodec
 from platformd.errors import StatusError
+from platformd.protos.platform.api.admissionregistration.v1 import (
+    generated_pb2 as admissionregistration,
+)
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
@@ -122,6 +125,44 @@ class HandBuiltTests(SynchronousTestCase):
         self.check(obj, raw)
         self.assertTrue(raw.startswith(bytes.fromhex(
             "0a 12 0a 02 72 62 12 00 1a 00 22 00 2a 00 32 00 38 00 42 00")))
+
+    def test_webhook_configuration_embedded_rule(self):
+        """
+        RuleWithOperations embeds Rule (Go, ``json:",inline"``): operations is field 1,
+        the Rule message field 2, always written; in JSON its fields sit beside
+        operations.  MutatingWebhook writes name and clientConfig even when empty;
+        ServiceReference writes namespace and name; caBundle is bytes.
+        """
+        group = "admissionregistration.platform.io/v1"
+        obj = {"kind": "MutatingWebhookConfiguration", "apiVersion": group,
+               "metadata": {"name": "w"},
+               "webhooks": [{"name": "a.b.c",
+                             "clientConfig": {"service": {"namespace": "ns", "name": "svc",
+                                                          "port": 443},
+                                              "caBundle": "YWJj"},
+                             "rules": [{"operations": ["CREATE"], "apiGroups": [""],
+                                        "apiVersions": ["v1"], "resources": ["pods"],
+                                        "scope": "*"},
+                                       {"operations": ["DELETE"]}],
+                             "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}
+        client = m(2, m(1, s(1, "ns"), s(2, "svc"), v(4, 443)), s(2, b"abc"))
+        rules = (m(3, s(1, "CREATE"), m(2, s(1, ""), s(2, "v1"), s(3, "pods"), s(4, "*")))
+                 + m(3, s(1, "DELETE"), m(2)))
+        webhook = s(1, "a.b.c") + client + rules + s(6, "None") + s(8, "v1")
+        self.check(obj, m(1, object_meta("w")) + m(2, webhook))
+
+    def test_named_rule_two_levels_inline(self):
+        """NamedRuleWithOperations embeds RuleWithOperations, which embeds Rule."""
+        group = "admissionregistration.platform.io/v1"
+        obj = {"kind": "ValidatingAdmissionPolicyBinding", "apiVersion": group,
+               "metadata": {"name": "b"},
+               "spec": {"policyName": "p", "matchResources": {"resourceRules": [
+                   {"resourceNames": ["x"], "operations": ["UPDATE"],
+                    "resources": ["configmaps"]}]},
+                   "validationActions": ["Deny"]}}
+        named = s(1, "x") + m(2, s(1, "UPDATE"), m(2, s(3, "configmaps")))
+        spec = s(1, "p") + m(3, m(3, named)) + s(4, "Deny")
+        self.check(obj, m(1, object_meta("b")) + m(2, spec))
 
     def test_empty_namespace(self):
         """A Namespace with only a name: metadata, spec and status (phase "") all written."""
@@ -312,7 +353,8 @@ class UpstreamGoldenTests(SynchronousTestCase):
 
 
 def _modules():
-    return (core, rbac, meta, runtime, resource, authorization, authentication)
+    return (core, rbac, meta, runtime, resource, authorization, authentication,
+            admissionregistration)
 
 
 def _messages():

@@ -16,10 +16,12 @@ from platformd.auth import cel
 from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_subdomain, path_segment, qualified_name
 from platformd.model.schema import INT64, STRING, TIME, ListOf, Prop, Struct
+from platformd.registry.kinds import presence
 from platformd.registry.kinds.clusterrole import LABEL_SELECTOR
 from platformd.registry.kinds.webhookshapes import (
-    FAILURE_POLICIES, GROUP, MATCH_CONDITION, MATCH_POLICIES, PREFIX, RULE_WITH_OPERATIONS,
-    VERSION, dns1035, validate_label_selector, validate_match_conditions, validate_rule,
+    FAILURE_POLICIES, GROUP, MATCH_CONDITION, MATCH_POLICIES, PREFIX, PRESENCE, PROTO,
+    RULE_WITH_OPERATIONS, VERSION, dns1035, validate_label_selector,
+    validate_match_conditions, validate_rule,
 )
 from platformd.registry.resource import ResourceType
 from platformd.registry.tables import AGE, NAME, Column
@@ -184,8 +186,9 @@ def default_binding(obj: dict) -> None:
 
 
 def prepare_policy_for_create(obj: dict) -> None:
-    """Upstream's strategy: status is the controller's, generation starts at 1."""
-    obj.pop("status", None)
+    """Upstream's strategy: status is the controller's (empty: ``{}``, as Go's JSON
+    shows an empty struct), generation starts at 1."""
+    obj["status"] = {}
     obj.setdefault("metadata", {})["generation"] = 1
 
 
@@ -497,7 +500,18 @@ POLICY_KIND = ResourceType(
     categories=("api-extensions",), name_rule=dns_subdomain, definition_prefix=PREFIX,
     has_status=True, default=default_policy, validate=validate_policy,
     prepare_for_create=prepare_policy_for_create,
-    prepare_for_update=prepare_policy_for_update, columns=POLICY_COLUMNS)
+    prepare_for_update=prepare_policy_for_update, columns=POLICY_COLUMNS,
+    presence=presence(PROTO, "ValidatingAdmissionPolicy", {
+        "ValidatingAdmissionPolicy": "metadata spec status",
+        # Every field of the spec, MatchResources, TypeChecking and Rule is a pointer or
+        # a slice; the strings below have no omitempty unless marked.
+        "ValidatingAdmissionPolicySpec": "", "MatchResources": "", "TypeChecking": "",
+        "ParamKind": "apiVersion? kind?",
+        "NamedRuleWithOperations": "ruleWithOperations",
+        "Validation": "expression message? messageExpression?",
+        "Variable": "name expression", "AuditAnnotation": "key valueExpression",
+        "ValidatingAdmissionPolicyStatus": "observedGeneration?",
+        "ExpressionWarning": "fieldRef warning", **PRESENCE}))
 
 BINDING_KIND = ResourceType(
     group=GROUP, version=VERSION, kind="ValidatingAdmissionPolicyBinding",
@@ -506,4 +520,9 @@ BINDING_KIND = ResourceType(
         "spec": Prop(BINDING_SPEC, "The policy bound, its parameters and resources."),
     }, doc="Binds a ValidatingAdmissionPolicy to parameters and scopes it to resources.",
     categories=("api-extensions",), name_rule=dns_subdomain, definition_prefix=PREFIX,
-    default=default_binding, validate=validate_binding, columns=BINDING_COLUMNS)
+    default=default_binding, validate=validate_binding, columns=BINDING_COLUMNS,
+    presence=presence(PROTO, "ValidatingAdmissionPolicyBinding", {
+        "ValidatingAdmissionPolicyBinding": "metadata spec",
+        "ValidatingAdmissionPolicyBindingSpec": "policyName?",
+        "ParamRef": "name? namespace?", "MatchResources": "",
+        "NamedRuleWithOperations": "ruleWithOperations", **PRESENCE}))

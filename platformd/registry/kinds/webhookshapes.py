@@ -7,7 +7,9 @@ and validation (``pkg/apis/admissionregistration/validation``, worded as upstrea
 (``compile_condition``; the admission plugins are handed it by ``compose``, since the
 admission layer may not import ``auth``).
 
-No Protobuf messages are served for these kinds yet: JSON, YAML and CBOR only.
+Protobuf: upstream's ``admissionregistration/v1`` messages (``proto/``); ``PRESENCE``
+holds what upstream's marshallers write even when zero for the messages the webhook
+and policy kinds share (``gopresence``'s notation, read off ``types.go``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from platformd.auth import cel
 from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_label, dns_subdomain, label_value, qualified_name
 from platformd.model.schema import BYTES, INT32, STRING, ListOf, Prop, Struct
+from platformd.registry.kinds import presence
 from platformd.registry.kinds.clusterrole import LABEL_SELECTOR
 from platformd.registry.resource import ResourceType
 from platformd.registry.tables import AGE, NAME, Column
@@ -26,6 +29,11 @@ from platformd.registry.tables import AGE, NAME, Column
 GROUP = "admissionregistration.platform.io"
 VERSION = "v1"
 PREFIX = "io.platform.api.admissionregistration.v1"
+PROTO = "platform.api.admissionregistration.v1."
+#: Messages several kinds use: ``Rule`` (every field a slice or pointer) is embedded in
+#: ``RuleWithOperations`` (a non-pointer struct, always written); ``MatchCondition``'s
+#: two strings have no ``omitempty``.
+PRESENCE = {"RuleWithOperations": "rule", "Rule": "", "MatchCondition": "name expression"}
 
 FAILURE_POLICIES = ("Fail", "Ignore")
 MATCH_POLICIES = ("Equivalent", "Exact")
@@ -455,4 +463,8 @@ def configuration_kind(mutating: bool) -> ResourceType:
                "admission webhooks that accept or reject (and may change) objects.",
         categories=("api-extensions",), name_rule=dns_subdomain, definition_prefix=PREFIX,
         allow_create_on_update=False, default=default_configuration(mutating),
-        validate=configuration_validator(mutating), columns=COLUMNS)
+        validate=configuration_validator(mutating), columns=COLUMNS,
+        presence=presence(PROTO, kind, {
+            kind: "metadata", webhook.name.rpartition(".")[2]: "name clientConfig",
+            # url and service are pointers, caBundle a []byte (written when non-nil).
+            "WebhookClientConfig": "", "ServiceReference": "namespace name", **PRESENCE}))
