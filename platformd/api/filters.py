@@ -145,9 +145,7 @@ class Authentication:
 
     def _measure(self, result: str, started: float) -> None:
         if self.metrics is not None:
-            key = (result,)
-            self.metrics.authentication_attempts.inc(key)
-            self.metrics.authentication_durations.observe(key, perf_counter() - started)
+            self.metrics.authentication.record(result, perf_counter() - started)
 
 
 def _compress_username(name: str) -> str:
@@ -374,9 +372,7 @@ class Authorization:
         return failure
 
     def _measure(self, result: str, started: float) -> None:
-        key = (result,)
-        self.metrics.authorization_attempts.inc(key)
-        self.metrics.authorization_durations.observe(key, perf_counter() - started)
+        self.metrics.authorization.record(result, perf_counter() - started)
 
 
 _AUTHORIZATION_RESULTS = {ALLOW: "allowed", DENY: "denied", NO_OPINION: "no-opinion"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 
 from platformd.metrics.core import (
-    STABLE, Counter, Gauge, Histogram, Registry, Scraped, exponential_buckets,
+    STABLE, Attempts, Counter, Gauge, Histogram, Registry, Scraped, exponential_buckets,
 )
 
 REQUEST_LABELS = ("verb", "dry_run", "group", "version", "resource", "subresource", "scope",
@@ -85,6 +85,10 @@ class APIServerMetrics:
             "authorization_duration_seconds",
             "Authorization duration in seconds broken out by result.", ("result",),
             AUTH_BUCKETS))
+        self.authentication = Attempts(self.authentication_attempts,
+                                       self.authentication_durations)
+        self.authorization = Attempts(self.authorization_attempts,
+                                      self.authorization_durations)
         # -- admission (admission/metrics) ---------------------------------------------
         self.admission_steps = add(Histogram(
             "apiserver_admission_step_admission_duration_seconds",

@@ -61,7 +61,10 @@ class Family:
 
 
 class Counter(Family):
-    """A counter by label values: ``inc(values)``; the tuple's order is ``labels``'."""
+    """
+    A counter by label values: ``inc(values)``; the tuple's order is ``labels``'.  Each
+    series is a one-item list, so a hot path can keep it (``child``) and add to it.
+    """
 
     kind = "counter"
 
@@ -69,16 +72,23 @@ class Counter(Family):
         super().__init__(*args, **kwargs)
         self.values: dict = {}
 
+    def child(self, values: tuple = ()) -> list:
+        """The series of ``values`` (``[value]``), made on first use."""
+        series = self.values.get(values)
+        if series is None:
+            series = self.values[values] = [0]
+        return series
+
     def inc(self, values: tuple = (), amount: float = 1) -> None:
-        counts = self.values
-        counts[values] = counts.get(values, 0) + amount
+        self.child(values)[0] += amount
 
     def get(self, values: tuple = ()) -> float:
-        return self.values.get(values, 0)
+        series = self.values.get(values)
+        return series[0] if series else 0
 
     def samples(self):
-        for values, value in sorted(self.values.items()):
-            yield "", self._labels(values), value
+        for values, series in sorted(self.values.items()):
+            yield "", self._labels(values), series[0]
 
 
 class Gauge(Counter):
@@ -87,7 +97,7 @@ class Gauge(Counter):
     kind = "gauge"
 
     def set(self, values: tuple, value: float) -> None:
-        self.values[values] = value
+        self.child(values)[0] = value
 
     def dec(self, values: tuple = (), amount: float = 1) -> None:
         self.inc(values, -amount)
@@ -126,10 +136,17 @@ class Histogram(Family):
         self.values: dict = {}
         self._size = len(self.buckets) + 3  # buckets, +Inf, sum, count
 
-    def observe(self, values: tuple, value: float) -> None:
+    def child(self, values: tuple) -> list:
+        """The series of ``values`` (for ``observe_into``), made on first use."""
         series = self.values.get(values)
         if series is None:
             series = self.values[values] = [0] * self._size
+        return series
+
+    def observe(self, values: tuple, value: float) -> None:
+        self.observe_into(self.child(values), value)
+
+    def observe_into(self, series: list, value: float) -> None:
         series[bisect_left(self.buckets, value)] += 1
         series[-2] += value
         series[-1] += 1
@@ -148,6 +165,27 @@ class Histogram(Family):
                 yield "_bucket", {**labels, "le": bound}, total
             yield "_sum", labels, series[-2]
             yield "_count", labels, series[-1]
+
+
+class Attempts:
+    """
+    A counter and a duration histogram by one ``result`` label, updated together
+    (upstream's ``authentication_attempts`` and ``..._duration_seconds``, the same for
+    authorization), their series kept per result.
+    """
+
+    def __init__(self, counter: Counter, histogram: Histogram):
+        self.counter = counter
+        self.histogram = histogram
+        self._series: dict = {}
+
+    def record(self, result: str, elapsed: float) -> None:
+        series = self._series.get(result)
+        if series is None:
+            series = self._series[result] = (self.counter.child((result,)),
+                                             self.histogram.child((result,)))
+        series[0][0] += 1
+        self.histogram.observe_into(series[1], elapsed)
 
 
 class _Families:

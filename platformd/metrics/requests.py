@@ -22,10 +22,10 @@ _VERBS = {"get": "GET", "list": "LIST", "watch": "WATCH", "create": "POST", "upd
           "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
 
 
-def reported_verb(info, content_type) -> str:
+def reported_verb(info, request) -> str:
     """The ``verb`` label of a resource request (see module docstring)."""
     verb = _VERBS.get(info.verb, "other")
-    if verb == "PATCH" and content_type == APPLY_PATCH:
+    if verb == "PATCH" and request.getHeader(b"content-type") == APPLY_PATCH:
         return "APPLY"
     return verb
 
@@ -50,23 +50,39 @@ def dry_run(request) -> str:
 
 
 class RequestMetrics:
-    """Records requests into ``metrics`` (an ``APIServerMetrics``); reactor thread only."""
+    """
+    Records requests into ``metrics`` (an ``APIServerMetrics``); reactor thread only.
+    The three series a (labels, code) pair updates are looked up once and kept, so a
+    request costs one dict lookup and three additions.
+    """
 
     def __init__(self, metrics: APIServerMetrics):
         self.metrics = metrics
+        self._series: dict = {}
 
     def labels(self, request, info) -> tuple:
         """``(verb, dry_run, group, version, resource, subresource, scope, component)``."""
-        return (reported_verb(info, request.getHeader(b"content-type")), dry_run(request),
-                info.group, info.version, info.resource, info.subresource, scope(info),
-                COMPONENT)
+        return (reported_verb(info, request), dry_run(request), info.group, info.version,
+                info.resource, info.subresource, scope(info), COMPONENT)
 
     def record(self, request, labels: tuple, elapsed: float, size: int) -> None:
+        code = request.code
+        series = self._series.get((labels, code))
+        if series is None:
+            series = self._series[(labels, code)] = self._children(labels, code)
+        count, durations, sizes = series
+        count[0] += 1
         metrics = self.metrics
-        metrics.requests.inc(labels + (str(request.code),))
-        metrics.durations.observe(labels, elapsed)
-        if labels[0] in ("GET", "LIST"):
-            metrics.response_sizes.observe(labels[:1] + labels[2:], size)
+        metrics.durations.observe_into(durations, elapsed)
+        if sizes is not None:
+            metrics.response_sizes.observe_into(sizes, size)
+
+    def _children(self, labels: tuple, code: int) -> tuple:
+        metrics = self.metrics
+        return (metrics.requests.child(labels + (str(code),)),
+                metrics.durations.child(labels),
+                metrics.response_sizes.child(labels[:1] + labels[2:])
+                if labels[0] in ("GET", "LIST") else None)
 
     def record_health(self, path: str, code: int, elapsed: float) -> None:
         """A ``/healthz``-style root check, labelled as upstream's ``InstallPathHandler``."""
