@@ -90,6 +90,15 @@ class SequenceTests(SynchronousTestCase):
         self.assertEqual(log[-1], ("start", "c"))
         self.successResultOf(started)
 
+    def test_on_step_names_each_child_as_it_starts(self):
+        log, gate = [], Deferred()
+        seq = self.sequence(log, {"a": None, "b": gate, "c": None})
+        seq.on_step = lambda name: log.append(("step", name))
+        seq.startService()
+        self.assertEqual(log, [("step", "a"), ("start", "a"), ("step", "b"), ("start", "b")])
+        gate.callback(None)
+        self.assertEqual(log[-2:], [("step", "c"), ("start", "c")])
+
     def test_stops_in_reverse(self):
         """Stopping goes last-started first."""
         log = []

@@ -1,6 +1,7 @@
 """
-platformd as users run it: a ``twistd platformd`` subprocess, and a blocking HTTPS client
-of it (the tests that use these kill, signal or socket-activate the process).
+platformd as users run it: a ``twistd platformd`` subprocess, a blocking HTTPS client of
+it and a raw watch reader (the tests that use these kill, signal or socket-activate the
+process; bench/bench_shutdown.py measures with them).
 """
 
 import http.client
@@ -11,6 +12,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -119,3 +121,43 @@ class Connection:
 
     def close(self):
         self.conn.close()
+
+
+class RawWatch:
+    """A watch over a raw TLS socket, read to the end in a thread: the exact bytes."""
+
+    def __init__(self, port: int, token: str, path: str, resource_version: str):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        self.socket = context.wrap_socket(socket.create_connection(("127.0.0.1", port)))
+        self.socket.sendall(
+            f"GET {path}?watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}"
+            f" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        self.data = b""
+        self.thread = threading.Thread(target=self._read)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            while chunk := self.socket.recv(65536):
+                self.data += chunk
+        except OSError:
+            pass
+        self.socket.close()
+
+    def events(self, timeout=30.0):
+        """The watch's events once the response has ended, checking its framing."""
+        self.thread.join(timeout)
+        head, _, body = self.data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert b"transfer-encoding: chunked" in head.lower(), head
+        lines, rest = b"", body
+        while True:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line, 16)
+            if size == 0:
+                assert rest == b"\r\n", f"bytes after the terminator: {rest!r}"
+                break
+            lines, rest = lines + rest[:size], rest[size + 2:]
+        return [json.loads(line) for line in lines.splitlines()]

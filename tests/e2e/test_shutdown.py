@@ -7,62 +7,19 @@ each watch resumes from the last resourceVersion it saw, without a 410 (no relis
 """
 
 import http.client
-import json
 import os
 import signal
-import socket
-import ssl
 import threading
 import time
 
 from twisted.trial.unittest import TestCase
 
-from tests.e2e.daemon import Server, free_port, write_tokens
+from tests.e2e.daemon import RawWatch, Server, free_port, write_tokens
 
 TOKEN = "shutdown-token"
 PATH = "/api/v1/namespaces/default/configmaps"
 WATCHES = 4
 WRITERS = 4
-
-
-class RawWatch:
-    """A watch over a raw TLS socket, read to the end in a thread: the exact bytes."""
-
-    def __init__(self, port: int, resource_version: str):
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        self.socket = context.wrap_socket(socket.create_connection(("127.0.0.1", port)))
-        self.socket.sendall(
-            f"GET {PATH}?watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}"
-            f" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
-        self.data = b""
-        self.thread = threading.Thread(target=self._read)
-        self.thread.start()
-
-    def _read(self):
-        try:
-            while chunk := self.socket.recv(65536):
-                self.data += chunk
-        except OSError:
-            pass
-        self.socket.close()
-
-    def events(self, timeout=30.0):
-        """The watch's events once the response has ended, checking its framing."""
-        self.thread.join(timeout)
-        head, _, body = self.data.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200"), head
-        assert b"transfer-encoding: chunked" in head.lower(), head
-        lines, rest = b"", body
-        while True:
-            size_line, _, rest = rest.partition(b"\r\n")
-            size = int(size_line, 16)
-            if size == 0:
-                assert rest == b"\r\n", f"bytes after the terminator: {rest!r}"
-                break
-            lines, rest = lines + rest[:size], rest[size + 2:]
-        return [json.loads(line) for line in lines.splitlines()]
 
 
 class ShutdownTests(TestCase):
@@ -76,7 +33,7 @@ class ShutdownTests(TestCase):
         server.start()
         self.addCleanup(server.stop)
         status, listed = server.connection().request_json("GET", PATH)
-        watches = [RawWatch(server.port, listed["metadata"]["resourceVersion"])
+        watches = [RawWatch(server.port, TOKEN, PATH, listed["metadata"]["resourceVersion"])
                    for _ in range(WATCHES)]
 
         acknowledged, lock = {}, threading.Lock()
@@ -133,7 +90,7 @@ class ShutdownTests(TestCase):
         present = {item["metadata"]["name"] for item in listed["items"]}
         self.assertEqual(set(acknowledged) - present, set(), "acknowledged writes lost")
         # Each client watches again from its bookmark: no 410, the next change arrives.
-        resumed = [RawWatch(server.port, rv) for rv in resume_from]
+        resumed = [RawWatch(server.port, TOKEN, PATH, rv) for rv in resume_from]
         status, created = server.connection().request_json(
             "POST", PATH, {"metadata": {"name": "after-restart"}})
         self.assertEqual(status, 201)
