@@ -29,7 +29,7 @@ class ShutdownTests(TestCase):
         data_dir = os.path.abspath(self.mktemp())
         os.makedirs(data_dir)
         server = Server(data_dir, free_port(), write_tokens(data_dir, TOKEN), token=TOKEN,
-                        args=["--shutdown-delay-duration", "2s"])
+                        args=["--shutdown-delay-duration", "3s"])
         server.start()
         self.addCleanup(server.stop)
         status, listed = server.connection().request_json("GET", PATH)
@@ -54,18 +54,21 @@ class ShutdownTests(TestCase):
         writers = [threading.Thread(target=writer, args=(i,)) for i in range(WRITERS)]
         for thread in writers:
             thread.start()
-        time.sleep(0.5)
+        while len(acknowledged) < 20:
+            time.sleep(0.05)
         server.signal(signal.SIGTERM)
-        time.sleep(0.3)
         # During the delay /readyz fails but requests are still served, also on new
         # connections.
-        readyz, body = server.connection().request("GET", "/readyz?verbose")
-        self.assertEqual(readyz, 500)
-        self.assertIn(b"[-]shutdown failed", body)
+        probe = server.connection()
+        while (answer := probe.request("GET", "/readyz?verbose"))[0] == 200:
+            time.sleep(0.02)  # the signal has not been handled yet
+        self.assertEqual(answer[0], 500)
+        self.assertIn(b"[-]shutdown failed: reason withheld\n", answer[1])
+        self.assertTrue(answer[1].endswith(b"readyz check failed\n"), answer[1])
+        during_delay = len(acknowledged)
         status, _ = server.connection().request("GET", PATH + "?limit=1")
         self.assertEqual(status, 200)
-        during_delay = len(acknowledged)
-        time.sleep(0.3)
+        time.sleep(0.2)
         self.assertGreater(len(acknowledged), during_delay, "writes stopped during the delay")
 
         self.assertEqual(server.wait(), 0)

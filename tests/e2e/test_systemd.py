@@ -80,7 +80,7 @@ class NotifyTests(TestCase):
     def test_ready_status_watchdog_stopping(self):
         """
         STATUS= names each boot step; READY=1 comes once /readyz answers 200; WATCHDOG=1
-        every half of WATCHDOG_USEC; SIGTERM sends STOPPING=1 and exits 0.
+        pings follow; SIGTERM sends STOPPING=1 and exits 0.
         """
         notify = NotifySocket()
         self.addCleanup(notify.close)
@@ -96,10 +96,10 @@ class NotifyTests(TestCase):
         self.assertEqual(booting[-1],
                          f"READY=1\nSTATUS=serving on https://127.0.0.1:{server.port}\n")
 
-        started = time.monotonic()
+        # (the interval itself, half of WATCHDOG_USEC, is pinned on a Clock in
+        # tests/systemd/test_sdnotify.py)
         pings = [notify.receive() for _ in range(3)]
         self.assertEqual(pings, ["WATCHDOG=1\n"] * 3)
-        self.assertLess(time.monotonic() - started, 1.0)  # every 0.1 s, not 0.2
 
         server.signal(signal.SIGTERM)
         stopping = notify.until("STOPPING=1")
