@@ -199,12 +199,7 @@ class ListenerService(service.Service):
             for protocol in self.connections():
                 if protocol not in closing and not _requests(protocol):
                     closing.add(protocol)
-                    # Through the HTTP channel: it unregisters itself as the TLS
-                    # connection's producer, without which TLS would not send its
-                    # close_notify; then TCP closes once that is written, without
-                    # waiting for the client's close_notify (as Go's server).
-                    _channel(protocol).loseConnection()
-                    protocol.transport.loseConnection()
+                    _close(protocol)
                 elif expired and settled is None:
                     protocol.transport.abortConnection()
             if finished() or expired:
@@ -227,6 +222,17 @@ def _channel(protocol):
     """
     channel = protocol.wrappedProtocol
     return getattr(channel, "_channel", channel)
+
+
+def _close(protocol) -> None:
+    """
+    Close an idle connection: through HTTP/1.1's channel, which unregisters itself as the
+    TLS connection's producer (without which TLS would not send its close_notify; HTTP/2's
+    connection has no such method), then TCP once that is written, without waiting for
+    the client's close_notify (as Go's server closes).
+    """
+    getattr(_channel(protocol), "loseConnection", protocol.loseConnection)()
+    protocol.transport.loseConnection()
 
 
 def _requests(protocol) -> int:

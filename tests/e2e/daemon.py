@@ -36,23 +36,27 @@ def write_tokens(directory: str, token: str) -> str:
 
 class Server:
     """
-    A platformd process: ``twistd -n --pidfile= platformd --data-dir D --secure-port P
-    --token-auth-file T *args``, run under ``wrapper`` (a command that execs the rest,
+    A platformd process: ``twistd -n --pidfile= *twistd_args platformd --data-dir D
+    --secure-port P --token-auth-file T *args``, run under ``wrapper`` (a command that execs the rest,
     e.g. ``systemd-socket-activate``) with ``env`` added to the environment.  ``port``
     is where ``start`` waits for ``/readyz``.
     """
 
-    def __init__(self, data_dir, port, tokens, args=(), env=None, wrapper=(), token=None):
+    def __init__(self, data_dir, port, tokens, args=(), env=None, wrapper=(), token=None,
+                 twistd_args=()):
         self.data_dir, self.port, self.tokens = data_dir, port, tokens
         self.args, self.env, self.wrapper, self.token = list(args), env or {}, wrapper, token
+        self.twistd_args = list(twistd_args)
         self.process = None
+        #: The standard error of the last process, once it has exited.
+        self.output = ""
 
     def spawn(self):
         """Start the process (and return at once)."""
         env = dict(os.environ, **self.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
-            [*self.wrapper, *TWISTD, "-n", "--pidfile=", "platformd",
+            [*self.wrapper, *TWISTD, "-n", "--pidfile=", *self.twistd_args, "platformd",
              "--data-dir", self.data_dir, "--secure-port", str(self.port),
              "--token-auth-file", self.tokens, *self.args],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -79,8 +83,9 @@ class Server:
         self.process.send_signal(signum)
 
     def wait(self, timeout=30) -> int:
-        """The exit status, once the process has exited."""
+        """The exit status, once the process has exited (``output``: its standard error)."""
         status = self.process.wait(timeout)
+        self.output = self.process.stderr.read().decode()
         self.process.stderr.close()
         return status
 

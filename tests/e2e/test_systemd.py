@@ -190,6 +190,22 @@ class SocketActivationTests(TestCase):
         self.assertEqual(server.wait(), 0)
 
 
+class LoggerTests(TestCase):
+    timeout = 90
+
+    def test_the_units_logger_writes_text_without_a_journal(self):
+        """
+        ``twistd --logger=platformd.journald.observer`` (the unit's) runs the server; not
+        connected to a journal it writes twistd's text lines to standard error.
+        """
+        server = _server(self, twistd_args=["--logger=platformd.journald.observer"])
+        server.start()
+        server.signal(signal.SIGTERM)
+        self.assertEqual(server.wait(), 0)
+        self.assertIn(f"platformd serving on https://127.0.0.1:{server.port}",
+                      server.output)
+
+
 class UnitFileTests(TestCase):
     def test_units_verify(self):
         """
