@@ -121,7 +121,7 @@ class Components:
         """Rebuild the enabled admission plugins with ``configs`` (an
         ``admission.config.AdmissionConfiguration``, read by the daemon at startup)."""
         self.admission.set_plugins(admission_plugins(
-            admission_deps(self.cache, self.clock), self.admission_names,
+            admission_deps(self.cache, self.clock, self.metrics), self.admission_names,
             self.rbac_index, configs))
 
     def resource(self):
@@ -153,7 +153,7 @@ def compose(storage, clock, gates, authenticator, *,
         admission_names = admission_registry.builtin().default_enabled()
     metrics = APIServerMetrics()
     admission = AdmissionChain(admission_plugins(
-        admission_deps(cache, clock), admission_names, rbac_index), metrics)
+        admission_deps(cache, clock, metrics), admission_names, rbac_index), metrics)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
@@ -179,9 +179,9 @@ def compose(storage, clock, gates, authenticator, *,
         readiness=readiness, metrics=metrics, health=checks)
 
 
-def admission_deps(cache, clock) -> admission_registry.PluginDeps:
+def admission_deps(cache, clock, metrics=None) -> admission_registry.PluginDeps:
     return admission_registry.PluginDeps(cache, clock, core.NAMESPACE, core.SERVICE_ACCOUNT,
-                                         core.POD)
+                                         core.POD, metrics)
 
 
 def admission_plugins(deps, names, rbac_index, configs=None) -> list:

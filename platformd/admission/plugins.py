@@ -128,6 +128,8 @@ class PluginDeps:
     namespace_kind: Any
     service_account_kind: Any
     pod_kind: Any
+    #: The server's ``APIServerMetrics`` (webhook durations); None: not measured.
+    metrics: Any = None
 
 
 def builtin() -> Plugins:

@@ -23,6 +23,7 @@ REQUEST_DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.
                             4, 5, 6, 8, 10, 15, 20, 30, 45, 60)
 AUTH_BUCKETS = exponential_buckets(0.001, 2, 15)
 ADMISSION_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5)
+WEBHOOK_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10, 25)
 GROUP_RESOURCE = ("group", "resource")
 
 
@@ -100,6 +101,11 @@ class APIServerMetrics:
             "Admission controller latency histogram in seconds, identified by name and "
             "broken out for each operation and API resource and type (validate or admit).",
             ("name", "type", "operation", "rejected"), ADMISSION_BUCKETS, STABLE))
+        self.admission_webhooks = add(Histogram(
+            "apiserver_admission_webhook_admission_duration_seconds",
+            "Admission webhook latency histogram in seconds, identified by name and broken "
+            "out for each operation and API resource and type (validate or admit).",
+            ("name", "type", "operation", "rejected"), WEBHOOK_BUCKETS, STABLE))
         # -- storage and the watch cache (read when scraped) -----------------------------
         self.storage_objects = add(Scraped(
             "apiserver_storage_objects",

@@ -101,6 +101,13 @@ class EndToEndTests(ServerTestCase):
         self.assertIs(self.service.reviews["/validate"][-1]["request"]["dryRun"], True)
         r = yield self.client.get("/api/v1/namespaces/default/configmaps/dry")
         self.assertEqual(r.code, 404)
+        # Each call timed as upstream's webhook duration metric; a denial is "rejected".
+        calls = self.server.components.metrics.admission_webhooks
+        self.assertEqual(calls.count(("mutate.example.com", "admit", "CREATE", "false")), 3)
+        self.assertEqual(calls.count(("validate.example.com", "validating", "CREATE", "false")),
+                         2)
+        self.assertEqual(calls.count(("validate.example.com", "validating", "CREATE", "true")),
+                         1)
 
     @defer.inlineCallbacks
     def test_unreachable_webhook_fails_closed_and_deleting_the_configuration_reopens(self):
@@ -109,6 +116,8 @@ class EndToEndTests(ServerTestCase):
         r = yield self.client.post("/api/v1/namespaces/default/configmaps",
                                    {"metadata": {"name": "cm"}})
         self.assertEqual(r.code, 500, r.body)
+        self.assertEqual(self.server.components.metrics.admission_webhooks.count(
+            ("down.example.com", "validating", "CREATE", "true")), 1)
         self.assertTrue(r.json()["message"].startswith(
             'Internal error occurred: failed calling webhook "down.example.com": failed to '
             'call webhook: Post "https://127.0.0.1:1/x?timeout=10s": '), r.json()["message"])

@@ -172,7 +172,7 @@ class FactoryTests(SynchronousTestCase):
     def test_plugin_factory(self):
         stub = StubServer()
         self.addCleanup(stub.stop)
-        deps = SimpleNamespace(cache=stub.cache, clock=stub.clock)
+        deps = SimpleNamespace(cache=stub.cache, clock=stub.clock, metrics=None)
         mutating = webhooks.plugin_factory("MutatingAdmissionWebhook")(deps, None)
         validating = webhooks.plugin_factory("ValidatingAdmissionWebhook")(deps, None)
         self.assertEqual((mutating.name, validating.name),

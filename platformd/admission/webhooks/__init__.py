@@ -30,9 +30,10 @@ from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 GROUP = "admissionregistration.platform.io"
 
 
-def build(cache, clock, reactor, *, compile_condition=None):
+def build(cache, clock, reactor, *, compile_condition=None, metrics=None):
     """``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` over ``cache`` (the
-    ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``."""
+    ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``; each call is
+    timed in ``metrics`` (an ``APIServerMetrics``) if given."""
     if compile_condition is None:
         compile_condition = conditions.compile_condition
     namespaces = cache.for_kind(find_kind(cache, "", "Namespace"))
@@ -43,8 +44,8 @@ def build(cache, clock, reactor, *, compile_condition=None):
     validating = WebhookSource(
         cache.for_kind(find_kind(cache, GROUP, "ValidatingWebhookConfiguration")),
         compile_condition, mutating=False)
-    return (MutatingAdmissionWebhook(mutating, namespaces, caller),
-            ValidatingAdmissionWebhook(validating, namespaces, caller))
+    return (MutatingAdmissionWebhook(mutating, namespaces, caller, metrics),
+            ValidatingAdmissionWebhook(validating, namespaces, caller, metrics))
 
 
 def plugin_factory(name: str):
@@ -52,7 +53,7 @@ def plugin_factory(name: str):
     index = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook").index(name)
 
     def factory(deps, config=None):
-        return build(deps.cache, deps.clock, deps.clock)[index]
+        return build(deps.cache, deps.clock, deps.clock, metrics=deps.metrics)[index]
     return factory
 
 

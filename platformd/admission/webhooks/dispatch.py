@@ -6,9 +6,11 @@ they record on the request's context (warnings, audit annotations).
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from platformd.admission.webhooks.errors import CallError, dry_run_unsupported, failed
 from platformd.admission.webhooks.matching import conditions_match, exempt, should_call
@@ -24,13 +26,17 @@ class Dispatcher:
     mutating = False
     #: Upstream's span around one webhook's call.
     span_name = "Call validating webhook"
+    #: The ``type`` label of upstream's webhook duration metric.
+    metric_type = "validating"
 
-    def __init__(self, source, namespaces, caller):
+    def __init__(self, source, namespaces, caller, metrics=None):
         #: ``WebhookSource`` of this plugin's configuration kind.
         self.source = source
         #: The namespaces' ``KindCache`` (namespaceSelector).
         self.namespaces = namespaces
         self.caller = caller
+        #: The server's ``APIServerMetrics``: each call timed (None: not measured).
+        self.metrics = metrics
 
     def handles(self, operation: str) -> bool:
         return operation in ("CREATE", "UPDATE", "DELETE")
@@ -48,8 +54,26 @@ class Dispatcher:
         """
         A Deferred firing with the verified ``review.Result``, or None when the match
         conditions skip the webhook; failing with ``CallError`` (the policy decides) or
-        a ``StatusError`` (dry run unsupported).
+        a ``StatusError`` (dry run unsupported).  Timed as upstream's
+        ``apiserver_admission_webhook_admission_duration_seconds``.
         """
+        answer = self._call(hook, a)
+        if self.metrics is None:
+            return answer
+        return answer.addBoth(self._observe, hook, a.operation, perf_counter())
+
+    def _observe(self, result, hook, operation: str, started: float):
+        """Upstream's ``rejected``: a refusal, or a failure the policy does not ignore."""
+        if isinstance(result, Failure):
+            rejected = not (result.check(CallError) and hook.ignore_failures)
+        else:
+            rejected = result is not None and not result.allowed
+        self.metrics.admission_webhooks.observe(
+            (hook.name, self.metric_type, operation, "true" if rejected else "false"),
+            perf_counter() - started)
+        return result
+
+    def _call(self, hook, a) -> Any:
         invocation = Invocation.of(a)
         try:
             if not conditions_match(hook, {"object": a.obj, "oldObject": a.old,

@@ -28,6 +28,7 @@ class MutatingAdmissionWebhook(Dispatcher):
     name = "MutatingAdmissionWebhook"
     mutating = True
     span_name = "Call mutating webhook"
+    metric_type = "admit"
 
     def admit(self, a):
         hooks = self.relevant(a)
