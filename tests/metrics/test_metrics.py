@@ -124,6 +124,18 @@ class MetricsTests(SynchronousTestCase):
                           and dict(k[1]).get("code") in ("401", "404")], [])
         self.assertEqual(samples[("authentication_attempts", (("result", "failure"),))], 1.0)
 
+    def test_too_many_requests_counted(self):
+        """A 429 from the in-flight limit is counted, as upstream's RecordDroppedRequest."""
+        limit = self.stub.api.max_in_flight
+        limit.readonly, limit.in_flight[False] = 1, 1
+        r = self.stub.client(user="jane", groups=()).get(CM)
+        limit.in_flight[False] = 0
+        self.assertEqual(r.code, 429)
+        samples, _ = self.scrape()
+        self.assertEqual(samples[("apiserver_request_total",
+                                  request_labels("LIST", "configmaps", "namespace", "429"))],
+                         1.0)
+
     def test_authentication_and_authorization(self):
         self.admin.get(CM)
         samples, types = self.scrape()
