@@ -1,8 +1,9 @@
 """
-Admission webhooks' cost over HTTP (issue 15): ConfigMap creates per second with no
-webhook, then with one fast validating webhook (a twisted.web HTTPS server in its own
-process, answering ``allowed: true`` at once) matching every ConfigMap create.  Server,
-webhook and clients on separate CPUs when there are enough.
+Admission's cost over HTTP (issue 15): ConfigMap creates per second with no webhook,
+with one fast validating webhook (a twisted.web HTTPS server in its own process,
+answering ``allowed: true`` at once) matching every ConfigMap create, and with one
+ValidatingAdmissionPolicy (one CEL validation, one binding) matching them instead.
+Server, webhook and clients on separate CPUs when there are enough.
 
     python bench/bench_webhook.py [--creates 3000] [--threads 8] [--rounds 3]
 
@@ -88,7 +89,8 @@ def main():
             [*pin(2), sys.executable, os.path.abspath(__file__), "--serve", str(hook_port),
              paths.serving_cert, paths.serving_key])
         server = start_server(os.path.join(tmp, "data"), port, write_tokens(tmp))
-        results: dict = {"no webhook": [], "one validating webhook": []}
+        results: dict = {"no webhook": [], "one validating webhook": [],
+                         "one validating policy": []}
         try:
             if not wait_ready(server, port, tls_context()):
                 sys.exit("platformd did not start")
@@ -99,19 +101,27 @@ def main():
                     "rules": [{"operations": ["CREATE"], "apiGroups": [""],
                                "apiVersions": ["v1"], "resources": ["configmaps"]}],
                     "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+            configured = {
+                "one validating webhook": [("validatingwebhookconfigurations", {
+                    "metadata": {"name": "bench"}, "webhooks": [hook]})],
+                "one validating policy": [
+                    ("validatingadmissionpolicies", {"metadata": {"name": "bench"}, "spec": {
+                        "matchConstraints": {"resourceRules": hook["rules"]},
+                        "validations": [{"expression": "size(object.data) < 10"}]}}),
+                    ("validatingadmissionpolicybindings", {"metadata": {"name": "bench"},
+                        "spec": {"policyName": "bench", "validationActions": ["Deny"]}})],
+            }
             for round_ in range(opts.rounds):
-                for name in results:
-                    namespace = f"r{round_}-{'w' if 'validating' in name else 'n'}"
+                for index, name in enumerate(results):
+                    namespace = f"r{round_}-{index}"
                     client.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
-                    if "validating" in name:
-                        status, body = client.call(
-                            "POST", f"{GROUP}/validatingwebhookconfigurations",
-                            {"metadata": {"name": "bench"}, "webhooks": [hook]})
+                    for plural, obj in configured.get(name, ()):
+                        status, body = client.call("POST", f"{GROUP}/{plural}", obj)
                         assert status == 201, body
                     results[name].append(
                         creates_per_second(port, namespace, opts.creates, opts.threads))
-                    if "validating" in name:
-                        client.call("DELETE", f"{GROUP}/validatingwebhookconfigurations/bench")
+                    for plural, _obj in configured.get(name, ()):
+                        client.call("DELETE", f"{GROUP}/{plural}/bench")
             client.close()
         finally:
             stop_server(server)
