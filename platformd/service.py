@@ -223,6 +223,7 @@ class PlatformService(service.MultiService):
         except PKIError as e:
             raise StartupError(str(e)) from None
         self._admission_config()
+        self._egress()
         self._tracing()
         self.auditor = audit_from_flags(options, self.reactor)
         if self.auditor is not None:
@@ -266,6 +267,19 @@ class PlatformService(service.MultiService):
         if self.options["encryption-provider-config-automatic-reload"]:
             self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
                                                           self.reactor)
+
+    def _egress(self) -> None:
+        """Read ``--egress-selector-config-file`` and install its selector before any
+        client connects (docs/egress.md)."""
+        path = self.options.get("egress-selector-config-file")
+        if not path:
+            return
+        from platformd.egress import selector
+        from platformd.egress.config import EgressConfigError, load_egress_config
+        try:
+            selector.install(selector.EgressSelector(load_egress_config(path), self.reactor))
+        except EgressConfigError as e:
+            raise StartupError(str(e)) from None
 
     def _tracing(self) -> None:
         """Read ``--tracing-config-file``: spans for requests and what they call
@@ -429,6 +443,9 @@ class PlatformService(service.MultiService):
             yield self.boot.stopService()
         if self.tracing is not None:
             yield self.tracing.shutdown()  # the spans still queued are exported
+        if self.options.get("egress-selector-config-file"):
+            from platformd.egress import selector
+            selector.install(None)
         self.watchdog.stopService()
         if self.handle_signals:
             # A graceful shutdown is a success: exit 0, as kube-apiserver does (twistd

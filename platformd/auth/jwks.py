@@ -20,10 +20,11 @@ import json
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from twisted.internet.defer import Deferred
-from twisted.web.client import Agent, readBody
+from twisted.web.client import readBody
 from twisted.web.http_headers import Headers
 
 from platformd.auth import kubeconfig
+from platformd.egress import selector
 from platformd.auth.authnconfig import Issuer
 
 WELL_KNOWN = "/.well-known/openid-configuration"
@@ -47,7 +48,9 @@ class KeySource:
         if agent is None:
             connection = kubeconfig.Connection(issuer.url,
                                                issuer.certificate_authority.encode())
-            agent = Agent(reactor, contextFactory=connection.tls_policy())
+            # Through the egress selection egressSelectorType names; none: directly.
+            agent = selector.agent(issuer.egress_selector_type or None, reactor,
+                                   connection.tls_policy())
         self.agent = agent
         self.discovery_url = issuer.discovery_url or issuer.url.rstrip("/") + WELL_KNOWN
         #: kid -> [key]; keys without a kid under "".

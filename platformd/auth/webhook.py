@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import Any
 
 from twisted.logger import Logger
-from twisted.web.client import Agent, HTTPConnectionPool, readBody
+from twisted.web.client import HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
 from zope.interface import implementer
 
@@ -32,6 +32,8 @@ from platformd.auth import sar
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.auth.kubeconfig import Connection
 from platformd import httpclient
+from platformd.egress import selector
+from platformd.egress.config import CONTROLPLANE
 from platformd.tracing import spans
 
 log = Logger()
@@ -104,7 +106,9 @@ class WebhookAuthorizer:
             headers[b"Authorization"] = [b"Bearer " + connection.token.encode()]
         self._headers = headers
         self._pool = HTTPConnectionPool(reactor, persistent=True)
-        self._agent = Agent(reactor, contextFactory=connection.tls_policy(), pool=self._pool)
+        # Upstream dials authorization webhooks through the controlplane egress selection.
+        self._agent = selector.agent(CONTROLPLANE, reactor, connection.tls_policy(),
+                                     self._pool)
         #: Calls made to the remote service (tests and metrics read it).
         self.calls = 0
 

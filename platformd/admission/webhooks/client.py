@@ -10,6 +10,10 @@ A ``clientConfig.service`` webhook is called at ``https://<name>.<namespace>.svc
 looked up through the reactor's resolver (the system's, in a thread) and the TLS
 server name is that host.  ``Caller.hosts`` maps host names to addresses before any
 lookup: a seam for tests, which have no cluster DNS (the daemon leaves it empty).
+
+Connections go through the egress selection upstream uses (``docs/egress.md``): a
+webhook called by URL through ``controlplane``, one called by service reference
+through ``cluster``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from twisted.internet import defer, ssl
-from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+from twisted.internet.endpoints import wrapClientTLS
 from twisted.web.client import Agent, HTTPConnectionPool, readBody
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
@@ -28,6 +32,8 @@ from zope.interface import implementer
 
 from platformd.admission.webhooks.errors import CallError
 from platformd import httpclient
+from platformd.egress import selector
+from platformd.egress.config import CLUSTER, CONTROLPLANE
 from platformd.tracing import spans
 
 _HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
@@ -53,18 +59,20 @@ class BundleTLSPolicy:
 
 @implementer(IAgentEndpointFactory)
 class _Endpoints:
-    """Agent's standard endpoints (TLS over ``HostnameEndpoint``), with ``hosts``
-    consulted first: the TLS server name stays the URL's host whatever address is
-    dialled."""
+    """Agent's standard endpoints (TLS over a stream ``network``'s egress selection
+    dials), with ``hosts`` consulted first: the TLS server name stays the URL's host
+    whatever address is dialled."""
 
-    def __init__(self, reactor, policy, hosts: dict):
+    def __init__(self, reactor, policy, hosts: dict, network: str):
         self.reactor = reactor
         self.policy = policy
         self.hosts = hosts
+        self.network = network
 
     def endpointForURI(self, uri):
         host = uri.host.decode("ascii")
-        endpoint: Any = HostnameEndpoint(self.reactor, self.hosts.get(host, host), uri.port)
+        endpoint: Any = selector.stream(self.network, self.reactor,
+                                        self.hosts.get(host, host), uri.port)
         if uri.scheme == b"https":
             endpoint = wrapClientTLS(self.policy.creatorForNetloc(uri.host, uri.port),
                                      endpoint)
@@ -93,21 +101,21 @@ class Caller:
         #: Calls made (tests and the benchmark read it).
         self.calls = 0
 
-    def _agent(self, ca_bundle: bytes) -> Agent:
-        agent = self._agents.get(ca_bundle)
+    def _agent(self, ca_bundle: bytes, network: str) -> Agent:
+        agent = self._agents.get((ca_bundle, network))
         if agent is None:
             if len(self._agents) > 64:
                 self._agents.clear()
-            agent = self._agents[ca_bundle] = Agent.usingEndpointFactory(
-                self.reactor, _Endpoints(self.reactor, BundleTLSPolicy(ca_bundle), self.hosts),
-                pool=self._pool)
+            agent = self._agents[(ca_bundle, network)] = Agent.usingEndpointFactory(
+                self.reactor, _Endpoints(self.reactor, BundleTLSPolicy(ca_bundle), self.hosts,
+                                         network), pool=self._pool)
         return agent
 
     def post(self, hook, body: bytes, span=None):
         """``span``: the call's ``tracing.spans.Trace`` (None: not traced), parent of the
         HTTP client span whose ``traceparent`` the webhook receives."""
         try:
-            agent = self._agent(hook.ca_bundle)
+            agent = self._agent(hook.ca_bundle, CLUSTER if hook.service else CONTROLPLANE)
         except (ValueError, ssl.SSL.Error) as error:
             return defer.fail(CallError(hook.name, f"invalid caBundle: {error}"))
         self.calls += 1

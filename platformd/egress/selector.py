@@ -1,0 +1,222 @@
+"""
+The egress selector: how a connection to one network is made (upstream's
+``egressselector.EgressSelector``), and the Twisted seams the HTTP clients use.
+
+``EgressSelector(config, reactor)`` makes one route per configured selection (reading
+the proxy's TLS files at once, so a bad file stops the server at startup):
+
+- ``Direct``: a plain connection (as with no selection at all);
+- ``HTTPConnect``: an HTTP CONNECT tunnel (``tunnel.ConnectTunnel``) through the proxy,
+  reached over TCP (``http://``, or ``https://`` with the client certificate, the CA
+  bundle — else the system's roots — and ``tlsServerName``) or a UNIX socket;
+- ``GRPC`` (konnectivity's tunnel protocol): not implemented; the configuration is
+  accepted and validated, and each connection through it fails with
+  ``EgressUnsupported`` (the error a webhook's failure policy then decides on).
+
+A network without a selection dials directly, as upstream's ``Lookup`` answers no dialer
+for it.  Which network a connection belongs to is the caller's choice, as upstream's:
+webhooks called by URL (authorization, admission) are ``controlplane``, admission
+webhooks called by service reference ``cluster``, a JWT issuer whatever its ``egressSelectorType`` says (nothing: no
+selector), the storage backend ``etcd``.
+
+The daemon builds one selector from ``--egress-selector-config-file`` and ``install``s it
+before any client connects; ``EgressEndpoints`` (a twisted.web ``IAgentEndpointFactory``)
+looks the route up per connection, so clients built before that (the admission webhook
+caller is built with the API) still follow it.  ``agent(network, ...)`` is the
+``Agent`` the HTTP clients use; ``stream(network, reactor, host, port)`` the plain
+stream a client with its own endpoints (admission webhooks, the etcd backend) dials.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+from urllib.parse import urlsplit
+
+import attrs
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+from twisted.internet import defer, ssl
+from twisted.internet.endpoints import HostnameEndpoint, UNIXClientEndpoint, wrapClientTLS
+from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.web.client import Agent
+from twisted.web.iweb import IAgentEndpointFactory
+from zope.interface import implementer
+
+from platformd.egress.config import (
+    GRPC, HTTP_CONNECT, EgressConfigError, EgressSelectorConfiguration, Selection,
+)
+from platformd.egress.tunnel import ConnectTunnel
+
+
+class EgressUnsupported(Exception):
+    """A selection this server cannot dial through (GRPC)."""
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as Go's ``net.JoinHostPort`` writes it (IPv6 in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@attrs.frozen
+class _Tunnel:
+    """An HTTP CONNECT proxy: ``proxy()`` makes the endpoint of the proxy itself."""
+
+    proxy: object
+    name: str
+
+    def endpoint(self, host: str, port: int) -> IStreamClientEndpoint:
+        return ConnectTunnel(self.proxy(), host_port(host, port), self.name)  # type: ignore
+
+
+@implementer(IStreamClientEndpoint)
+@attrs.frozen
+class _Refusal:
+    message: str
+
+    def connect(self, factory):
+        return defer.fail(EgressUnsupported(self.message))
+
+
+@attrs.frozen
+class _Refused:
+    network: str
+
+    def endpoint(self, host: str, port: int) -> IStreamClientEndpoint:
+        return _Refusal(
+            f"egress selection {self.network!r} uses proxyProtocol GRPC (the konnectivity "
+            f"tunnel), which this server does not implement: cannot dial "
+            f"{host_port(host, port)}")
+
+
+class EgressSelector:
+    def __init__(self, config: EgressSelectorConfiguration, reactor):
+        self.reactor = reactor
+        self._routes: dict = {}
+        for selection in config.selections:
+            try:
+                route = self._route(selection)
+            except (OSError, ValueError, ssl.SSL.Error) as error:
+                raise EgressConfigError(
+                    f"failed to create dialer for egressSelection {selection.name!r}: "
+                    f"{error}") from None
+            if route is not None:
+                self._routes[selection.name] = route
+
+    def _route(self, selection: Selection):
+        transport = selection.transport
+        if selection.protocol == GRPC:
+            return _Refused(selection.name)
+        if selection.protocol != HTTP_CONNECT or transport is None:
+            return None  # Direct
+        if transport.uds is not None:
+            path = transport.uds
+            return _Tunnel(lambda: UNIXClientEndpoint(self.reactor, path), path)
+        assert transport.tcp is not None
+        url = urlsplit(transport.tcp.url)
+        host = url.hostname or ""
+        port = url.port or (443 if url.scheme == "https" else 80)
+
+        def tcp():
+            return HostnameEndpoint(self.reactor, host.encode("idna"), port)
+
+        name = url.netloc
+        if url.scheme == "http":
+            return _Tunnel(tcp, name)
+        creator = _proxy_tls(transport.tcp.tls, host)
+        return _Tunnel(lambda: wrapClientTLS(creator, tcp()), name)
+
+    def route(self, network: str):
+        """The route of ``network`` (None: dial directly)."""
+        return self._routes.get(network)
+
+    def endpoint(self, network: str, host: str, port: int) -> IStreamClientEndpoint:
+        """A stream to ``host:port`` as ``network`` connects (no TLS of its own)."""
+        route = self.route(network)
+        if route is None:
+            return HostnameEndpoint(self.reactor, host.encode("idna"), port)
+        return route.endpoint(host, port)
+
+
+def _proxy_tls(tls, host: str):
+    """Upstream's ``getTLSConfig``: the client key pair (required), the CA bundle or the
+    system's roots; ``tlsServerName`` names the proxy when set."""
+    assert tls is not None  # validated: https requires tlsConfig
+    try:
+        with open(tls.client_cert, "rb") as f:
+            cert = f.read()
+        with open(tls.client_key, "rb") as f:
+            key = f.read()
+        client = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
+    except (OSError, ValueError, ssl.SSL.Error) as error:
+        raise ValueError(f"failed to read key pair {tls.client_cert} & {tls.client_key}, "
+                         f"got {error}") from None
+    if tls.ca_bundle:
+        try:
+            with open(tls.ca_bundle, "rb") as f:
+                roots = [ssl.Certificate.loadPEM(c.public_bytes(Encoding.PEM))
+                         for c in x509.load_pem_x509_certificates(f.read())]
+        except OSError as error:
+            raise ValueError(f"failed to read cert file {tls.ca_bundle}, got {error}") \
+                from None
+        except ValueError:
+            raise ValueError("failed to append CA cert to the cert pool") from None
+        trust = ssl.trustRootFromCertificates(roots)
+    else:
+        trust = ssl.platformTrust()
+    return ssl.optionsForClientTLS(tls.tls_server_name or host, trustRoot=trust,
+                                   clientCertificate=client)
+
+
+_installed: Optional[EgressSelector] = None
+
+
+def install(selector: Optional[EgressSelector]) -> None:
+    """Make ``selector`` the process's (None: every network dials directly)."""
+    global _installed
+    _installed = selector
+
+
+def installed() -> Optional[EgressSelector]:
+    return _installed
+
+
+def stream(network: str, reactor, host: str, port: int,
+           selector: Optional[EgressSelector] = None) -> IStreamClientEndpoint:
+    """A stream to ``host:port`` as ``network`` connects with ``selector`` (else the
+    installed one; none: directly).  No TLS of its own."""
+    selector = selector or _installed
+    if selector is None:
+        return HostnameEndpoint(reactor, host.encode("idna"), port)
+    return selector.endpoint(network, host, port)
+
+
+@implementer(IAgentEndpointFactory)
+class EgressEndpoints:
+    """
+    twisted.web's endpoint factory for ``network``: the route (of ``selector``, else the
+    installed selector at connection time), TLS with ``tls_policy`` for ``https``.
+    """
+
+    def __init__(self, network: str, reactor, tls_policy,
+                 selector: Optional[EgressSelector] = None):
+        self.network = network
+        self.reactor = reactor
+        self.tls_policy = tls_policy
+        self.selector = selector
+
+    def endpointForURI(self, uri):
+        endpoint = stream(self.network, self.reactor, uri.host.decode("ascii"), uri.port,
+                          self.selector)
+        if uri.scheme == b"https":
+            endpoint = wrapClientTLS(self.tls_policy.creatorForNetloc(uri.host, uri.port),
+                                     endpoint)
+        return endpoint
+
+
+def agent(network: Optional[str], reactor, tls_policy, pool=None,
+          selector: Optional[EgressSelector] = None) -> Agent:
+    """An ``Agent`` whose connections go as ``network`` says (None: always directly)."""
+    if network is None:
+        return Agent(reactor, contextFactory=tls_policy, pool=pool)
+    return Agent.usingEndpointFactory(
+        reactor, EgressEndpoints(network, reactor, tls_policy, selector), pool=pool)
