@@ -16,8 +16,8 @@ the proxy's TLS files at once, so a bad file stops the server at startup):
 A network without a selection dials directly, as upstream's ``Lookup`` answers no dialer
 for it.  Which network a connection belongs to is the caller's choice, as upstream's:
 webhooks called by URL (authorization, admission) are ``controlplane``, admission
-webhooks called by service reference ``cluster``, a JWT issuer whatever its ``egressSelectorType`` says (nothing: no
-selector), the storage backend ``etcd``.
+webhooks called by service reference ``cluster``, a JWT issuer whatever its
+``egressSelectorType`` says (nothing: no selector), the storage backend ``etcd``.
 
 The daemon builds one selector from ``--egress-selector-config-file`` and ``install``s it
 before any client connects; ``EgressEndpoints`` (a twisted.web ``IAgentEndpointFactory``)

@@ -100,7 +100,7 @@ def outgoing(parent: Optional[Trace], method: str, url: str, headers) -> Optiona
     return span
 
 
-def answered(span: Optional[Trace], result):
+def answered(result, span: Optional[Trace]):
     """End an ``outgoing`` span with the response's code, or the failure; passes
     ``result`` on (an addBoth callback)."""
     if span is None:
