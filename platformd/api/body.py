@@ -15,16 +15,22 @@ from platformd import errors
 from platformd.codecs.interface import CodecError
 from platformd.model.schema import DecodeContext, DecodeError
 
-#: Upstream refuses bodies above 3 MiB; so do we, before parsing.
+#: Upstream's ``MaxRequestBodyBytes`` (server/config.go: 3 MiB, no flag).  The site
+#: keeps at most one byte more of any body (``site.APIRequest``).
 MAX_BODY = 3 * 1024 * 1024
+
+
+def too_large() -> errors.StatusError:
+    """handlers/rest.go ``limitedReadBody``: ``NewRequestEntityTooLargeError``."""
+    return errors.StatusError(413, "RequestEntityTooLarge",
+                              f"Request entity too large: limit is {MAX_BODY}")
 
 
 def read_body(call) -> bytes:
     content = call.request.content
     data = content.read(MAX_BODY + 1) if content is not None else b""
     if len(data) > MAX_BODY:
-        raise errors.StatusError(413, "RequestEntityTooLarge",
-                                 "Request entity too large: limit is 3145728")
+        raise too_large()
     return data
 
 

@@ -14,6 +14,17 @@ The twisted.web Site the API is served by, tuned for an API server.
   kube-apiserver serves with) reads them; twisted.web's own limit (16 KiB) dropped the
   connection without an answer.  Beyond the limit, and for requests twisted.web cannot
   parse, the answer is a ``Status`` (431, 400) and the connection is closed.
+* A connection is closed when it stays silent too long, as Go's ``http.Server`` closes
+  it (``timeouts.py``): TLS handshake and request headers each within 32 s (a fixed
+  deadline: trickling bytes does not extend it), the next request on a kept-alive
+  connection within 90 s.  twisted.web's own sliding 12-hour idle timeout is off.
+* A request body over upstream's 3 MiB is refused as it arrives (``APIRequest``): at
+  once from its ``Content-Length``, or when a chunked body passes the limit, with
+  upstream's 413 ``RequestEntityTooLarge`` Status, and the connection closed; no more
+  than the limit is ever kept.  (Upstream reads the body in the handler, after
+  authentication: a client without credentials gets 413 here, 401 there.)  Over
+  HTTP/2 a stream cannot be answered before its request ends: the body is kept up to
+  the limit and the rest dropped, and the handler answers 413 (``body.read_body``).
 * A path whose percent-decoding is not UTF-8 is read with U+FFFD in place of the bad
   bytes, as Go's strings carry them into upstream's request info, instead of
   twisted.web's HTML "Non-UTF-8 encoding in URL" page.
@@ -22,10 +33,14 @@ The twisted.web Site the API is served by, tuned for an API server.
 import tempfile
 from io import BytesIO
 
+from twisted.internet.interfaces import IHandshakeListener
 from twisted.web import http, server
+from zope.interface import implementer
 
 from platformd import errors
+from platformd.api.body import MAX_BODY, too_large
 from platformd.codecs.jsoncodec import dumps
+from platformd.timeouts import ConnectionTimeouts, Deadline
 
 _IN_MEMORY = 100_000
 #: Go's http.DefaultMaxHeaderBytes: the request line and headers together.
@@ -38,11 +53,67 @@ def content_file(length):
     return tempfile.TemporaryFile()
 
 
+@implementer(IHandshakeListener)
 class APIChannel(http.HTTPChannel):
-    """twisted.web's HTTP/1.1 channel with Go's header limit and Status refusals."""
+    """
+    twisted.web's HTTP/1.1 channel with Go's header limit, Go's connection deadlines
+    and Status refusals.
+    """
 
     MAX_LENGTH = MAX_HEADER_BYTES
     totalHeadersSize = MAX_HEADER_BYTES
+    #: Waiting for the next request (between requests, or after the handshake).
+    _idle = False
+    _deadline: Deadline
+    _refused = False
+
+    def connectionMade(self):
+        super().connectionMade()
+        self._deadline = Deadline(self.callLater)
+        self._deadline.set(self.site.timeouts.handshake, self._abort)
+
+    def handshakeCompleted(self):
+        """TLS is up (the TLS transport says so): the first request's headers are due."""
+        self._deadline.set(self.site.timeouts.read_header, self._abort)
+
+    def dataReceived(self, data):
+        if self._refused:
+            return
+        if self._idle:
+            self._idle = False
+            self._deadline.set(self.site.timeouts.read_header, self._abort)
+        super().dataReceived(data)
+
+    def allHeadersReceived(self):
+        self._deadline.clear()
+        super().allHeadersReceived()
+
+    def requestDone(self, request):
+        if self.persistent:
+            # Set first: the base class replays any pipelined request at once.
+            self._idle = True
+            self._deadline.set(self.site.timeouts.idle, self.timeoutConnection)
+        super().requestDone(request)
+
+    def stop_deadlines(self) -> None:
+        """The connection is another protocol's now (HTTP/2)."""
+        self._deadline.clear()
+
+    def connectionLost(self, reason):
+        self._deadline.clear()
+        super().connectionLost(reason)
+
+    def _abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abortConnection()
+
+    def refuse(self, error: errors.StatusError) -> None:
+        """Answer ``error`` now, before the request is read, and close."""
+        if not self._refused:
+            self._refused = True
+            self._refuse(error)
+            # A peer that neither reads nor closes is cut off.
+            self._deadline.set(self.site.timeouts.read_header, self._abort)
 
     def lineLengthExceeded(self, line):
         self._refuse(errors.StatusError(
@@ -64,8 +135,49 @@ class APIChannel(http.HTTPChannel):
         self.loseConnection()
 
 
+class APIRequest(server.Request):
+    """
+    twisted.web's request keeping at most ``MAX_BODY + 1`` bytes of body, refusing a
+    larger one as soon as it shows (see module docstring).
+    """
+
+    _received = 0
+    _too_large = False
+
+    def gotLength(self, length):
+        super().gotLength(length)
+        if length is not None and length > MAX_BODY:
+            self._refuse_body()
+
+    def handleContentChunk(self, data):
+        room = MAX_BODY + 1 - self._received
+        self._received += len(data)
+        if room > 0:
+            super().handleContentChunk(data[:room] if len(data) > room else data)
+        if self._received > MAX_BODY:
+            self._refuse_body()
+
+    def requestReceived(self, command, path, version):
+        if self._too_large and getattr(self.channel, "refuse", None) is not None:
+            return  # answered already, the connection is closing
+        super().requestReceived(command, path, version)
+
+    def _refuse_body(self) -> None:
+        if self._too_large:
+            return
+        self._too_large = True
+        refuse = getattr(self.channel, "refuse", None)
+        if refuse is not None:
+            refuse(too_large())
+
+
 class APISite(server.Site):
     protocol = APIChannel
+    requestFactory = APIRequest
+
+    def __init__(self, resource, timeouts: ConnectionTimeouts, **kwargs):
+        super().__init__(resource, **kwargs)
+        self.timeouts = timeouts
 
     def getResourceFor(self, request):
         request.postpath = [_utf8(segment) for segment in request.postpath]
@@ -80,8 +192,11 @@ def _utf8(segment: bytes) -> bytes:
         return segment.decode("utf-8", "replace").encode("utf-8")
 
 
-def make_site(resource) -> server.Site:
-    site = APISite(resource, parsePOSTFormSubmission=False)
+def make_site(resource, timeouts: ConnectionTimeouts = ConnectionTimeouts(),
+              reactor=None) -> server.Site:
+    """The site over ``resource``; ``reactor`` is the clock of the deadlines."""
+    site = APISite(resource, timeouts, parsePOSTFormSubmission=False, timeout=None,
+                   reactor=reactor)
     site.displayTracebacks = False
     site.log = lambda request: None
     site.getContentFile = content_file

@@ -1,0 +1,74 @@
+"""
+How long a connection may take to say something: the deadlines kube-apiserver's Go
+``http.Server`` enforces (``k8s.io/apiserver/pkg/server/secure_serving.go``), so that
+half-open connections — a TLS handshake never finished, a request line never ended, a
+keep-alive connection never used again — are closed instead of held forever.
+
+=================  =======  ====================================================
+phase              Go       here
+=================  =======  ====================================================
+TLS handshake      32 s     Go's ``tlsHandshakeTimeout()``: the smallest of the
+                            read, write and read-header timeouts, i.e.
+                            ``ReadHeaderTimeout``; the connection is aborted
+request headers    32 s     ``ReadHeaderTimeout``, from the handshake's end or
+                            from the first byte after an idle wait; a fixed
+                            deadline, not reset by each byte (slowloris); aborted
+request body,      none     ``ReadTimeout`` and ``WriteTimeout`` are 0: a watch or
+handling, answer            an upload may take as long as it takes (the request
+                            timeout, ``api/deadline.py``, bounds the handling)
+idle keep-alive    90 s     ``IdleTimeout``; closed politely (HTTP/2: ``GOAWAY``)
+=================  =======  ====================================================
+
+``Deadline`` is the one timer a connection needs for this, on the injected clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import attrs
+
+#: secure_serving.go: ``ReadHeaderTimeout: 32 * time.Second // just shy of
+#: requestTimeoutUpperBound``; Go bounds the TLS handshake by it too.
+READ_HEADER_TIMEOUT = 32.0
+#: secure_serving.go: ``IdleTimeout: 90 * time.Second // matches http.DefaultTransport
+#: keep-alive timeout`` (also the HTTP/2 idle timeout).
+IDLE_TIMEOUT = 90.0
+
+
+@attrs.frozen
+class ConnectionTimeouts:
+    """The deadlines of one listener (tests shorten them)."""
+
+    handshake: float = READ_HEADER_TIMEOUT
+    read_header: float = READ_HEADER_TIMEOUT
+    idle: float = IDLE_TIMEOUT
+
+
+class Deadline:
+    """
+    One pending action at a time: ``set(seconds, action)`` replaces whatever was set,
+    ``clear()`` drops it.  ``call_later`` is the clock's ``callLater``.
+    """
+
+    def __init__(self, call_later: Callable[..., Any]):
+        self._call_later = call_later
+        self._call: Optional[Any] = None
+
+    def set(self, seconds: float, action: Callable[[], None]) -> None:
+        self.clear()
+        self._call = self._call_later(seconds, self._fire, action)
+
+    def clear(self) -> None:
+        if self._call is not None:
+            if self._call.active():
+                self._call.cancel()
+            self._call = None
+
+    @property
+    def pending(self) -> bool:
+        return self._call is not None and self._call.active()
+
+    def _fire(self, action: Callable[[], None]) -> None:
+        self._call = None
+        action()

@@ -1,0 +1,203 @@
+"""
+The API site's connection handling (api/site.py, timeouts.py): Go's deadlines on a
+Clock — TLS handshake, request headers (fixed, not slid by trickled bytes), idle
+keep-alive — and the 3 MiB body limit refused as the body arrives; then over real TLS
+on loopback, hundreds of half-open connections closed by the deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+
+from twisted.internet import reactor
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.web.resource import Resource
+
+from platformd.api.body import MAX_BODY
+from platformd.api.site import make_site
+from platformd.listening import tls_factory
+from platformd.pki import ensure_pki
+from platformd.timeouts import ConnectionTimeouts
+from platformd.tlscontext import server_tls_options
+
+GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+class Echo(Resource):
+    """Answers any request with the size of its body."""
+
+    isLeaf = True
+
+    def render(self, request):
+        return b"%d" % len(request.content.read())
+
+
+def connect(site):
+    """A channel of ``site`` on a StringTransport (the TLS handshake done when told)."""
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5000))
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    return channel, transport
+
+
+class DeadlineTests(SynchronousTestCase):
+    def setUp(self):
+        self.clock = Clock()
+        self.site = make_site(Echo(), reactor=self.clock)
+
+    def closed(self, transport) -> bool:
+        return transport.disconnecting
+
+    def test_handshake(self):
+        """No handshake within 32 s: the connection is aborted."""
+        _, transport = connect(self.site)
+        self.clock.advance(31.9)
+        self.assertFalse(self.closed(transport))
+        self.clock.advance(0.1)
+        self.assertTrue(transport.disconnected)  # StringTransport: aborted
+
+    def test_headers_by_a_fixed_deadline(self):
+        """A request line and headers trickled in stay bound by 32 s from the handshake."""
+        channel, transport = connect(self.site)
+        self.clock.advance(20)
+        channel.handshakeCompleted()
+        channel.dataReceived(b"GET / HTTP/1.1\r\n")
+        for _ in range(3):
+            self.clock.advance(10)
+            channel.dataReceived(b"X-Slow: 1\r\n")
+            self.assertFalse(self.closed(transport))
+        self.clock.advance(2)
+        self.assertTrue(transport.disconnected)  # StringTransport: aborted
+
+    def test_idle_keep_alive(self):
+        """A kept-alive connection may wait 90 s for its next request; then headers are due
+        within 32 s of its first byte; an unused one is closed politely."""
+        channel, transport = connect(self.site)
+        channel.handshakeCompleted()
+        channel.dataReceived(GET)
+        self.assertIn(b"200 OK", transport.value())
+        self.clock.advance(89)
+        channel.dataReceived(b"GET / HT")
+        self.clock.advance(31)
+        self.assertFalse(self.closed(transport))
+        channel.dataReceived(b"TP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(transport.value().count(b"200 OK"), 2)
+        self.clock.advance(89.9)
+        self.assertFalse(self.closed(transport))
+        self.clock.advance(0.1)
+        self.assertTrue(transport.disconnecting)
+        self.assertFalse(transport.disconnected)  # not aborted
+
+    def test_long_handling_is_not_cut(self):
+        """Once the headers are in, the body and the answer have no deadline (Go's
+        ReadTimeout and WriteTimeout are 0)."""
+        channel, transport = connect(self.site)
+        channel.handshakeCompleted()
+        channel.dataReceived(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n")
+        self.clock.advance(3600)
+        self.assertFalse(self.closed(transport))
+        channel.dataReceived(b"{}")
+        self.assertIn(b"\r\n\r\n2", transport.value())
+
+    def test_body_refused_from_content_length(self):
+        """Content-Length over 3 MiB: upstream's 413 Status at once, connection closed."""
+        channel, transport = connect(self.site)
+        channel.handshakeCompleted()
+        channel.dataReceived(b"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{"
+                             % (MAX_BODY + 1))
+        head, _, body = transport.value().partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 413 Request Entity Too Large"), head)
+        self.assertEqual(json.loads(body), {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Request entity too large: limit is 3145728",
+            "reason": "RequestEntityTooLarge", "code": 413})
+        self.assertTrue(transport.disconnecting)
+        channel.dataReceived(b"x" * 65536)  # the rest is dropped
+        self.assertEqual(transport.value().count(b"HTTP/1.1"), 1)
+
+    def test_chunked_body_refused_past_the_limit(self):
+        """A chunked body is counted as it comes; past 3 MiB it is refused, and no more
+        than the limit (and a byte) was kept."""
+        channel, transport = connect(self.site)
+        channel.handshakeCompleted()
+        channel.dataReceived(b"PUT / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"x" * 65536
+        for _ in range(MAX_BODY // len(chunk)):
+            channel.dataReceived(b"10000\r\n" + chunk + b"\r\n")
+        self.assertEqual(transport.value(), b"")
+        request = channel.requests[-1]
+        channel.dataReceived(b"10000\r\n" + chunk + b"\r\n")
+        self.assertIn(b"413 Request Entity Too Large", transport.value())
+        request.content.seek(0, 2)
+        self.assertEqual(request.content.tell(), MAX_BODY + 1)
+        channel.dataReceived(b"0\r\n\r\n")
+        self.assertEqual(transport.value().count(b"HTTP/1.1"), 1)
+
+    def test_body_at_the_limit_is_served(self):
+        channel, transport = connect(self.site)
+        channel.handshakeCompleted()
+        channel.dataReceived(b"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                             % MAX_BODY + b"x" * MAX_BODY)
+        self.assertTrue(transport.value().endswith(b"\r\n\r\n%d" % MAX_BODY))
+
+
+def half_open(port: int, ca: str, count: int) -> list:
+    """
+    Open ``count`` connections of three kinds — TCP only, TLS with nothing sent, TLS with
+    half a request line — and wait for the server to close each; the seconds each took
+    (None: still open after 10 s).  Blocking: run in a thread.
+    """
+    context = ssl.create_default_context(cafile=ca)
+    context.set_alpn_protocols(["http/1.1"])
+    sockets = []
+    for i in range(count):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if i % 3:
+            tls = context.wrap_socket(raw, server_hostname="127.0.0.1")
+            if i % 3 == 2:
+                tls.sendall(b"GET /api/v1/namesp")
+            sockets.append(tls)
+        else:
+            sockets.append(raw)
+    started = time.monotonic()
+    waited = []
+    for s in sockets:
+        try:
+            data = s.recv(1024)
+            waited.append(time.monotonic() - started if data == b"" else None)
+        except (ConnectionResetError, ssl.SSLError, socket.timeout, OSError) as e:
+            waited.append(None if isinstance(e, socket.timeout) else
+                          time.monotonic() - started)
+        finally:
+            s.close()
+    return waited
+
+
+class HalfOpenConnectionsTests(TestCase):
+    """Real TLS on loopback with the deadlines shortened to half a second."""
+
+    timeout = 60
+
+    def setUp(self):
+        data = self.mktemp()
+        self.paths = ensure_pki(data, [], [], "https://127.0.0.1:6443")
+        tls = server_tls_options(self.paths.serving_cert, self.paths.serving_key,
+                                 self.paths.client_ca)
+        self.factory = tls_factory(tls, make_site(Echo(), ConnectionTimeouts(0.5, 0.5, 1.0)))
+        self.port = reactor.listenTCP(0, self.factory, interface="127.0.0.1", backlog=512)
+        self.addCleanup(self.port.stopListening)
+
+    async def test_half_open_connections_are_closed(self):
+        count = 300
+        waited = await deferToThread(half_open, self.port.getHost().port,
+                                     self.paths.ca_cert, count)
+        self.assertEqual([w for w in waited if w is None], [])
+        self.assertLess(max(waited), 5)
+        self.assertEqual(len(self.factory.protocols), 0)
