@@ -54,6 +54,8 @@ class Options(usage.Options):
     longdesc = "Serve the platform resource API over HTTPS (see README.md)."
 
     optFlags = [
+        ["disable-http2-serving", None,
+         "Serve HTTP/1.1 only (ALPN does not offer h2; docs/operations.md)."],
         ["encryption-provider-config-automatic-reload", None,
          "Reload --encryption-provider-config when the file changes (checked every minute)."],
         ["audit-log-compress", None, "Gzip rotated audit log files."],

@@ -9,9 +9,10 @@ server with a ``PKIError`` line instead of failing every handshake later.  It pr
 - client certificates requested and verified against the client CA, but not required: a
   bearer-token client sends none and still connects, while a client presenting a certificate
   that does not verify is refused during the handshake;
-- ALPN answering only ``http/1.1``, whatever the HTTP site would offer (it would add ``h2``
-  when the h2 package is installed), because the server speaks HTTP/1.1 only; NPN, obsolete
-  and no longer in pyOpenSSL, is not offered;
+- ALPN choosing ``h2``, else ``http/1.1``, in the server's order of preference as Go's
+  ``NextProtos: ["h2", "http/1.1"]`` (``http/1.1`` only with ``http2=False``:
+  ``--disable-http2-serving``); a client offering neither gets no protocol and speaks
+  HTTP/1.1; NPN, obsolete and no longer in pyOpenSSL, is not offered;
 - session resumption (OpenSSL's defaults: tickets, and the session ID cache for clients without
   ticket support), so reconnecting clients (kubectl runs, watch reconnects) skip the full
   handshake.  Ticket keys live in the process: a restart ends all sessions.
@@ -33,6 +34,7 @@ from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from platformd.pki import PKIError, read_certificates, read_private_key
 
 HTTP_1_1 = b"http/1.1"
+HTTP_2 = b"h2"
 _TLS12_CIPHERS = b"ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL"
 _SESSION_ID_CONTEXT = b"platformd"
 
@@ -48,13 +50,14 @@ class ServerTLS:
         return SSL.Connection(self.context, None)
 
 
-def server_tls_options(cert_file, key_file, client_ca_file=None) -> ServerTLS:
+def server_tls_options(cert_file, key_file, client_ca_file=None,
+                       http2: bool = True) -> ServerTLS:
     """
     The TLS settings for the HTTPS listener, for ``SSL4ServerEndpoint`` or ``listenSSL``.
 
     ``cert_file`` holds the serving certificate followed by any intermediates; ``key_file`` its
     key; ``client_ca_file`` the CA certificates that client certificates must chain to (no
-    client certificates are asked for without it).
+    client certificates are asked for without it); ``http2`` whether ``h2`` is offered.
     """
     chain = read_certificates(cert_file, "serving certificate")
     key = read_private_key(key_file, "serving key")
@@ -81,13 +84,19 @@ def server_tls_options(cert_file, key_file, client_ca_file=None) -> ServerTLS:
     # resume any session (and fails the handshake) without a session ID context once
     # client certificates are verified.
     context.set_session_id(_SESSION_ID_CONTEXT)
-    context.set_alpn_select_callback(_select_http_1_1)
+    context.set_alpn_select_callback(_alpn_choice((HTTP_2, HTTP_1_1) if http2 else (HTTP_1_1,)))
     context.set_cipher_list(_TLS12_CIPHERS)
     return ServerTLS(context)
 
 
-def _select_http_1_1(connection, offered):
-    return HTTP_1_1 if HTTP_1_1 in offered else SSL.NO_OVERLAPPING_PROTOCOLS
+def _alpn_choice(served: tuple):
+    """The first of ``served`` the client offers (Go: the server's preference wins)."""
+    def select(connection, offered):
+        for protocol in served:
+            if protocol in offered:
+                return protocol
+        return SSL.NO_OVERLAPPING_PROTOCOLS
+    return select
 
 
 def peer_identity(transport):

@@ -32,6 +32,7 @@ from twisted.web.server import Site
 
 from platformd.pki import PKIError, ensure_pki
 from platformd.tlscontext import peer_identity, server_tls_options
+from platformd.tlstransport import connection_transport
 from tests.test_pki import KUBECTL
 
 
@@ -47,7 +48,7 @@ class WhoAmI(Resource):
     def render_GET(self, request):
         self.requests += 1
         request.setHeader(b"content-type", b"application/json")
-        return json.dumps(peer_identity(request.channel.transport)).encode()
+        return json.dumps(peer_identity(connection_transport(request.channel))).encode()
 
 
 class Connections(WrappingFactory):
@@ -161,7 +162,7 @@ class LoopbackTLSTests(TestCase):
         self.addCleanup(port.stopListening)
         return port.getHost().port
 
-    def client(self, cert=None, key=None, ca=None, alpn=("h2", "http/1.1")):
+    def client(self, cert=None, key=None, ca=None, alpn=("http/1.1",)):
         """A strict stdlib client context trusting ``ca`` (the generated CA by default)."""
         context = ssl.create_default_context(cafile=ca or self.paths.ca_cert)
         context.verify_flags |= ssl.VERIFY_X509_STRICT
@@ -194,13 +195,31 @@ class LoopbackTLSTests(TestCase):
         self.assertEqual(error.reason, "TLSV1_ALERT_UNKNOWN_CA")
         self.assertEqual(self.resource.requests, 0)
 
-    async def test_alpn_http_1_1_only(self):
-        """Offered h2 and http/1.1, the server picks http/1.1; offered h2 alone, it picks none."""
+    async def alpn(self, port, offered):
+        """The protocol ALPN picks when ``offered`` (a handshake only)."""
+        def handshake():
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                with self.client(alpn=offered).wrap_socket(
+                        raw, server_hostname="127.0.0.1") as tls:
+                    return tls.selected_alpn_protocol()
+        return await deferToThread(handshake)
+
+    async def test_alpn_prefers_h2(self):
+        """As Go's NextProtos ["h2", "http/1.1"]: the server's order wins; a client
+        offering neither gets no protocol (and speaks HTTP/1.1)."""
         port = self.serve()
-        both = await deferToThread(get, port, self.client())
-        self.assertEqual(both.alpn, "http/1.1")
-        h2_only = await deferToThread(get, port, self.client(alpn=["h2"]))
-        self.assertEqual((h2_only.status, h2_only.alpn), (200, None))
+        self.assertEqual(await self.alpn(port, ["http/1.1", "h2"]), "h2")
+        self.assertEqual(await self.alpn(port, ["http/1.1"]), "http/1.1")
+        self.assertEqual(await self.alpn(port, ["spdy/3"]), None)
+        reply = await deferToThread(get, port, self.client(alpn=["http/1.1"]))
+        self.assertEqual((reply.status, reply.alpn), (200, "http/1.1"))
+
+    async def test_alpn_without_http2(self):
+        """``--disable-http2-serving``: h2 is never chosen."""
+        port = self.serve(server_tls_options(self.paths.serving_cert, self.paths.serving_key,
+                                             self.paths.client_ca, http2=False))
+        self.assertEqual(await self.alpn(port, ["h2", "http/1.1"]), "http/1.1")
+        self.assertEqual(await self.alpn(port, ["h2"]), None)
 
     async def test_tls_1_1_refused(self):
         """A client that can speak at most TLS 1.1 is refused with a protocol version alert."""
@@ -254,7 +273,8 @@ class LoopbackTLSTests(TestCase):
         self.assertEqual(reply.status, 200)
 
     async def test_kubectl(self):
-        """kubectl, with the generated kubeconfig, reaches the server and is seen as admin."""
+        """kubectl, with the generated kubeconfig, reaches the server (over HTTP/2, which Go
+        offers first) and is seen as admin: the certificate is read off the connection."""
         if KUBECTL is None:
             raise self.skipTest("kubectl is not installed")
         port = self.serve()

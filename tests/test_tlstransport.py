@@ -267,3 +267,30 @@ class TwistedInternalsTests(SynchronousTestCase):
 
         self.assertNoneMissing()
 
+
+    def test_http2_private_parts_present(self):
+        """What tlstransport.py and api/http2.py use of twisted.web's HTTP/2 and of its
+        protocol switch (``_GenericHTTPChannelProtocol``)."""
+        from twisted.web import _http2, http, server
+        from twisted.internet.task import Clock
+
+        need = self.need
+        need(http, "twisted.web.http", "_GenericHTTPChannelProtocol")
+        need(_http2.H2Connection, "H2Connection", "_requestReceived", "_requestDone",
+             "setTimeout")
+        generic = http._GenericHTTPChannelProtocol(http.HTTPChannel())
+        site = server.Site(None)
+        generic.site, generic.factory, generic.callLater = site, site, reactor.callLater
+        generic.requestFactory = server.Request
+        need(generic, "_GenericHTTPChannelProtocol()", "_negotiatedProtocol", "_channel",
+             "_site", "_factory", "_callLater", "_requestFactory")
+        channel = http.HTTPChannel()
+        channel.makeConnection(StringTransport())
+        need(channel, "HTTPChannel()", "_networkProducer")
+        connection = _http2.H2Connection(Clock())
+        connection.makeConnection(StringTransport())
+        stream = _http2.H2Stream(1, connection, [(b":method", b"GET")], server.Request,
+                                 site, site)
+        need(stream, "H2Stream()", "_conn")
+        need(connection, "H2Connection()", "streams")
+        self.assertNoneMissing()

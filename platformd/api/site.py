@@ -39,6 +39,7 @@ from zope.interface import implementer
 
 from platformd import errors
 from platformd.api.body import MAX_BODY, too_large
+from platformd.api.http2 import APIProtocol
 from platformd.codecs.jsoncodec import dumps
 from platformd.timeouts import ConnectionTimeouts, Deadline
 
@@ -172,8 +173,11 @@ class APIRequest(server.Request):
 
 
 class APISite(server.Site):
-    protocol = APIChannel
     requestFactory = APIRequest
+
+    def protocol(self):
+        """HTTP/1.1 (``APIChannel``) that becomes HTTP/2 when ALPN says ``h2``."""
+        return APIProtocol(APIChannel())
 
     def __init__(self, resource, timeouts: ConnectionTimeouts, **kwargs):
         super().__init__(resource, **kwargs)

@@ -14,7 +14,7 @@ import time
 
 from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import StringTransport
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -132,7 +132,7 @@ class DeadlineTests(SynchronousTestCase):
         for _ in range(MAX_BODY // len(chunk)):
             channel.dataReceived(b"10000\r\n" + chunk + b"\r\n")
         self.assertEqual(transport.value(), b"")
-        request = channel.requests[-1]
+        request = channel._channel.requests[-1]
         channel.dataReceived(b"10000\r\n" + chunk + b"\r\n")
         self.assertIn(b"413 Request Entity Too Large", transport.value())
         request.content.seek(0, 2)
@@ -200,4 +200,51 @@ class HalfOpenConnectionsTests(TestCase):
                                      self.paths.ca_cert, count)
         self.assertEqual([w for w in waited if w is None], [])
         self.assertLess(max(waited), 5)
+        for _ in range(100):  # the last aborts reach connectionLost a turn later
+            if not self.factory.protocols:
+                break
+            await deferLater(reactor, 0.02)
         self.assertEqual(len(self.factory.protocols), 0)
+
+
+class HTTP2DeadlineTests(SynchronousTestCase):
+    """After ALPN chose h2: the HTTP/1.1 deadlines stop, and the connection is closed
+    (GOAWAY) after 90 s without any stream — never while a stream is open."""
+
+    def test_idle_only_without_streams(self):
+        import h2.config
+        import h2.connection
+        import h2.events
+
+        clock = Clock()
+        channel, transport = connect(make_site(Echo(), reactor=clock))
+        transport.negotiatedProtocol = b"h2"
+        channel.handshakeCompleted()
+        client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        client.initiate_connection()
+        channel.dataReceived(client.data_to_send())
+        client.send_headers(1, [(":method", "POST"), (":path", "/"), (":scheme", "https"),
+                                (":authority", "x")])
+        channel.dataReceived(client.data_to_send())
+        self.clock_advance(clock, 1000)  # a request still arriving: no deadline
+        self.assertFalse(transport.disconnecting)
+        client.send_data(1, b"abc", end_stream=True)
+        channel.dataReceived(client.data_to_send())
+        self.clock_advance(clock, 0)
+        events = client.receive_data(transport.value())
+        self.assertEqual(b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived)),
+                         b"3")
+        transport.clear()
+        self.clock_advance(clock, 89.9)
+        self.assertFalse(transport.disconnecting)
+        self.clock_advance(clock, 0.1)
+        self.assertTrue(transport.disconnecting)
+        events = client.receive_data(transport.value())
+        self.assertTrue(any(isinstance(e, h2.events.ConnectionTerminated) for e in events))
+
+    @staticmethod
+    def clock_advance(clock, seconds):
+        """Advance, then run what HTTP/2's send loop scheduled for now."""
+        clock.advance(seconds)
+        for _ in range(10):
+            clock.advance(0)

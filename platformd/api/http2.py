@@ -1,0 +1,79 @@
+"""
+HTTP/2 next to HTTP/1.1 on the one TLS listener, chosen by ALPN (``tlscontext``), as
+kube-apiserver serves both.
+
+twisted.web already speaks HTTP/2 (``twisted.web._http2.H2Connection`` over the ``h2``
+package): its ``_GenericHTTPChannelProtocol`` starts as HTTP/1.1 and becomes an
+``H2Connection`` when the handshake picked ``h2``.  ``APIProtocol`` is that wrapper with
+three changes:
+
+* the switch builds ``APIH2Connection`` on the site's clock (Twisted's builds one on
+  the global reactor), and first stops the HTTP/1.1 channel's deadlines (``site.py``);
+* the TLS transport's ``handshakeCompleted`` reaches the HTTP/1.1 channel (the header
+  deadline starts there), which Twisted's proxy does not forward;
+* ``APIH2Connection``'s idle timeout is Go's: 90 s *without any stream*, ``GOAWAY``
+  then.  Twisted's counts silence even while streams are open, which would cut a quiet
+  watch (a watch client sends nothing while no event comes).
+
+What HTTP/2 gives for free, per Twisted's ``H2Connection``: each stream keeps to its own
+flow-control window (a client not reading one stream blocks only that stream, whose
+producer — a watch — is paused; the others keep going), at most 100 concurrent streams
+(``h2``'s default, upstream's too: ``http2-max-streams-per-connection`` 0 means 100),
+and a ``GOAWAY`` on a flood of stream resets (CVE-2023-44487).
+"""
+
+from __future__ import annotations
+
+from twisted.internet.interfaces import IHandshakeListener
+from twisted.web import http
+from twisted.web._http2 import H2Connection
+from zope.interface import implementer
+
+
+class APIH2Connection(H2Connection):
+    """Twisted's HTTP/2 connection with Go's idle timeout (see module docstring)."""
+
+    def __init__(self, reactor, idle: float):
+        super().__init__(reactor)
+        self.idle = idle
+        self.timeOut = idle
+
+    def _requestReceived(self, event):
+        super()._requestReceived(event)
+        self.setTimeout(None)
+
+    def _requestDone(self, streamID):
+        super()._requestDone(streamID)
+        if not self.streams:
+            self.setTimeout(self.idle)
+
+
+@implementer(IHandshakeListener)
+class APIProtocol(http._GenericHTTPChannelProtocol):
+    """HTTP/1.1, or HTTP/2 when ALPN chose ``h2`` (see module docstring)."""
+
+    def handshakeCompleted(self):
+        listener = IHandshakeListener(self._channel, None)
+        if listener is not None:
+            listener.handshakeCompleted()
+
+    def dataReceived(self, data):
+        if (self._negotiatedProtocol is None
+                and getattr(self._channel.transport, "negotiatedProtocol", None) == b"h2"):
+            self._become_h2()
+        return super().dataReceived(data)
+
+    def _become_h2(self) -> None:
+        http1 = self._channel
+        http1.stop_deadlines()
+        network = http1._networkProducer
+        network.unregisterProducer()
+        h2 = APIH2Connection(self._site.reactor, self._site.timeouts.idle)
+        h2.requestFactory = self._requestFactory
+        h2.site = self._site
+        h2.factory = self._factory
+        h2.callLater = self._callLater
+        self._channel = h2
+        self._negotiatedProtocol = b"h2"
+        h2.makeConnection(http1.transport)
+        network.registerProducer(h2, True)
