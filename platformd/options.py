@@ -54,8 +54,12 @@ class Options(usage.Options):
     longdesc = "Serve the platform resource API over HTTPS (see README.md)."
 
     optFlags = [
+        ["enable-http2-serving", None,
+         "Offer HTTP/2 (ALPN h2, then http/1.1); off by default: HTTP/1.1 is faster here "
+         "(docs/operations.md)."],
         ["disable-http2-serving", None,
-         "Serve HTTP/1.1 only (ALPN does not offer h2; docs/operations.md)."],
+         "Upstream's flag: serve HTTP/1.1 only (the default here; wins over "
+         "--enable-http2-serving)."],
         ["encryption-provider-config-automatic-reload", None,
          "Reload --encryption-provider-config when the file changes (checked every minute)."],
         ["audit-log-compress", None, "Gzip rotated audit log files."],

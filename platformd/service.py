@@ -220,7 +220,8 @@ class PlatformService(service.MultiService):
                 paths = self._ensure_pki(self.serving_port or 6443)
                 cert, key, client_ca = paths.serving_cert, paths.serving_key, paths.client_ca
             self.tls = server_tls_options(cert, key, client_ca,
-                                          http2=not options["disable-http2-serving"])
+                                          http2=bool(options["enable-http2-serving"]
+                                                     and not options["disable-http2-serving"]))
         except PKIError as e:
             raise StartupError(str(e)) from None
         self._admission_config()

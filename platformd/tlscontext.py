@@ -9,10 +9,10 @@ server with a ``PKIError`` line instead of failing every handshake later.  It pr
 - client certificates requested and verified against the client CA, but not required: a
   bearer-token client sends none and still connects, while a client presenting a certificate
   that does not verify is refused during the handshake;
-- ALPN choosing ``h2``, else ``http/1.1``, in the server's order of preference as Go's
-  ``NextProtos: ["h2", "http/1.1"]`` (``http/1.1`` only with ``http2=False``:
-  ``--disable-http2-serving``); a client offering neither gets no protocol and speaks
-  HTTP/1.1; NPN, obsolete and no longer in pyOpenSSL, is not offered;
+- ALPN choosing ``http/1.1``, or with ``http2=True`` (``--enable-http2-serving``) ``h2``
+  then ``http/1.1`` in the server's order of preference as Go's ``NextProtos: ["h2",
+  "http/1.1"]``; a client offering neither gets no protocol and speaks HTTP/1.1; NPN,
+  obsolete and no longer in pyOpenSSL, is not offered;
 - session resumption (OpenSSL's defaults: tickets, and the session ID cache for clients without
   ticket support), so reconnecting clients (kubectl runs, watch reconnects) skip the full
   handshake.  Ticket keys live in the process: a restart ends all sessions.
@@ -51,7 +51,7 @@ class ServerTLS:
 
 
 def server_tls_options(cert_file, key_file, client_ca_file=None,
-                       http2: bool = True) -> ServerTLS:
+                       http2: bool = False) -> ServerTLS:
     """
     The TLS settings for the HTTPS listener, for ``SSL4ServerEndpoint`` or ``listenSSL``.
 

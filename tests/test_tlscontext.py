@@ -205,9 +205,10 @@ class LoopbackTLSTests(TestCase):
         return await deferToThread(handshake)
 
     async def test_alpn_prefers_h2(self):
-        """As Go's NextProtos ["h2", "http/1.1"]: the server's order wins; a client
-        offering neither gets no protocol (and speaks HTTP/1.1)."""
-        port = self.serve()
+        """With HTTP/2, as Go's NextProtos ["h2", "http/1.1"]: the server's order wins; a
+        client offering neither gets no protocol (and speaks HTTP/1.1)."""
+        port = self.serve(server_tls_options(self.paths.serving_cert, self.paths.serving_key,
+                                             self.paths.client_ca, http2=True))
         self.assertEqual(await self.alpn(port, ["http/1.1", "h2"]), "h2")
         self.assertEqual(await self.alpn(port, ["http/1.1"]), "http/1.1")
         self.assertEqual(await self.alpn(port, ["spdy/3"]), None)
@@ -215,9 +216,8 @@ class LoopbackTLSTests(TestCase):
         self.assertEqual((reply.status, reply.alpn), (200, "http/1.1"))
 
     async def test_alpn_without_http2(self):
-        """``--disable-http2-serving``: h2 is never chosen."""
-        port = self.serve(server_tls_options(self.paths.serving_cert, self.paths.serving_key,
-                                             self.paths.client_ca, http2=False))
+        """By default (HTTP/2 not enabled) h2 is never chosen."""
+        port = self.serve()
         self.assertEqual(await self.alpn(port, ["h2", "http/1.1"]), "http/1.1")
         self.assertEqual(await self.alpn(port, ["h2"]), None)
 
@@ -277,7 +277,8 @@ class LoopbackTLSTests(TestCase):
         offers first) and is seen as admin: the certificate is read off the connection."""
         if KUBECTL is None:
             raise self.skipTest("kubectl is not installed")
-        port = self.serve()
+        port = self.serve(server_tls_options(self.paths.serving_cert, self.paths.serving_key,
+                                             self.paths.client_ca, http2=True))
         paths = ensure_pki(self.data, [], [], f"https://127.0.0.1:{port}")
         out, err, code = await getProcessOutputAndValue(
             KUBECTL,

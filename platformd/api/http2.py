@@ -47,6 +47,19 @@ class APIH2Connection(H2Connection):
         if not self.streams:
             self.setTimeout(self.idle)
 
+    def loseConnection(self) -> None:
+        """
+        Close as ``HTTPChannel.loseConnection`` does (the graceful shutdown closes idle
+        connections through it, ``listening.py``): ``GOAWAY`` first, then stop being the
+        TLS connection's producer, without which TLS would not send its close_notify.
+        """
+        if self.transport is None or self.transport.disconnecting:
+            return
+        self.conn.close_connection()
+        self.transport.write(self.conn.data_to_send())
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
 
 @implementer(IHandshakeListener)
 class APIProtocol(http._GenericHTTPChannelProtocol):

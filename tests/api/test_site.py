@@ -248,3 +248,21 @@ class HTTP2DeadlineTests(SynchronousTestCase):
         clock.advance(seconds)
         for _ in range(10):
             clock.advance(0)
+
+    def test_lose_connection_says_goaway(self):
+        """The graceful shutdown's close of an idle HTTP/2 connection: GOAWAY, then
+        the TLS connection is closed."""
+        import h2.config
+        import h2.connection
+        import h2.events
+
+        clock = Clock()
+        channel, transport = connect(make_site(Echo(), reactor=clock))
+        transport.negotiatedProtocol = b"h2"
+        client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        client.initiate_connection()
+        channel.dataReceived(client.data_to_send())
+        channel._channel.loseConnection()
+        events = client.receive_data(transport.value())
+        self.assertTrue(any(isinstance(e, h2.events.ConnectionTerminated) for e in events))
+        self.assertTrue(transport.disconnecting)

@@ -3,7 +3,9 @@ HTTP/2 end to end (api/http2.py, tlscontext.py's ALPN): a real platformd on loop
 real clients — the ``h2`` package driving a TLS socket by hand (so flow control can be
 withheld on purpose), curl, and kubectl (Go's HTTP/2 client).  The client certificate
 identifies the user over HTTP/2 as over HTTP/1.1; lists and watches stream; a stream
-whose reader stops does not stall the others on the same connection.
+whose reader stops does not stall the others on the same connection.  (HTTP/2 is
+offered with ``--enable-http2-serving``; by default, and with upstream's
+``--disable-http2-serving``, only HTTP/1.1.)
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ class HTTP2Tests(TestCase):
 
     @inlineCallbacks
     def setUp(self):
-        self.server = yield start_server(self)
+        self.server = yield start_server(self, "--enable-http2-serving")
 
     def client(self, identity="admin") -> H2Client:
         client = H2Client(self.server.port_number, self.server.pki_dir, identity)
@@ -212,3 +214,23 @@ class HTTP2Tests(TestCase):
             "-o", "jsonpath={.metadata.name}"], capture_output=True, text=True, timeout=60)
         self.assertEqual(result.stdout, "default", result.stderr)
         self.assertTrue(protocols)
+
+
+class HTTP2OffTests(TestCase):
+    timeout = 60
+
+    @inlineCallbacks
+    def test_default_and_upstream_flag_serve_http_1_1(self):
+        """By default, and with --disable-http2-serving over --enable-http2-serving, an
+        h2-first client gets HTTP/1.1."""
+        for args in ((), ("--enable-http2-serving", "--disable-http2-serving")):
+            server = yield start_server(self, *args)
+            pki = server.pki_dir
+            result = yield deferToThread(subprocess.run, [
+                "curl", "-sS", "--http2", "--cacert", os.path.join(pki, "ca.crt"),
+                "--cert", os.path.join(pki, "admin.crt"),
+                "--key", os.path.join(pki, "admin.key"), "-o", "/dev/null",
+                "-w", "%{http_version} %{http_code}",
+                f"https://127.0.0.1:{server.port_number}/api/v1/namespaces"],
+                capture_output=True, text=True, timeout=30)
+            self.assertEqual(result.stdout, "1.1 200", (args, result.stderr))
