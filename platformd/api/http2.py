@@ -24,6 +24,8 @@ and a ``GOAWAY`` on a flood of stream resets (CVE-2023-44487).
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet.interfaces import IHandshakeListener
 from twisted.web import http
 from twisted.web._http2 import H2Connection
@@ -36,7 +38,7 @@ class APIH2Connection(H2Connection):
     def __init__(self, reactor, idle: float):
         super().__init__(reactor)
         self.idle = idle
-        self.timeOut = idle
+        self.timeOut: Any = idle
 
     def _requestReceived(self, event):
         super()._requestReceived(event)
@@ -53,12 +55,13 @@ class APIH2Connection(H2Connection):
         connections through it, ``listening.py``): ``GOAWAY`` first, then stop being the
         TLS connection's producer, without which TLS would not send its close_notify.
         """
-        if self.transport is None or self.transport.disconnecting:
+        transport: Any = self.transport  # the TLS transport: a producer's consumer
+        if transport is None or transport.disconnecting:
             return
         self.conn.close_connection()
-        self.transport.write(self.conn.data_to_send())
-        self.transport.unregisterProducer()
-        self.transport.loseConnection()
+        transport.write(self.conn.data_to_send())
+        transport.unregisterProducer()
+        transport.loseConnection()
 
 
 @implementer(IHandshakeListener)
@@ -77,16 +80,17 @@ class APIProtocol(http._GenericHTTPChannelProtocol):
         return super().dataReceived(data)
 
     def _become_h2(self) -> None:
-        http1 = self._channel
+        http1: Any = self._channel
+        site: Any = self._site
         http1.stop_deadlines()
         network = http1._networkProducer
         network.unregisterProducer()
-        h2 = APIH2Connection(self._site.reactor, self._site.timeouts.idle)
+        h2: Any = APIH2Connection(site.reactor, site.timeouts.idle)
         h2.requestFactory = self._requestFactory
-        h2.site = self._site
+        h2.site = site
         h2.factory = self._factory
         h2.callLater = self._callLater
         self._channel = h2
-        self._negotiatedProtocol = b"h2"
+        self._negotiatedProtocol = b"h2"  # type: ignore[assignment]
         h2.makeConnection(http1.transport)
         network.registerProducer(h2, True)
