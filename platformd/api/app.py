@@ -123,6 +123,7 @@ class APIServer:
         and ``WithAudit``.
         """
         auditor.handled += (filters.TooManyRequests, CorruptObjectError)
+        auditor.sink.metrics = self.metrics
         self.auditor = auditor
         self.chain = self._chain()
 

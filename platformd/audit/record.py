@@ -121,6 +121,7 @@ class Auditor:
 
     def __call__(self, ctx, proceed):
         config = self.policy.evaluate(ctx.user, ctx.info)
+        self.sink.metrics.audit_levels.inc((config.level,))
         if config.level == p.NONE:
             return proceed(ctx)
         record = Record(self, ctx, config, ctx.user)
@@ -129,6 +130,7 @@ class Auditor:
 
     def _received(self, stored, record: "Record", proceed):
         if stored is False:
+            self.sink.metrics.audit_rejected.inc()
             raise errors.internal("failed to store audit event")
         ctx = record.ctx
         record.read_request_body()

@@ -17,7 +17,9 @@ The reactor never waits on the disk.  What happens when the writer is behind is
   upstream's "audit buffer queue blocked") and the request goes on; the writer takes
   up to ``max_batch`` events, waiting up to ``max_wait`` seconds for them.
 
-Write errors are logged as upstream's plugin errors (rate limited) and counted.
+Write errors are logged as upstream's plugin errors (rate limited) and counted as
+upstream counts them (``apiserver_audit_error_total{plugin="log"}``, drops under
+``plugin="buffered"``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ import time
 from collections import deque
 from typing import Callable, Optional
 
-import attrs
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
+from platformd.metrics.apiserver import APIServerMetrics
 from platformd.ratelog import RateLimitedLog
 
 log = Logger()
@@ -57,21 +59,12 @@ class Stdout:
         pass
 
 
-@attrs.define(eq=False)
-class Counters:
-    """What the sink did (for metrics: upstream's ``apiserver_audit_event_total``,
-    ``apiserver_audit_error_total{plugin="log"}``)."""
-
-    events: int = 0
-    errors: int = 0
-    dropped: int = 0
-
-
 class LogSink:
     """See module docstring.  ``process(event)`` on the reactor; ``start``/``stop``."""
 
     def __init__(self, reactor, out, encode: Callable[[dict], bytes], mode: str = BLOCKING,
-                 capacity: int = DEFAULT_BUFFER, max_batch: int = 1, max_wait: float = 0.0):
+                 capacity: int = DEFAULT_BUFFER, max_batch: int = 1, max_wait: float = 0.0,
+                 metrics: Optional[APIServerMetrics] = None):
         self.reactor = reactor
         self.out = out
         self.encode = encode
@@ -79,7 +72,9 @@ class LogSink:
         self.capacity = capacity
         self.max_batch = max_batch
         self.max_wait = max_wait
-        self.counters = Counters()
+        #: Upstream's ``apiserver_audit_event_total`` and ``apiserver_audit_error_total``
+        #: live here (the server's ``APIServerMetrics``, set by ``APIServer.audit``).
+        self.metrics = metrics if metrics is not None else APIServerMetrics(process=False)
         #: Lines handed to the writer and not yet reported written (reactor only).
         self._pending = 0
         #: (line, written Deferred or None, queued Deferred) waiting for room (reactor only).
@@ -117,11 +112,11 @@ class LogSink:
         Deferred: fired when the event is queued (``blocking`` with a full queue) or
         with True/False when it is written or not (``blocking-strict``).
         """
-        self.counters.events += 1
+        self.metrics.audit_events.inc()
         line = self.encode(event)
         if self.mode == BATCH:
             if self._pending >= self.capacity:
-                self.counters.dropped += 1
+                self.metrics.audit_errors.inc(("buffered",))
                 self._drops.warn("Error in audit plugin 'buffered' affecting 1 audit events: "
                                  "audit buffer queue blocked")
                 return None
@@ -143,7 +138,7 @@ class LogSink:
         """On the reactor, after the writer wrote ``count`` lines."""
         self._pending -= count
         if error:
-            self.counters.errors += count
+            self.metrics.audit_errors.inc(("log",), count)
             self._errors.warn(f"Error in audit plugin 'log' affecting {count} audit events: "
                               f"{error}")
         for written in confirm:

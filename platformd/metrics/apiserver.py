@@ -2,7 +2,7 @@
 Upstream kube-apiserver's metric families, with its names, help texts, labels and
 buckets (``k8s.io/apiserver/pkg/endpoints/metrics/metrics.go``,
 ``pkg/endpoints/filters/metrics.go``, ``pkg/admission/metrics/metrics.go``,
-``pkg/storage/cacher/metrics/metrics.go``).  One ``APIServerMetrics`` per server;
+``pkg/storage/cacher/metrics/metrics.go``, ``pkg/audit/metrics.go``).  One ``APIServerMetrics`` per server;
 the values read only when scraped (objects stored, cache state, in-flight counts,
 database size) are ``Scraped`` families whose ``read`` ``compose`` sets.
 """
@@ -90,6 +90,23 @@ class APIServerMetrics:
                                        self.authentication_durations)
         self.authorization = Attempts(self.authorization_attempts,
                                       self.authorization_durations)
+        # -- audit (audit/metrics.go) -----------------------------------------------------
+        self.audit_events = add(Counter(
+            "apiserver_audit_event_total",
+            "Counter of audit events generated and sent to the audit backend."))
+        self.audit_errors = add(Counter(
+            "apiserver_audit_error_total",
+            "Counter of audit events that failed to be audited properly. Plugin identifies "
+            "the plugin affected by the error.", ("plugin",)))
+        self.audit_levels = add(Counter(
+            "apiserver_audit_level_total",
+            "Counter of policy levels for audit events (1 per request).", ("level",)))
+        self.audit_rejected = add(Counter(
+            "apiserver_audit_requests_rejected_total",
+            "Counter of apiserver requests rejected due to an error in audit logging "
+            "backend."))
+        for unlabelled in (self.audit_events, self.audit_rejected):
+            unlabelled.inc((), 0)  # Go's plain counters are exposed from the start
         # -- admission (admission/metrics) ---------------------------------------------
         self.admission_steps = add(Histogram(
             "apiserver_admission_step_admission_duration_seconds",

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import re
 
+from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.audit.harness import admin, read_events, start_audited, wait_events
@@ -196,6 +198,10 @@ class LogTests(TestCase):
                          ("ResponseComplete", "get", "/version"))
         self.assertNotIn("objectRef", version)
         self.assertEqual([e for e in read_events(self.log) if e["auditID"] == "quiet-1"], [])
+        r = yield self.admin.get("/metrics")
+        lines = r.body.decode().splitlines()
+        self.assertIn('apiserver_audit_level_total{level="None"} 1', lines)
+        self.assertTrue(any(line.startswith("apiserver_audit_event_total ") for line in lines))
 
     @inlineCallbacks
     def test_denied(self):
@@ -256,6 +262,9 @@ class StrictTests(TestCase):
         r = yield admin(self, server).get("/api/v1/namespaces/default")
         self.assertEqual((r.code, r.json()["message"]),
                          (500, "Internal error occurred: failed to store audit event"))
+        metrics = server.api.metrics
+        self.assertEqual(metrics.audit_rejected.get(), 1)
+        self.assertGreaterEqual(metrics.audit_errors.get(("log",)), 1)
 
     @inlineCallbacks
     def test_blocking_goes_on(self):
@@ -264,6 +273,10 @@ class StrictTests(TestCase):
                                      log_path="/dev/full")
         r = yield admin(self, server).get("/api/v1/namespaces/default")
         self.assertEqual(r.code, 200)
+        errors = server.api.metrics.audit_errors
+        while errors.get(("log",)) < 2:  # both events failed, reported by the writer
+            yield deferLater(reactor, 0.02, lambda: None)
+        self.assertEqual(server.api.metrics.audit_rejected.get(), 0)
 
 
 class RotationTests(TestCase):

@@ -139,7 +139,8 @@ class SinkTests(TestCase):
         sink = self.sink(BATCH, out)
         for n in (b"1\n", b"2\n", b"3\n"):
             self.assertIsNone(sink.process({"n": n}))
-        self.assertEqual((sink.counters.events, sink.counters.dropped), (3, 1))
+        self.assertEqual((sink.metrics.audit_events.get(),
+                          sink.metrics.audit_errors.get(("buffered",))), (3, 1))
         out.release.set()
         yield sink.stop()
         self.assertEqual(out.lines, [b"1\n", b"2\n"])
@@ -151,7 +152,7 @@ class SinkTests(TestCase):
         written = sink.process({"n": b"1\n"})
         out.release.set()
         self.assertIs((yield written), False)
-        self.assertEqual(sink.counters.errors, 1)
+        self.assertEqual(sink.metrics.audit_errors.get(("log",)), 1)
         out.fail = False
         self.assertIs((yield sink.process({"n": b"2\n"})), True)
 
