@@ -14,12 +14,21 @@ import threading
 
 import grpc
 from twisted.internet import reactor
+from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc
 from platformd.storage.etcd3.client import Client
+from platformd.storage.etcd3.compactor import Compactor
 from platformd.storage.etcd3.store import EtcdStorage, prefix_end
-from platformd.storage.interface import CorruptValue, KeyValue, RevisionMismatchError
+from platformd.storage.interface import (
+    DELETE,
+    PUT,
+    CompactedError,
+    CorruptValue,
+    KeyValue,
+    RevisionMismatchError,
+)
 from tests.etcd.cluster import Cluster
 from tests.storage.conformance import (
     SealedConformance,
@@ -27,6 +36,7 @@ from tests.storage.conformance import (
     Sink,
     StorageConformance,
     TransformerConformance,
+    write_history,
 )
 
 #: The etcd prefix the conformance stores use for the interface's keys.
@@ -140,3 +150,82 @@ class EtcdTransformerTests(TransformerConformance, EtcdTestCase):
         await self._moved(store, "/b", b"garbage")
         gone = await store.delete("/b")
         self.assertIsInstance(gone.value, CorruptValue)
+
+
+class SharedClusterTests(EtcdTestCase):
+    """Two stores over one etcd and prefix, as two replicas: one history, one revision."""
+
+    async def test_writes_reach_the_other_store(self):
+        """A write through A reaches B's watch with the same version; B then reads it."""
+        a, b = await self.make_storage(), await self.make_storage()
+        sink = Sink()
+        b.watch("/", b.revision, sink)
+        kv = await a.create("/k", b"v")
+        await sink.wait(1)
+        self.assertEqual(sink.events[0].kv, kv)
+        self.assertEqual(await b.get("/k"), kv)
+        self.assertGreaterEqual(b.revision, kv.mod_revision)
+
+    async def test_sync_after_writes_elsewhere(self):
+        """sync() on B fires once B's watch passed every earlier write, even outside the prefix."""
+        a, b = await self.make_storage(), await self.make_storage()
+        kv = await a.create("/k", b"v")
+        outside = self.kv.Put(rpc_pb2.PutRequest(key=b"/elsewhere", value=b"x")).header.revision
+        self.assertGreater(outside, kv.mod_revision)
+        await b.sync()
+        self.assertGreaterEqual(b.revision, outside)
+        before = b.revision
+        await b.sync()  # nothing new: a quorum read, no marker write
+        self.assertEqual(b.revision, before)
+
+    async def test_history_read_from_etcd(self):
+        """A store started after the writes serves a watch from before them."""
+        a = await self.make_storage()
+        one, two, uno, bee, gone = await write_history(a)
+        b = await self.make_storage()
+        sink = Sink()
+        b.watch("/a/", 0, sink)
+        await sink.wait(4)
+        self.assertEqual([(e.type, e.kv) for e in sink.events],
+                         [(PUT, one), (PUT, two), (PUT, uno), (DELETE, gone)])
+        later = await a.create("/a/3", b"3")
+        await sink.wait(5)
+        self.assertEqual(sink.events[4].kv, later)
+
+    async def test_compaction_by_another_replica(self):
+        """The compactors of two replicas compact once per interval; both stores learn it."""
+        a, b = await self.make_storage(), await self.make_storage()
+        first, second = Compactor(a.client, 60), Compactor(b.client, 60)
+        await first.tick()  # bootstrap: records the revision, compacts nothing
+        await second.tick()  # loses the race: learns the count
+        self.assertEqual((first.count, second.count), (1, 1))
+        seen = first.revision
+        await a.create("/k", b"1")
+        await first.tick()  # compacts at the revision it saw an interval ago
+        await second.tick()
+        self.assertEqual((first.count, second.count), (2, 2))
+        for store in (a, b):
+            await _until(lambda store=store: store.compacted_revision == seen)
+            await self.assertFailure(store.range("/", seen - 1), CompactedError)
+            self.assertRaises(CompactedError, store.watch, "/", seen - 1, Sink())
+
+    async def test_compactor_ticks_on_its_clock(self):
+        """The compactor runs every interval of its clock, not before."""
+        store = await self.make_storage()
+        clock = Clock()
+        compactor = Compactor(store.client, 300, clock)
+        compactor.start()
+        self.addCleanup(compactor.stop)
+        clock.advance(299)
+        self.assertEqual(compactor.count, 0)
+        clock.advance(1)
+        await _until(lambda: compactor.count == 1)
+
+
+async def _until(condition, timeout: float = 10.0):
+    """Wait (on the real reactor) until ``condition()`` holds."""
+    deadline = reactor.seconds() + timeout
+    while not condition():
+        if reactor.seconds() > deadline:
+            raise AssertionError("condition never held")
+        await deferLater(reactor, 0.01, lambda: None)

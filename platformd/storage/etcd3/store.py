@@ -287,8 +287,11 @@ class EtcdStorage:
         return self._reach(event.revision).addCallback(lambda _: event.kv)
 
     def _reach(self, revision: int) -> Deferred:
-        """Fires once the store's watch has delivered ``revision``."""
-        if self.revision >= revision:
+        """
+        Fires once the store's watch has delivered ``revision`` and no new watch is
+        still reading its history (which would hear of the write after its history).
+        """
+        if self.revision >= revision and not self._catching_up:
             return succeed(None)
         reached: Deferred[None] = Deferred()
         self._waiting.append((revision, reached))
@@ -317,12 +320,14 @@ class EtcdStorage:
         stream: Optional[WatchStream] = None
 
         def events(revision, batch):
+            if stream not in self._catching_up:
+                return  # finished; the stream is closing
             if watch.done.called:
                 return finish()
             history.extend(e for e in batch if e.revision <= upto)
             if revision >= upto:  # an event at upto, or progress past it
-                finish()
                 watch.catch_up(history)
+                finish()
 
         def compacted(revision):
             finish()
