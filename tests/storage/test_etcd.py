@@ -14,6 +14,7 @@ import threading
 
 import grpc
 from twisted.internet import reactor
+from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
@@ -229,3 +230,31 @@ async def _until(condition, timeout: float = 10.0):
         if reactor.seconds() > deadline:
             raise AssertionError("condition never held")
         await deferLater(reactor, 0.01, lambda: None)
+
+
+class UnreachableTests(EtcdTestCase):
+    async def test_cancelled_calls_free_their_threads(self):
+        """
+        With etcd down, reads wait for it; cancelling them (a health check's timeout)
+        frees their threads: more than the pool holds, then a read once etcd is back
+        answers at once rather than after the waiting reads' deadline.
+        """
+        store = EtcdStorage(reactor, Client(reactor, self.cluster.urls, timeout=60),
+                            prefix=PREFIX, root="")
+        await store.start()
+        self.addCleanup(store.stop)
+        kv = await store.create("/k", b"v")
+        [member] = self.cluster.members
+        member.kill()
+        waiting = [store.get("/k") for _ in range(40)]
+        await deferLater(reactor, 0.2, lambda: None)
+        self.assertFalse(any(d.called for d in waiting))
+        for d in waiting:
+            d.cancel()
+        for d in waiting:
+            self.failureResultOf(d, CancelledError)
+        member.start()
+        member.wait_ready()
+        started = reactor.seconds()
+        self.assertEqual(await store.get("/k"), kv)
+        self.assertLess(reactor.seconds() - started, 10)

@@ -10,20 +10,26 @@ deadline, as clientv3's retrying calls do within a request's context.  Upstream 
 answers ``504 Timeout: request did not complete within requested timeout - context
 deadline exceeded`` (``endpoints/handlers/finisher``); ``unreachable`` is that Status.
 
-The calls are blocking grpcio calls in a thread pool of their own (``deferToThreadPool``),
-so the reactor never waits on the network; the work a caller hands along (transforming
-values in and out) runs in the same thread.
+The calls are made from a thread pool of their own (``deferToThreadPool``), so the
+reactor never waits on the network; the work a caller hands along (transforming values
+in and out) runs in the same thread.  Each call is a grpcio future the thread waits on,
+so cancelling the caller's Deferred cancels the call and frees the thread.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import itertools
+import threading
+import time
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
 import attrs
 import grpc
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.threads import deferToThreadPool
+from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from platformd import errors
@@ -35,6 +41,12 @@ _THREADS = 32
 #: clientv3.WithRequireLeader: a member cut off from the leader ends its watches (and
 #: refuses calls) instead of serving stale data, so the client moves to another member.
 REQUIRE_LEADER = (("hasleader", "true"),)
+
+#: etcd's refusal of a call with ``hasleader`` while it knows no leader.
+_NO_LEADER = "etcdserver: no leader"
+
+#: Waits between retries of a call (seconds).
+_RETRY = (0.025, 0.05, 0.1, 0.25, 0.5)
 
 #: What a failed call's status code says about etcd: unreachable (no member answered
 #: within the deadline), everything else is a bug or a refused request.
@@ -107,6 +119,19 @@ def _ip_target(hosts: list) -> str:
     return "ipv6:" + ",".join(f"[{host}]:{port}" for host, port in hosts)
 
 
+class _Calls:
+    """The grpcio futures of one ``Client.call``, so cancelling it cancels them."""
+
+    def __init__(self):
+        self.futures: list = []
+        self.cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+        for future in list(self.futures):
+            future.cancel()
+
+
 class Client:
     """
     One channel to the cluster, its stubs, and the pool unary calls run in.
@@ -133,8 +158,8 @@ class Client:
             self.channel = grpc.insecure_channel(address, options)
         self.kv = rpc_pb2_grpc.KVStub(self.channel)
         self.watch = rpc_pb2_grpc.WatchStub(self.channel)
-        self.maintenance = rpc_pb2_grpc.MaintenanceStub(self.channel)
         self._pool = ThreadPool(0, _THREADS, "platformd-etcd")
+        self._local = threading.local()
 
     def start(self):
         self._pool.start()
@@ -144,19 +169,67 @@ class Client:
         self.channel.close()
         self._pool.stop()
 
-    def call(self, work: Callable, *args):
+    def call(self, work: Callable, *args) -> Deferred:
         """
         Deferred: ``work(*args)`` in a pool thread, where it makes its calls with
         ``unary``; a call no member answered in time fails with ``unreachable()``.
+        Cancelling the Deferred (a request's deadline, a health check's timeout)
+        cancels the gRPC calls, so no thread stays blocked on them.
         """
-        return deferToThreadPool(self.reactor, self._pool, work, *args)
+        calls = _Calls()
+        result: Deferred = Deferred(lambda _: calls.cancel())
 
-    def unary(self, method, request, timeout: Optional[float] = None):
-        """In a pool thread: ``method(request)``, waiting for a member up to the deadline."""
-        try:
-            return method(request, timeout=timeout or self.timeout, wait_for_ready=True,
-                          metadata=REQUIRE_LEADER)
-        except grpc.RpcError as error:
-            if error.code() in _UNREACHABLE:
-                raise unreachable() from error
-            raise
+        def run():
+            self._local.calls = calls
+            try:
+                return work(*args)
+            finally:
+                self._local.calls = None
+
+        def relay(outcome):
+            if result.called:  # cancelled: the outcome has nobody to go to
+                return None
+            if isinstance(outcome, Failure):
+                result.errback(outcome)
+            else:
+                result.callback(outcome)
+        deferToThreadPool(self.reactor, self._pool, run).addBoth(relay)
+        return result
+
+    def unary(self, method, request, repeatable: bool = False):
+        """
+        In a pool thread: ``method(request)``, waiting for a member up to the deadline.
+
+        Retried within the deadline, as clientv3's retry interceptor does: a
+        ``repeatable`` call (a read) on any ``UNAVAILABLE``; a write only when the member
+        refused it before proposing it (``etcdserver: no leader``, the answer to
+        ``hasleader`` during an election), which cannot have been applied.
+        """
+        deadline = time.monotonic() + self.timeout
+        calls = getattr(self._local, "calls", None)
+        for attempt in itertools.count():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise unreachable()
+            future = method.future(request, timeout=left, wait_for_ready=True,
+                                   metadata=REQUIRE_LEADER)
+            if calls is not None:
+                calls.futures.append(future)
+                if calls.cancelled:
+                    future.cancel()
+            try:
+                return future.result()
+            except grpc.FutureCancelledError:
+                raise CancelledError() from None
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or not (
+                        repeatable or error.details() == _NO_LEADER):
+                    if error.code() in _UNREACHABLE:
+                        raise unreachable() from error
+                    raise
+            finally:
+                if calls is not None:
+                    calls.futures.remove(future)
+            time.sleep(min(_RETRY[min(attempt, len(_RETRY) - 1)],
+                           max(0.0, deadline - time.monotonic())))
+        raise AssertionError("unreachable")  # pragma: no cover

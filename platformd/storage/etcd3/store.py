@@ -147,7 +147,7 @@ class EtcdStorage:
 
     def _read_start(self):
         reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
-            key=COMPACT_REV_KEY))
+            key=COMPACT_REV_KEY), repeatable=True)
         compacted = int(reply.kvs[0].value) if reply.kvs else 0
         return reply.header.revision, compacted
 
@@ -181,7 +181,7 @@ class EtcdStorage:
 
     def _get(self, key: str) -> Optional[KeyValue]:
         reply = self.client.unary(self.client.kv.Range,
-                                  rpc_pb2.RangeRequest(key=self._etcd_key(key)))
+                                  rpc_pb2.RangeRequest(key=self._etcd_key(key)), repeatable=True)
         return self._kv(reply.kvs[0]) if reply.kvs else None
 
     def _kv(self, kv) -> KeyValue:
@@ -207,7 +207,7 @@ class EtcdStorage:
         kvs: list = []
         while True:
             reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
-                key=key, range_end=end, revision=at or 0, limit=_PAGE))
+                key=key, range_end=end, revision=at or 0, limit=_PAGE), repeatable=True)
             at = at or reply.header.revision  # every page at the first page's revision
             kvs.extend(self._kv(kv) for kv in reply.kvs)
             if not reply.more:
@@ -411,10 +411,12 @@ class EtcdStorage:
 
     def _current_revision(self) -> int:
         reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
-            key=self._marker, count_only=True))
+            key=self._marker, count_only=True), repeatable=True)
         return reply.header.revision
 
     def _mark(self) -> int:
         """In a pool thread: write the marker key; the revision of the write."""
-        reply = self.client.unary(self.client.kv.Put, rpc_pb2.PutRequest(key=self._marker))
+        # Repeatable: writing the marker twice is as good as once.
+        reply = self.client.unary(self.client.kv.Put, rpc_pb2.PutRequest(key=self._marker),
+                                  repeatable=True)
         return reply.header.revision
