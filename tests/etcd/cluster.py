@@ -82,6 +82,11 @@ class Member:
             time.sleep(0.02)
         raise RuntimeError(f"etcd member {self.name} not healthy after {_READY}s")
 
+    def is_leader(self) -> bool:
+        """Whether this member leads (its ``etcd_server_is_leader`` metric)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as reply:
+            return b"\netcd_server_is_leader 1" in reply.read()
+
     def kill(self):
         """SIGKILL, as a crash; the data directory stays."""
         if self.process is not None and self.process.poll() is None:

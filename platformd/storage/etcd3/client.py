@@ -29,11 +29,14 @@ import attrs
 import grpc
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from platformd import errors
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2_grpc
+
+log = Logger()
 
 #: Threads making unary calls: the most calls in flight at once.
 _THREADS = 32
@@ -225,6 +228,8 @@ class Client:
                 if error.code() != grpc.StatusCode.UNAVAILABLE or not (
                         repeatable or error.details() == _NO_LEADER):
                     if error.code() in _UNREACHABLE:
+                        log.warn("etcd call failed: {code}: {details}", code=error.code(),
+                                 details=error.details())
                         raise unreachable() from error
                     raise
             finally:

@@ -113,14 +113,17 @@ class WatchStream:
         if call is not None:
             call.cancel()
 
+    def _create_key(self, start_revision: int):
+        return rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
+            key=self._single_key, start_revision=start_revision, watch_id=_KEY_ID))
+
     def _outgoing(self, requests: queue.SimpleQueue):
         """The request iterator grpcio reads from: the creates, then whatever is queued."""
         yield rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
             key=self._key, range_end=self._range_end, start_revision=self._next,
             prev_kv=True, progress_notify=True, watch_id=_RANGE_ID))
         if self._single_key is not None:
-            yield rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
-                key=self._single_key, watch_id=_KEY_ID))
+            yield self._create_key(self._next)
         while True:
             request = requests.get()
             if request is None:
@@ -154,6 +157,14 @@ class WatchStream:
 
     def _handle(self, response) -> bool:
         """One response; False once the stream has ended for good."""
+        if response.watch_id == _KEY_ID and (response.canceled or response.compact_revision):
+            # etcd 3.4 at times cancels the single-key watch at a compaction although it
+            # started after it: the compaction is news all the same; watch the key again.
+            if response.compact_revision:
+                self._reactor.callFromThread(self._handlers.on_key,
+                                             str(response.compact_revision).encode())
+            self._requests.put(self._create_key(max(response.compact_revision, self._next)))
+            return True
         if response.compact_revision:
             self._reactor.callFromThread(self._handlers.on_compacted, response.compact_revision)
             self._stopping.set()
