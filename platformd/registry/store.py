@@ -198,9 +198,11 @@ class GenericStore:
                          lambda: self.storage.create(key, value))
         return d.addCallbacks(self._stored, exists, (obj,))
 
-    def _span_attributes(self, ctx, key: str) -> dict:
+    def _span_attributes(self, ctx, key: str) -> dict | None:
         """Upstream's etcd3 store span attributes (its internal type's name, the
-        ``GroupResource`` as it prints)."""
+        ``GroupResource`` as it prints); None when the request is not traced."""
+        if ctx.span is None:
+            return None
         group = self.kind.group
         return {"audit-id": ctx.audit_id, "key": key,
                 "type": f"*{group.split('.')[0] if group else 'core'}.{self.kind.kind}",

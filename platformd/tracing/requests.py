@@ -87,11 +87,14 @@ class RequestTracing:
             given = trace.get_current_span(incoming).get_span_context()
             links = (Link(given),) if given.is_valid else ()
             parent = None
-        span = self.tracing.tracer.start_span(
-            span_name(method, ctx.info), parent, SpanKind.SERVER, _attributes(request, ctx),
-            links)
+        span = self.tracing.tracer.start_span(span_name(method, ctx.info), parent,
+                                              SpanKind.SERVER, links=links)
         ctx.span = Trace(self.tracing.tracer, span)
-        request.notifyFinish().addBoth(_finished, request, span)
+        if span.is_recording():
+            # A span not sampled is never exported: it only carries the trace context
+            # down (a webhook still receives its traceparent), so nothing more is spent.
+            span.set_attributes(_attributes(request, ctx))
+            request.notifyFinish().addBoth(_finished, request, span)
         return proceed(ctx)
 
 
