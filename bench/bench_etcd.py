@@ -1,0 +1,108 @@
+"""
+The etcd3 backend's capacity (issue 17): creates/s (concurrency 16), single-object
+GETs/s (concurrency 32) and LISTs/s of 1,000 RoleBindings (concurrency 8) through 1 and
+2 platformd replicas over a 3-member etcd cluster on this machine (fsync on), next to
+SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
+
+    PYTHONPATH=. python bench/bench_etcd.py [--seconds 5]
+
+Upstream kube-apiserver + etcd on this machine: 1,854 creates/s, 4,526 GETs/s, 156
+LISTs/s (docs/performance.md).  Not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import threading
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import (  # noqa: E402
+    RBAC, TOKEN, free_port, post_all, scratch_dir, start_server, stop_server, tls_context,
+    wait_ready, wrk, write_tokens,
+)
+from tests.etcd.cluster import Cluster  # noqa: E402
+
+from bench_api import CREATE_LUA  # noqa: E402
+
+ROLEBINDINGS = f"{RBAC}/namespaces/default/rolebindings"
+
+
+def binding(name: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"app": "bench"}},
+            "roleRef": {"apiGroup": "rbac.authorization.platform.io", "kind": "ClusterRole",
+                        "name": "view"},
+            "subjects": [{"kind": "User", "name": f"user-{name}"}]}
+
+
+def wrk_all(ports: list, args: list, seconds: int, path: str) -> float:
+    """One wrk per server at once; the summed requests/s."""
+    rates = [0.0] * len(ports)
+
+    def run(i):
+        rates[i] = wrk(args, seconds, f"https://127.0.0.1:{ports[i]}{path}")[0]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(ports))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(rates)
+
+
+def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, tokens: str):
+    ports = [free_port() for _ in range(servers)]
+    procs = []
+    try:
+        for n, port in enumerate(ports):
+            procs.append(start_server(os.path.join(tmp, f"{label}-{n}"), port, tokens,
+                                      extra=extra))
+            if not wait_ready(procs[-1], port, tls_context()):
+                sys.exit(f"{label}: platformd exited")
+        lua = os.path.join(tmp, "create.lua")
+        with open(lua, "w") as f:
+            f.write(CREATE_LUA % {"path": ROLEBINDINGS, "token": TOKEN})
+        c = 16 // servers
+        creates = wrk_all(ports, [f"-c{c}", "-s", lua], seconds, "")
+        failures = post_all(ports[0], ROLEBINDINGS,
+                            [binding(f"list-{i:04}") for i in range(1000)], 8)
+        assert not failures, failures[:3]
+        auth = ["-H", f"Authorization: Bearer {TOKEN}"]
+        gets = wrk_all(ports, [f"-c{32 // servers}", *auth], seconds,
+                       f"{ROLEBINDINGS}/list-0000")
+        lists = wrk_all(ports, [f"-c{8 // servers}", *auth], seconds,
+                        f"{ROLEBINDINGS}?labelSelector=app%3Dbench")
+        print(f"| {label} | {creates:,.0f} | {gets:,.0f} | {lists:,.0f} |", flush=True)
+    finally:
+        for proc in procs:
+            stop_server(proc)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=5)
+    opts = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("bench_etcd needs wrk (apt-get install wrk)")
+    tmp = scratch_dir()
+    tokens = write_tokens(tmp)
+    cluster = Cluster.start(3, fsync=True)
+    try:
+        print("| backend | creates/s | GETs/s | LISTs/s (1,000 RoleBindings) |")
+        print("|---|---|---|---|")
+        measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens)
+        etcd = ["--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls)]
+        measure("etcd (3 members), 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
+                opts.seconds, tmp, tokens)
+        measure("etcd (3 members), 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
+                opts.seconds, tmp, tokens)
+    finally:
+        cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
