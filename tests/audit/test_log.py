@@ -306,3 +306,21 @@ class RotationTests(TestCase):
                                  backups[0]), backups[0])
         for name in os.listdir(directory):
             self.assertLessEqual(os.path.getsize(os.path.join(directory, name)), 1 << 20)
+
+
+class ShutdownTests(TestCase):
+    """Stopping the daemon ends the watches and writes every event before it is done."""
+
+    timeout = 60
+
+    @inlineCallbacks
+    def test_events_written_before_stop(self):
+        server = yield start_audited(self, POLICY)
+        client = admin(self, server)
+        response, stream = yield open_watch(client, "/api/v1/namespaces?watch=1")
+        audit_id = response.headers.getRawHeaders("audit-id")[0]
+        yield stream.wait_for(1)
+        yield server.stopService()
+        self.assertEqual([e["stage"] for e in read_events(server.audit_log)
+                          if e["auditID"] == audit_id],
+                         ["RequestReceived", "ResponseStarted", "ResponseComplete"])
