@@ -293,12 +293,27 @@ class PlatformService(service.MultiService):
         from platformd.tracing.provider import Tracing
         from platformd.tracing.requests import RequestTracing
         try:
-            self.tracing = Tracing(load_tracing_config(path))
+            config = load_tracing_config(path)
         except TracingConfigError as e:
             raise StartupError(str(e)) from None
+        self.tracing = Tracing(config, channel_options=self._collector_channel())
         self.components.api.trace_with(RequestTracing(self.tracing))
         if self.pods is not None:
             self.pods.tracing = self.tracing
+
+    def _collector_channel(self) -> tuple:
+        """The OTLP exporter goes through the controlplane egress selection, as
+        upstream's; where grpcio cannot follow it, directly (with a warning)."""
+        from platformd.egress import selector
+        from platformd.egress.config import CONTROLPLANE
+        installed = selector.installed()
+        if installed is None:
+            return ()
+        try:
+            return installed.grpc_channel_options(CONTROLPLANE)
+        except selector.EgressUnsupported as e:
+            log.warn("tracing: {error}; the collector is dialled directly", error=str(e))
+            return ()
 
     def _admission_config(self) -> None:
         """Read ``--admission-control-config-file`` and give each plugin its part."""

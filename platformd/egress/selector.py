@@ -63,6 +63,9 @@ class _Tunnel:
 
     proxy: object
     name: str
+    #: The proxy's ``http://`` URL when it is reached over plain TCP (what grpcio can
+    #: tunnel through), else "".
+    http_url: str = ""
 
     def endpoint(self, host: str, port: int) -> IStreamClientEndpoint:
         return ConnectTunnel(self.proxy(), host_port(host, port), self.name)  # type: ignore
@@ -121,13 +124,28 @@ class EgressSelector:
 
         name = url.netloc
         if url.scheme == "http":
-            return _Tunnel(tcp, name)
+            return _Tunnel(tcp, name, f"http://{name}")
         creator = _proxy_tls(transport.tcp.tls, host)
         return _Tunnel(lambda: wrapClientTLS(creator, tcp()), name)
 
     def route(self, network: str):
         """The route of ``network`` (None: dial directly)."""
         return self._routes.get(network)
+
+    def grpc_channel_options(self, network: str) -> tuple:
+        """
+        grpcio's channel options for a gRPC client of ``network``: none to dial
+        directly, ``grpc.http_proxy`` for an ``http://`` CONNECT proxy (grpcio's own
+        CONNECT support); ``EgressUnsupported`` for a proxy grpcio cannot reach (a UNIX
+        socket, TLS to the proxy, GRPC), whose route lives in Twisted endpoints.
+        """
+        route = self.route(network)
+        if route is None:
+            return ()
+        if isinstance(route, _Tunnel) and route.http_url:
+            return (("grpc.http_proxy", route.http_url),)
+        raise EgressUnsupported(f"egress selection {network!r}: a gRPC client can only be "
+                                "tunnelled through an http:// HTTPConnect proxy")
 
     def endpoint(self, network: str, host: str, port: int) -> IStreamClientEndpoint:
         """A stream to ``host:port`` as ``network`` connects (no TLS of its own)."""

@@ -62,15 +62,18 @@ def sampler_for(config: TracingConfiguration):
 class Tracing:
     """
     The tracer provider and its export pipeline.  ``exporter`` defaults to the OTLP gRPC
-    exporter at the configuration's endpoint (tests may pass another).  ``shutdown()``
+    exporter at the configuration's endpoint (tests may pass another), with grpcio's
+    ``channel_options`` (the egress selection's proxy).  ``shutdown()``
     flushes what is queued and stops the export thread, off the reactor.
     """
 
     def __init__(self, config: TracingConfiguration, *, exporter=None,
-                 schedule_delay: float = SCHEDULE_DELAY, instance_id: str | None = None):
+                 schedule_delay: float = SCHEDULE_DELAY, instance_id: str | None = None,
+                 channel_options: tuple = ()):
         if exporter is None:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-            exporter = OTLPSpanExporter(endpoint=config.collector, insecure=True)
+            exporter = OTLPSpanExporter(endpoint=config.collector, insecure=True,
+                                        channel_options=channel_options or None)
         self.config = config
         resource = Resource.create({"service.name": SERVICE_NAME,
                                     "service.instance.id": instance_id or apiserver_id()})

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 
+from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from tests.e2e.harness import Client, start_token_server, token_client
+from tests.egress.proxy import ConnectProxy
+from tests.egress.test_tunnel import egress_document
 from tests.tracing.collector import Collector
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -40,9 +43,13 @@ class TracingTestCase(TestCase):
                                     "kind: TracingConfiguration\n"
                                     f"endpoint: {self.collector.endpoint}\n" + self.rate)
         self.server = yield start_token_server(self, 'secret-1,alice,uid-1,"devs"\n',
-                                               "--tracing-config-file", config)
+                                               "--tracing-config-file", config,
+                                               *self.server_args())
         self.admin = Client(self, self.server.pki_dir, self.server.port_number)
         self.alice = token_client(self, self.server, "secret-1")
+
+    def server_args(self) -> tuple:
+        return ()
 
     @inlineCallbacks
     def exported(self, test):
@@ -135,3 +142,24 @@ class ParentBasedSamplingTests(TracingTestCase):
         spans = yield self.exported(lambda s: s.name.startswith("GET /api/v1/namespaces"))
         self.assertEqual([s.attributes["http.target"] for s in spans],
                          ["/api/v1/namespaces/platform-system"])
+
+
+class CollectorThroughEgressTests(TracingTestCase):
+    """The exporter dials the collector through the controlplane egress selection, as
+    upstream's (grpcio's own CONNECT support: an http:// proxy)."""
+
+    def server_args(self) -> tuple:
+        self.proxy = ConnectProxy()
+        port = reactor.listenTCP(0, self.proxy, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        egress = write_config(self, egress_document("controlplane", "HTTPConnect", tcp={
+            "url": f"http://127.0.0.1:{port.getHost().port}"}).decode())
+        return ("--egress-selector-config-file", egress)
+
+    @inlineCallbacks
+    def test_spans_go_through_the_proxy(self):
+        yield self.admin.get("/api/v1/namespaces")
+        yield self.exported(lambda s: s.name == "GET /api/v1/namespaces")
+        self.assertTrue(self.proxy.heads)
+        self.assertTrue(self.proxy.heads[0].startswith(
+            f"CONNECT {self.collector.endpoint} HTTP/1.1\r\n"), self.proxy.heads)
