@@ -1,7 +1,7 @@
 """
 Go's text forms that upstream's messages are made of: ``%q`` of a string
-(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), and the text of an
-aggregated error (``utilerrors.NewAggregate(errs).Error()``).  At the bottom of the
+(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), the text of an
+aggregated error (``utilerrors.NewAggregate(errs).Error()``) and of an ``*os.PathError``.  At the bottom of the
 layers: validation, authorization and the flags all word errors with them.
 """
 
@@ -53,3 +53,13 @@ def aggregate(messages) -> str:
     if len(distinct) == 1:
         return distinct[0]
     return "[" + ", ".join(distinct) + "]"
+
+
+def os_error(error: OSError) -> str:
+    """An OS error's text as Go writes it (``no such file or directory``)."""
+    return (error.strerror or str(error)).lower()
+
+
+def path_error(op: str, path: str, error: OSError) -> str:
+    """An ``*os.PathError`` as Go prints it (``open /x: no such file or directory``)."""
+    return f"{op} {path}: {os_error(error)}"

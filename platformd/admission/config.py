@@ -31,6 +31,8 @@ from typing import Optional
 import attrs
 import yaml
 
+from platformd import gotext
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 KIND = "AdmissionConfiguration"
@@ -73,14 +75,9 @@ class AdmissionConfiguration:
                 except OSError as e:
                     raise AdmissionConfigError(
                         f"Couldn't open admission plugin configuration {entry.path}: "
-                        f"{_os_error('open', entry.path, e)}") from None
+                        f"{gotext.path_error('open', entry.path, e)}") from None
             return None
         return None
-
-
-def _os_error(op: str, path: str, error: OSError) -> str:
-    """An ``*os.PathError`` as Go prints it (``open /x: no such file or directory``)."""
-    return f"{op} {path}: {(error.strerror or str(error)).lower()}"
 
 
 def _compact(data: bytes) -> str:
@@ -103,7 +100,7 @@ def read_admission_configuration(path: str) -> AdmissionConfiguration:
     except OSError as e:
         raise AdmissionConfigError(
             f'unable to read admission control configuration from "{path}" '
-            f"[{_os_error('open', path, e)}]") from None
+            f"[{gotext.path_error('open', path, e)}]") from None
     return _decode(data, os.path.dirname(path))
 
 

@@ -17,6 +17,7 @@ import attrs
 import yaml
 from twisted.logger import Logger
 
+from platformd import gotext
 from platformd.model.meta import dns_subdomain
 from platformd.storage.encryption.fielderrors import aggregate, go_value
 
@@ -151,8 +152,8 @@ def load_file(path: str) -> Policy:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise PolicyError(f'failed to read file path "{path}": open {path}: '
-                          f"{(e.strerror or str(e)).lower()}") from None
+        raise PolicyError(f'failed to read file path "{path}": '
+                          f"{gotext.path_error('open', path, e)}") from None
     try:
         return load(data)
     except PolicyError as e:

@@ -38,7 +38,7 @@ from cryptography import x509
 from platformd import gotext
 from platformd.auth import cel
 from platformd.auth.authzconfig import _Decoder, _GO_KINDS
-from platformd.auth.kubeconfig import os_error
+from platformd.gotext import os_error
 from platformd.errors import Cause
 from platformd.model import fielderrors
 from platformd.model.meta import dns_subdomain

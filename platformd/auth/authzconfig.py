@@ -31,7 +31,7 @@ import yaml
 
 from platformd import gotext
 from platformd.auth import cel, kubeconfig, sar
-from platformd.auth.kubeconfig import os_error
+from platformd.gotext import os_error
 from platformd.durations import parse_duration
 from platformd.errors import Cause
 from platformd.model import fielderrors

@@ -24,6 +24,8 @@ from twisted.internet import ssl
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
+from platformd.gotext import os_error
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -127,11 +129,6 @@ class _Reader:
         if section.get(file_key):
             return self.file(section[file_key], file_key)
         return b""
-
-
-def os_error(error: OSError) -> str:
-    """An OS error's text as Go writes it (``no such file or directory``)."""
-    return (error.strerror or str(error)).lower()
 
 
 def _one_line(error: Exception) -> str:

@@ -99,8 +99,8 @@ def load_egress_config(path: str) -> EgressSelectorConfiguration:
     except OSError as error:
         raise EgressConfigError(
             "failed to read egress selector config: unable to read egress selector "
-            f"configuration from {gotext.go_quote(path)} [open {path}: "
-            f"{(error.strerror or str(error)).lower()}]") from None
+            f"configuration from {gotext.go_quote(path)} "
+            f"[{gotext.path_error('open', path, error)}]") from None
     return parse_egress_config(data)
 
 

@@ -58,7 +58,7 @@ def load_tracing_config(path: str) -> TracingConfiguration:
     except OSError as error:
         raise TracingConfigError(
             f"failed to read tracing config: unable to read tracing configuration from "
-            f"{gotext.go_quote(path)}: open {path}: {(error.strerror or str(error)).lower()}"
+            f"{gotext.go_quote(path)}: {gotext.path_error('open', path, error)}"
         ) from None
     return parse_tracing_config(data)
 

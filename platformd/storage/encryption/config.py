@@ -15,6 +15,7 @@ from typing import Optional
 import attrs
 import yaml
 
+from platformd import gotext
 from platformd.durations import parse_duration
 import platformd.storage.encryption.fielderrors as fe
 from platformd.storage.encryption.errors import EncryptionConfigError
@@ -87,7 +88,7 @@ def load_file(path: str, reload: bool = False) -> EncryptionConfiguration:
     except OSError as e:
         raise EncryptionConfigError(
             f"error while parsing file: error opening encryption provider configuration "
-            f'file "{path}": open {path}: {(e.strerror or str(e)).lower()}') from None
+            f'file "{path}": {gotext.path_error("open", path, e)}') from None
     if not data:
         raise EncryptionConfigError(f"error while parsing file: encryption provider "
                                     f'configuration file "{path}" is empty')
