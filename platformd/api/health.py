@@ -179,6 +179,23 @@ class StorageCheck:
         return d.addCallbacks(lambda _: None, _storage_failed)
 
 
+@attrs.define
+class StorageReadiness:
+    """
+    Upstream's ``etcd-readiness``: the storage read, and first (a store with a watch of
+    its own, etcd's ``EtcdStorage.connected``) that watch is connected: a server whose
+    watch is down serves its cache's last knowledge, so a load balancer should send
+    requests elsewhere.  Upstream's readiness check is its read alone.
+    """
+
+    read: StorageCheck
+
+    def __call__(self):
+        if not getattr(self.read.storage, "connected", True):
+            return "etcd watch is not connected"
+        return self.read()
+
+
 def _storage_failed(failure) -> str:
     if failure.check(CancelledError):
         return "storage did not answer in time"
@@ -220,7 +237,7 @@ def standard_checks(storage, clock) -> StandardChecks:
     checks.add_check("log", ping)
     storage_check = StorageCheck(storage, clock)
     checks.add_check("etcd", storage_check)
-    checks.add_check("etcd-readiness", storage_check, (READYZ,))
+    checks.add_check("etcd-readiness", StorageReadiness(storage_check), (READYZ,))
     informers = Flag("the watch cache has not loaded")
     checks.add_check("informer-sync", informers, (READYZ,))
     hooks = {name: Flag("not finished") for name in POST_START_HOOKS}

@@ -133,17 +133,37 @@ class FaultTests(ReplicasTestCase):
             member.wait_ready()
 
     @inlineCallbacks
+    def readiness(self, client, code: int):
+        """Poll ``/readyz/etcd-readiness`` until it answers ``code`` (the watch's
+        connection changes a moment after etcd's); the last answer."""
+        for _ in range(100):
+            r = yield client.get("/readyz/etcd-readiness")
+            if r.code == code:
+                break
+            yield deferLater(reactor, 0.1, lambda: None)
+        return r
+
+    @inlineCallbacks
     def test_etcd_unreachable(self):
         """
-        With no member up, a write answers 504 within the request timeout, a watch
-        stays open, and both work again once etcd is back.
+        With no member up, a write answers 504 within the request timeout (upstream's
+        finisher's Timeout, no Retry-After), /readyz fails its etcd-readiness check, a
+        watch stays open, and all work again once etcd is back.
         """
         [a] = yield self.replicas(1, "--request-timeout", "2s")
+        ready = yield a.get("/readyz/etcd-readiness")
+        self.assertEqual((ready.code, ready.body), (200, b"ok"))
         response, reader = yield open_watch(
             a, "/api/v1/namespaces/default/configmaps?watch=1")
         for member in self.cluster.members:
             member.kill()
         try:
+            ready = yield self.readiness(a, 500)
+            self.assertEqual((ready.code, ready.body),
+                             (500, b"internal server error: etcd watch is not connected\n"))
+            whole = yield a.get("/readyz")
+            self.assertEqual(whole.code, 500)
+            self.assertIn(b"[-]etcd-readiness failed: reason withheld\n", whole.body)
             started = reactor.seconds()
             r = yield a.post("/api/v1/namespaces/default/configmaps",
                              {"metadata": {"name": "lost"}})
@@ -154,6 +174,7 @@ class FaultTests(ReplicasTestCase):
             self.assertEqual(r.json()["reason"], "Timeout")
             self.assertTrue(r.json()["message"].startswith(
                 "Timeout: request did not complete within"), r.json()["message"])
+            self.assertEqual(r.headers_named("Retry-After"), [])
         finally:
             for member in self.cluster.members:
                 member.start()
@@ -167,6 +188,8 @@ class FaultTests(ReplicasTestCase):
                 break
             yield deferLater(reactor, 0.1, lambda: None)
         self.assertEqual(r.code, 201, r.body)
+        ready = yield self.readiness(a, 200)
+        self.assertEqual((ready.code, ready.body), (200, b"ok"))
         yield reader.wait_for(1)
         self.assertEqual(reader.events[-1]["object"]["metadata"]["name"], "back")
         response._transport.loseConnection()

@@ -75,10 +75,16 @@ class TLSFiles:
 
 
 def unreachable() -> errors.StatusError:
-    """The Status of a call no etcd member answered within the request timeout."""
+    """
+    The Status of a call no etcd member answered within the request timeout: upstream's
+    finisher's ``NewTimeoutError(..., 0)``, so no ``Retry-After`` (upstream sends one,
+    2 s, only with ``ServerTimeout`` for a storage "unreachable" error, which its etcd3
+    store never raises: clientv3 retries until the request's context ends).  The same
+    as the request deadline's 504, whichever of the two fires first.
+    """
     return errors.timeout(
         "Timeout: request did not complete within requested timeout"
-        " - context deadline exceeded", retry_after=1)
+        " - context deadline exceeded")
 
 
 def target(servers: list) -> tuple[str, bool]:

@@ -74,6 +74,8 @@ _FUTURE = "required revision is a future revision"
 
 #: Keys a Range reads per page: bounds one reply's size.
 _PAGE = 10_000
+#: How long ``stop`` waits for each watch thread (they end in milliseconds).
+_JOIN = 5.0
 
 _EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
 _CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
@@ -164,11 +166,19 @@ class EtcdStorage:
                            marker=self._marker)
 
     def stop(self):
-        if self._stream is not None:
-            self._stream.stop()
-        for stream in list(self._catching_up):
+        """
+        End the watch streams, close the channel (which cancels the calls under way)
+        and join the streams' threads and the call pool, so nothing of grpcio's is left
+        running when the process exits.  The joins are short: every wait in those
+        threads ends on the stop event or on the channel's close.
+        """
+        streams = [s for s in [self._stream, *self._catching_up] if s is not None]
+        for stream in streams:
             stream.stop()
         self.client.stop()
+        for stream in streams:
+            if not stream.join(_JOIN):
+                log.warn("an etcd watch thread did not end within {s}s", s=_JOIN)
         waiting, self._waiting = self._waiting, []
         for _revision, d in waiting:
             d.errback(RuntimeError("EtcdStorage stopped"))

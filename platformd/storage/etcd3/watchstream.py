@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from typing import Any, Callable, Optional
 
 import attrs
@@ -106,12 +105,22 @@ class WatchStream:
         self._thread.start()
 
     def stop(self):
-        """Close the stream; the thread ends soon after (it is a daemon either way)."""
+        """Close the stream; the thread ends soon after (``join`` waits for it)."""
         self._stopping.set()
         self._requests.put(None)
         call = self._call
         if call is not None:
             call.cancel()
+
+    def join(self, timeout: float) -> bool:
+        """
+        After ``stop``: wait up to ``timeout`` for the thread to end; whether it did.
+        A thread still reading a stream when the channel is closed (or the interpreter
+        exits) is what hung process exit: grpcio's channel close waits for its calls.
+        """
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _create_key(self, start_revision: int):
         return rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
@@ -148,8 +157,11 @@ class WatchStream:
                 log.warn("etcd watch broke ({code}: {details}); opening it again from"
                          " revision {revision}", code=error.code(), details=error.details(),
                          revision=self._next)
+            if self._stopping.is_set():
+                return
             self._reactor.callFromThread(self._handlers.on_connection, False)
-            time.sleep(_BACKOFF[min(failures, len(_BACKOFF) - 1)])
+            # Waits on the stop event, not time.sleep: ``stop`` ends the backoff at once.
+            self._stopping.wait(_BACKOFF[min(failures, len(_BACKOFF) - 1)])
             failures += 1
             # A new queue per stream: the old request iterator is ended with None.
             self._requests.put(None)
