@@ -6,16 +6,23 @@ An unknown name or a value other than true/false is a startup error.
 from __future__ import annotations
 
 import attrs
+from twisted.logger import Logger
 
 DEFAULTS = {
     "APIResponseCompression": True,        # beta
     "AllowUnsafeMalformedObjectDeletion": False,  # alpha
     "CBORServingAndStorage": False,        # alpha
+    "KMSv1": False,                        # deprecated (upstream: off since 1.29)
     "ListFromCacheSnapshot": True,         # enabled by default
     "PodsAPI": False,                      # alpha: the node-local pods socket
     "ShardedListAndWatch": False,          # alpha
     "WatchList": True,                     # beta: streaming initial state
 }
+
+#: Gates upstream marks deprecated: setting one logs upstream's warning.
+DEPRECATED = frozenset({"KMSv1"})
+
+log = Logger()
 
 
 class FeatureGateError(ValueError):
@@ -46,4 +53,7 @@ class FeatureGates:
             if value not in ("true", "false"):
                 raise FeatureGateError(f"invalid value of {name}={value}, err: must be true or false")
             enabled[name] = value == "true"
+            if name in DEPRECATED:
+                log.warn("Setting deprecated feature gate {name}={value}. It will be removed "
+                         "in a future release.", name=name, value=value)
         return cls(enabled)

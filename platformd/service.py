@@ -262,13 +262,14 @@ class PlatformService(service.MultiService):
         from platformd.storage.encryption.reload import EncryptionReloader, load_into
         path = self.options["encryption-provider-config"]
         served = lambda: [(k.plural, k.group) for k in self.components.catalog.kinds]  # noqa: E731
+        kms_v1 = self.options["feature-gates"]["KMSv1"]
         try:
-            load_into(self.encryption, path, served())
+            load_into(self.encryption, path, served(), kms_v1=kms_v1)
         except EncryptionConfigError as e:
             raise StartupError(f"--encryption-provider-config: {e}") from None
         if self.options["encryption-provider-config-automatic-reload"]:
             self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
-                                                          self.reactor)
+                                                          self.reactor, kms_v1=kms_v1)
 
     def _egress(self) -> None:
         """Read ``--egress-selector-config-file`` and install its selector before any

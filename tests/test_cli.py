@@ -165,6 +165,17 @@ class OptionsTests(SynchronousTestCase):
             options = Options()
             self.assertRaises(usage.UsageError, options.parseOptions, ["--feature-gates", bad])
 
+    def test_deprecated_gate_warns(self):
+        """Setting a deprecated gate (KMSv1, default false) logs upstream's warning."""
+        from twisted.logger import capturedLogs, formatEvent
+        self.assertFalse(FeatureGates()["KMSv1"])
+        with capturedLogs() as events:
+            self.assertTrue(FeatureGates.parse("KMSv1=true")["KMSv1"])
+            FeatureGates.parse("PodsAPI=true")
+        self.assertEqual([formatEvent(e) for e in events], [
+            "Setting deprecated feature gate KMSv1=true. It will be removed in a future "
+            "release."])
+
     def test_overload_flags(self):
         """Upstream's defaults (400, 200, 1m0s); negative counts refused in its words."""
         options = Options()

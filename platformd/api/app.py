@@ -29,6 +29,7 @@ from platformd.context import RequestContext
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.metrics.core import CONTENT_TYPE
 from platformd.metrics.requests import RequestMetrics
+from platformd.storage.interface import TransformError
 
 log = Logger()
 
@@ -122,7 +123,7 @@ class APIServer:
         chain around authentication, as upstream's ``WithFailedAuthenticationAudit``
         and ``WithAudit``.
         """
-        auditor.handled += (filters.TooManyRequests, CorruptObjectError)
+        auditor.handled += (filters.TooManyRequests, CorruptObjectError, TransformError)
         auditor.sink.metrics = self.metrics
         self.auditor = auditor
         self.chain = self._chain()
@@ -185,6 +186,11 @@ class APIServer:
             return responses.write_error(request, failure.value, errors_in)
         if failure.check(CorruptObjectError):
             return responses.write_error(request, _read_error(request, failure.value), errors_in)
+        if failure.check(TransformError):
+            # A value that could not be encrypted for storage (a KMS plugin down):
+            # upstream's storage.NewInternalError, answered as errors.NewInternalError.
+            return responses.write_error(request, errors.internal(str(failure.value)),
+                                         errors_in)
         if failure.check(filters.TooManyRequests):
             request.responseHeaders.setRawHeaders(b"Retry-After", [b"1"])
             return responses.write(request, 429,

@@ -127,11 +127,18 @@ resources:
             'resources[0].providers[1].kms.name: Invalid value: "n": duplicate KMS provider '
             "name n, names must be unique"))
 
-    def test_kms_v1_refused(self):
+    def test_kms_v1_gated(self):
+        """apiVersion defaults to v1, refused with upstream's text unless KMSv1=true."""
         v1 = {"kms": {"name": "old", "endpoint": "unix:///s"}}
         self.assertEqual(error(document((["secrets"], [v1]))), (
-            'could not configure KMS plugin "old", unsupported KMS API version "v1" '
-            "(platformd implements KMS v2 only)"))
+            "KMSv1 is deprecated and will only receive security updates going forward. "
+            "Use KMSv2 instead.  Set --feature-gates=KMSv1=true to use the deprecated "
+            "KMSv1 feature."))
+        transformer, envelopes = build(load(json.dumps(document((["secrets"], [v1])))
+                                            .encode()), [], kms_v1=True)
+        self.addCleanup(envelopes[0].close)
+        self.assertEqual(type(envelopes[0]).__name__, "KMSv1Envelope")
+        self.assertEqual(envelopes[0]._cache.size, 1000)  # upstream's default cachesize
 
     def test_kind_and_version(self):
         doc = document((["secrets"], [IDENTITY]))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from twisted.logger import Logger
+
 import platformd.storage.encryption.aes as aes
 import platformd.storage.encryption.config as cfg
 from platformd.storage.encryption.errors import EncryptionConfigError
@@ -26,6 +28,13 @@ AESGCM_PREFIX = b"platform:enc:aesgcm:v1:"
 SECRETBOX_PREFIX = b"platform:enc:secretbox:v1:"
 KMS_V1_PREFIX = b"platform:enc:kms:v1:"
 KMS_V2_PREFIX = b"platform:enc:kms:v2:"
+#: Upstream's text for the deprecated KMS v1 (an error while feature gate KMSv1 is off).
+KMS_V1_DEPRECATED = ("KMSv1 is deprecated and will only receive security updates going "
+                     "forward. Use KMSv2 instead.")
+KMS_V1_GATE_OFF = (KMS_V1_DEPRECATED + "  Set --feature-gates=KMSv1=true to use the "
+                   "deprecated KMSv1 feature.")
+
+log = Logger()
 
 
 def storage_prefix(resource: str, group: str) -> str:
@@ -40,15 +49,16 @@ def group_resource_string(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 
 
-def overrides(config: cfg.EncryptionConfiguration) -> tuple:
+def overrides(config: cfg.EncryptionConfiguration, kms_v1: bool = False) -> tuple:
     """
     ``({(resource, group): PrefixTransformers}, [KMS envelopes])``; a resource masked by
-    an earlier ``*.<group>`` or ``*.*`` is upstream's error.
+    an earlier ``*.<group>`` or ``*.*`` is upstream's error.  ``kms_v1``: feature gate
+    ``KMSv1`` (off: a KMS v1 provider is upstream's error).
     """
     lists: dict = {}
     envelopes: list = []
     for entry in config.resources:
-        transformers = [_provider(p, envelopes) for p in entry.providers]
+        transformers = [_provider(p, envelopes, kms_v1) for p in entry.providers]
         for name in entry.resources:
             gr = cfg.parse_group_resource(name)
             for wildcard in (("*", gr[1]), ("*", "*")):
@@ -60,13 +70,14 @@ def overrides(config: cfg.EncryptionConfiguration) -> tuple:
     return {gr: PrefixTransformers(ts) for gr, ts in lists.items()}, envelopes
 
 
-def build(config: cfg.EncryptionConfiguration, served: Iterable[tuple]) -> tuple:
+def build(config: cfg.EncryptionConfiguration, served: Iterable[tuple],
+          kms_v1: bool = False) -> tuple:
     """
     ``(ByKeyPrefix, [KMS envelopes])`` for ``config``; ``served`` the ``(plural, group)``
-    of every resource the server stores.  Makes no connection (KMS channels connect on
-    first use, in the storage threads).
+    of every resource the server stores; ``kms_v1`` as for ``overrides``.  Makes no
+    connection (KMS channels connect on first use, in the storage threads).
     """
-    by_resource, envelopes = overrides(config)
+    by_resource, envelopes = overrides(config, kms_v1)
     prefixes = {}
     for resource, group in by_resource:  # named resources, served or not yet
         if "*" not in (resource, group):
@@ -79,7 +90,7 @@ def build(config: cfg.EncryptionConfiguration, served: Iterable[tuple]) -> tuple
     return ByKeyPrefix(prefixes), envelopes
 
 
-def _provider(provider: cfg.Provider, envelopes: list) -> tuple:
+def _provider(provider: cfg.Provider, envelopes: list, kms_v1: bool) -> tuple:
     if provider.type == "identity":
         return b"", EncryptCheckIdentity()
     if provider.type in ("aesgcm", "aescbc", "secretbox"):
@@ -99,15 +110,29 @@ def _provider(provider: cfg.Provider, envelopes: list) -> tuple:
         return prefix, PrefixTransformers(
             keys, f"no matching key was found for the provided {name} transformer")
     if provider.type == "kms":
-        kms = provider.kms
-        assert kms is not None
-        if kms.api_version != "v2":
-            raise EncryptionConfigError(
-                f'could not configure KMS plugin "{kms.name}", unsupported KMS API version '
-                f'"{kms.api_version}" (platformd implements KMS v2 only)')
-        from platformd.storage.encryption.kms import KMSv2Client, KMSv2Envelope  # grpcio
-        envelope = KMSv2Envelope(KMSv2Client(kms.name, kms.endpoint, kms.timeout))
-        envelopes.append(envelope)
-        return KMS_V2_PREFIX + kms.name.encode() + b":", envelope
+        assert provider.kms is not None
+        return _kms(provider.kms, envelopes, kms_v1)
     raise EncryptionConfigError("provider does not contain any of the expected providers: "
                                 "KMS, AESGCM, AESCBC, Secretbox, Identity")
+
+
+def _kms(kms: cfg.KMS, envelopes: list, kms_v1: bool) -> tuple:
+    """Upstream ``kmsPrefixTransformer`` (the plugin modules import grpcio: loaded here)."""
+    envelope: object
+    if kms.api_version == "v1":
+        if not kms_v1:
+            raise EncryptionConfigError(KMS_V1_GATE_OFF)
+        log.info(KMS_V1_DEPRECATED)
+        from platformd.storage.encryption.kmsv1 import KMSv1Client, KMSv1Envelope
+        assert kms.cachesize is not None  # config defaults it for v1
+        envelope, prefix = (KMSv1Envelope(KMSv1Client(kms.endpoint, kms.timeout),
+                                          kms.cachesize), KMS_V1_PREFIX)
+    elif kms.api_version == "v2":
+        from platformd.storage.encryption.kms import KMSv2Client, KMSv2Envelope
+        envelope, prefix = KMSv2Envelope(KMSv2Client(kms.name, kms.endpoint, kms.timeout)), \
+            KMS_V2_PREFIX
+    else:
+        raise EncryptionConfigError(f'could not configure KMS plugin "{kms.name}", '
+                                    f'unsupported KMS API version "{kms.api_version}"')
+    envelopes.append(envelope)
+    return prefix + kms.name.encode() + b":", envelope

@@ -21,7 +21,6 @@ cannot reach the plugin (no seed yet) fails; a read that cannot fails with a
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 import time
@@ -36,6 +35,7 @@ from zope.interface import implementer
 from platformd.protos.platform.apiserver.kmsv2.v2 import api_pb2 as _stored_pb2
 from platformd.protos.platform.kms.apis.v2 import api_pb2 as _api_pb2, api_pb2_grpc
 from platformd.storage.encryption.aes import SEED_SIZE, HKDFExtendedNonceGCM
+from platformd.storage.encryption.lru import LRUCache
 from platformd.storage.interface import TransformError
 from platformd.storage.transformers import IValueTransformer
 
@@ -108,14 +108,13 @@ class KMSv2Envelope:
     def __init__(self, client: KMSv2Client, cache_size: int = DEFAULT_CACHE_SIZE,
                  status_interval: float = STATUS_INTERVAL, clock=time.monotonic):
         self.client = client
-        self.cache_size = cache_size
         self.status_interval = status_interval
         self.clock = clock
         self._lock = threading.Lock()
         self._state: Optional[_WriteState] = None
         self._checked: Optional[float] = None
-        #: (sealed seed, key ID) → its transformer, least recently used first.
-        self._cache: collections.OrderedDict = collections.OrderedDict()
+        #: (sealed seed, key ID) → its transformer.
+        self._cache = LRUCache(cache_size)
         #: How many times the plugin was asked to Decrypt (tests, metrics).
         self.decrypt_calls = 0
 
@@ -171,7 +170,7 @@ class KMSv2Envelope:
                            "encryptedDEKSource")
         state = _WriteState(response.key_id, response.ciphertext, dict(response.annotations),
                             HKDFExtendedNonceGCM(seed))
-        self._remember((state.encrypted_source, state.key_id), state.transformer)
+        self._cache.add((state.encrypted_source, state.key_id), state.transformer)
         return state
 
     # reading
@@ -191,11 +190,9 @@ class KMSv2Envelope:
 
     def _transformer(self, obj):
         cache_key = (obj.encryptedDEKSource, obj.keyID)
-        with self._lock:
-            found = self._cache.get(cache_key)
-            if found is not None:
-                self._cache.move_to_end(cache_key)
-                return found
+        found = self._cache.get(cache_key)
+        if found is not None:
+            return found
         self.decrypt_calls += 1
         seed = self.client.decrypt(obj)
         if obj.encryptedDEKSourceType == stored_pb2.HKDF_SHA256_XNONCE_AES_GCM_SEED:
@@ -206,18 +203,8 @@ class KMSv2Envelope:
         else:
             raise TransformError(f"unsupported encrypted DEK source type "
                                  f"{obj.encryptedDEKSourceType}")
-        with self._lock:
-            self._remember(cache_key, transformer)
+        self._cache.add(cache_key, transformer)
         return transformer
-
-    def _remember(self, cache_key, transformer) -> None:
-        """Called with the lock held."""
-        if self.cache_size <= 0:
-            return
-        self._cache[cache_key] = transformer
-        self._cache.move_to_end(cache_key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
 
     def close(self) -> None:
         self.client.close()

@@ -47,9 +47,12 @@ class Swappable:
 
 
 def load_into(target: Swappable, path: str, served: Iterable[tuple],
-              reload: bool = False) -> None:
-    """Load ``path`` and make ``target`` use it; ``EncryptionConfigError``."""
-    transformer, envelopes = build(cfg.load_file(path, reload), served)
+              reload: bool = False, kms_v1: bool = False) -> None:
+    """
+    Load ``path`` and make ``target`` use it; ``EncryptionConfigError``.  ``kms_v1``:
+    feature gate ``KMSv1``.
+    """
+    transformer, envelopes = build(cfg.load_file(path, reload), served, kms_v1)
     target.swap(transformer, envelopes)
 
 
@@ -57,18 +60,20 @@ class EncryptionReloader(FilePoller):
     """Reloads the configuration into ``target`` when the file's bytes change."""
 
     def __init__(self, path: str, target: Swappable, served: Callable[[], Iterable[tuple]],
-                 clock, interval: float = DEFAULT_INTERVAL):
+                 clock, interval: float = DEFAULT_INTERVAL, kms_v1: bool = False):
         super().__init__(path, clock, "cannot read --encryption-provider-config {path}: "
                          "{error}", interval)
         self.target = target
         self.served = served
+        self.kms_v1 = kms_v1
 
     def check(self) -> bool:
         data = self.changed()
         if data is None:
             return False
         try:
-            transformer, envelopes = build(cfg.load(data, reload=True), self.served())
+            transformer, envelopes = build(cfg.load(data, reload=True), self.served(),
+                                           self.kms_v1)
         except EncryptionConfigError as error:
             log.error("--encryption-provider-config {path}: not reloaded, keeping the "
                       "previous configuration: {error}", path=self.path, error=str(error))

@@ -1,0 +1,162 @@
+"""
+The ``kms`` provider, API v1 (upstream ``envelope.envelopeTransformer`` and
+``envelope.gRPCService``; deprecated upstream, behind feature gate ``KMSv1``).
+
+Every write makes a fresh 32-byte data-encryption key (DEK), has the plugin's
+``Encrypt`` seal it, and stores, after the ``platform:enc:kms:v1:<name>:`` prefix::
+
+    uint16 big-endian length of the sealed DEK ‖ sealed DEK ‖ AES-GCM(data)
+
+AES-GCM is ``aes.GCM`` (random nonce, the storage key as authenticated data).  Reads
+try AES-GCM, then AES-CBC (upstream's ``unionTransformers``: v1.24 and earlier wrote
+CBC).  The decrypted DEK's transformer is cached by its sealed form (``cachesize``
+entries, LRU; negative turns the cache off), so a read asks ``Decrypt`` only on a miss.
+
+The plugin speaks ``platform.kms.apis.v1beta1``; before its first ``Encrypt`` or
+``Decrypt`` the client asks ``Version`` once and refuses a plugin that is not
+``v1beta1`` (upstream's interceptor).  Every call waits for the connection (gRPC
+wait-for-ready, as upstream) up to ``timeout``, and runs in the thread that transforms
+(the SQLite writer and reader threads), never on the reactor.  Plugin errors are
+upstream's unwrapped gRPC status text; as ``KMSError`` a write fails and a read is a
+corrupt object.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from typing import Any
+
+import grpc
+from zope.interface import implementer
+
+from platformd.protos.platform.kms.apis.v1beta1 import api_pb2 as _api_pb2, api_pb2_grpc
+from platformd.storage.encryption.aes import CBC, GCM
+from platformd.storage.encryption.fielderrors import aggregate
+from platformd.storage.encryption.kms import KMSError
+from platformd.storage.encryption.lru import LRUCache
+from platformd.storage.interface import TransformError
+from platformd.storage.transformers import IValueTransformer
+
+#: The plugin API version (upstream ``kmsapiVersion``).
+KMS_API_VERSION = "v1beta1"
+#: Upstream's ``generateKey(32)``.
+DEK_SIZE = 32
+#: cryptobyte's 2-byte length prefix.
+_LENGTH = struct.Struct(">H")
+api_pb2: Any = _api_pb2
+
+
+def status_text(error: grpc.RpcError) -> str:
+    """A gRPC error as grpc-go's ``status.Error`` prints it."""
+    code = error.code() if hasattr(error, "code") else None
+    name = "".join(part.capitalize() for part in getattr(code, "name", "Unknown").split("_"))
+    details = error.details() if hasattr(error, "details") else str(error)
+    return f"rpc error: code = {name} desc = {details}"
+
+
+class KMSv1Client:
+    """Upstream's v1 ``gRPCService``: Encrypt and Decrypt, after one Version check."""
+
+    def __init__(self, endpoint: str, timeout: float):
+        self.timeout = timeout
+        # Making a channel connects lazily: no I/O here.
+        self._channel = grpc.insecure_channel(endpoint)
+        self._stub = api_pb2_grpc.KeyManagementServiceStub(self._channel)
+        self._lock = threading.Lock()
+        self._version_checked = False
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=self.timeout, wait_for_ready=True)
+        except grpc.RpcError as error:
+            raise KMSError(status_text(error)) from None
+
+    def check_version(self) -> None:
+        with self._lock:
+            if self._version_checked:
+                return
+            try:
+                response = self._call(self._stub.Version,
+                                      api_pb2.VersionRequest(version=KMS_API_VERSION))
+            except KMSError as error:
+                raise KMSError(f"failed get version from remote KMS provider: {error}") \
+                    from None
+            if response.version != KMS_API_VERSION:
+                raise KMSError(f"KMS provider api version {response.version} is not "
+                               f"supported, only {KMS_API_VERSION} is supported now")
+            self._version_checked = True
+
+    def encrypt(self, plain: bytes) -> bytes:
+        self.check_version()
+        return self._call(self._stub.Encrypt, api_pb2.EncryptRequest(
+            plain=plain, version=KMS_API_VERSION)).cipher
+
+    def decrypt(self, cipher: bytes) -> bytes:
+        self.check_version()
+        return self._call(self._stub.Decrypt, api_pb2.DecryptRequest(
+            cipher=cipher, version=KMS_API_VERSION)).plain
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+@implementer(IValueTransformer)
+class _GCMOrCBC:
+    """Upstream's ``unionTransformers{gcm, cbc}`` for one DEK: writes GCM, reads either."""
+
+    def __init__(self, dek: bytes):
+        if len(dek) not in (16, 24, 32):
+            raise TransformError(f"crypto/aes: invalid key size {len(dek)}")
+        self._gcm, self._cbc = GCM(dek), CBC(dek)
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        return self._gcm.to_storage(key, value)
+
+    def from_storage(self, key: str, data: bytes) -> bytes:
+        errors = []
+        for transformer in (self._gcm, self._cbc):
+            try:
+                return transformer.from_storage(key, data)
+            except TransformError as error:
+                errors.append(str(error))
+        raise TransformError(aggregate(errors))
+
+
+@implementer(IValueTransformer)
+class KMSv1Envelope:
+    """The transformer after the provider's prefix (see module docstring). Thread-safe."""
+
+    def __init__(self, client: KMSv1Client, cache_size: int):
+        self.client = client
+        #: Sealed DEK → its transformer; upstream's cache is off when cachesize <= 0.
+        self._cache = LRUCache(cache_size)
+        #: How many times the plugin was asked to Decrypt (tests, metrics).
+        self.decrypt_calls = 0
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        dek = os.urandom(DEK_SIZE)
+        sealed = self.client.encrypt(dek)
+        if len(sealed) > 0xFFFF:
+            raise TransformError(f"cryptobyte: pending child length {len(sealed)} exceeds "
+                                 "2-byte length prefix")
+        transformer = _GCMOrCBC(dek)
+        self._cache.add(sealed, transformer)
+        return _LENGTH.pack(len(sealed)) + sealed + transformer.to_storage(key, value)
+
+    def from_storage(self, key: str, data: bytes) -> bytes:
+        if len(data) < _LENGTH.size or len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
+            raise TransformError("invalid data encountered by envelope transformer: failed "
+                                 "to read uint16 length prefixed data")
+        end = _LENGTH.size + _LENGTH.unpack_from(data)[0]
+        sealed = data[_LENGTH.size:end]
+        transformer = self._cache.get(sealed)
+        if transformer is None:
+            self.decrypt_calls += 1
+            transformer = _GCMOrCBC(self.client.decrypt(sealed))
+            self._cache.add(sealed, transformer)
+        return transformer.from_storage(key, data[end:])
+
+    def close(self) -> None:
+        self.client.close()
