@@ -9,9 +9,8 @@ the proxy's TLS files at once, so a bad file stops the server at startup):
 - ``HTTPConnect``: an HTTP CONNECT tunnel (``tunnel.ConnectTunnel``) through the proxy,
   reached over TCP (``http://``, or ``https://`` with the client certificate, the CA
   bundle — else the system's roots — and ``tlsServerName``) or a UNIX socket;
-- ``GRPC`` (konnectivity's tunnel protocol): not implemented; the configuration is
-  accepted and validated, and each connection through it fails with
-  ``EgressUnsupported`` (the error a webhook's failure policy then decides on).
+- ``GRPC``: konnectivity's gRPC tunnel over a UNIX socket (``konnectivity.GRPCTunnel``),
+  one tunnel per connection as upstream's.
 
 A network without a selection dials directly, as upstream's ``Lookup`` answers no dialer
 for it.  Which network a connection belongs to is the caller's choice, as upstream's:
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 import attrs
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
-from twisted.internet import defer, ssl
+from twisted.internet import ssl
 from twisted.internet.endpoints import HostnameEndpoint, UNIXClientEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.web.client import Agent
@@ -45,11 +44,12 @@ from zope.interface import implementer
 from platformd.egress.config import (
     GRPC, HTTP_CONNECT, EgressConfigError, EgressSelectorConfiguration, Selection,
 )
+from platformd.egress.konnectivity import GRPCTunnel
 from platformd.egress.tunnel import ConnectTunnel
 
 
 class EgressUnsupported(Exception):
-    """A selection this server cannot dial through (GRPC)."""
+    """A selection a gRPC client (grpcio) cannot dial through."""
 
 
 def host_port(host: str, port: int) -> str:
@@ -71,24 +71,15 @@ class _Tunnel:
         return ConnectTunnel(self.proxy(), host_port(host, port), self.name)  # type: ignore
 
 
-@implementer(IStreamClientEndpoint)
 @attrs.frozen
-class _Refusal:
-    message: str
+class _Konnectivity:
+    """konnectivity's gRPC tunnel on a UNIX socket: one tunnel per connection."""
 
-    def connect(self, factory):
-        return defer.fail(EgressUnsupported(self.message))
-
-
-@attrs.frozen
-class _Refused:
-    network: str
+    reactor: object
+    uds_name: str
 
     def endpoint(self, host: str, port: int) -> IStreamClientEndpoint:
-        return _Refusal(
-            f"egress selection {self.network!r} uses proxyProtocol GRPC (the konnectivity "
-            f"tunnel), which this server does not implement: cannot dial "
-            f"{host_port(host, port)}")
+        return GRPCTunnel(self.reactor, self.uds_name, host_port(host, port))
 
 
 class EgressSelector:
@@ -108,7 +99,8 @@ class EgressSelector:
     def _route(self, selection: Selection):
         transport = selection.transport
         if selection.protocol == GRPC:
-            return _Refused(selection.name)
+            assert transport is not None and transport.uds is not None  # validated
+            return _Konnectivity(self.reactor, transport.uds)
         if selection.protocol != HTTP_CONNECT or transport is None:
             return None  # Direct
         if transport.uds is not None:

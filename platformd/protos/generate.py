@@ -24,8 +24,9 @@ PROTO_ROOT = "proto"
 #: The Python package the code is generated into, and its directory.
 PACKAGE = "platformd.protos"
 PACKAGE_DIR = os.path.join("platformd", "protos")
-#: The first path segment of every .proto: ours, and etcd's v3 API (proto/etcd/README.md).
-PROTO_NAMESPACES = ("platform", "etcd")
+#: The first path segment of every .proto: ours, etcd's v3 API (proto/etcd/README.md) and
+#: konnectivity's client protocol (proto/konnectivity/README.md).
+PROTO_NAMESPACES = ("platform", "etcd", "konnectivity")
 
 
 def repository_root() -> str:

@@ -26,6 +26,7 @@ from platformd.pki import ADMIN_GROUP, ADMIN_USER, ensure_pki
 from platformd.tlscontext import server_tls_options
 from tests.authz.helpers import kubeconfig_for, pods
 from tests.authz.test_webhook import ReviewService
+from tests.egress.konnectivity_server import KonnectivityServer
 from tests.egress.proxy import ConnectProxy
 
 HIDDEN = "webhook.invalid"
@@ -147,15 +148,47 @@ class TunnelTests(TestCase):
         self.assertTrue(decision.error.startswith(
             f'Post "{self.url}": dialing proxy "{path}" failed: '), decision.error)
 
+    def konnectivity(self) -> tuple:
+        path = os.path.join(self.sockets, "konnectivity.sock")
+        server = KonnectivityServer(path, {HIDDEN: "127.0.0.1"})
+        self.addCleanup(server.stop)
+        self.install(egress_document("controlplane", "GRPC", uds={"udsName": path}))
+        return server, path
+
     @defer.inlineCallbacks
-    def test_grpc_is_refused_at_dial_time(self):
-        self.install(egress_document("controlplane", "GRPC", uds={"udsName": "/run/k.sock"}))
+    def test_grpc_konnectivity_tunnel(self):
+        """konnectivity's gRPC protocol: DIAL_REQ for the webhook's address, TLS end to
+        end through DATA packets (closing the webhook's client then sends CLOSE_REQ, whose
+        CLOSE_RSP ends the tunnel: else the webhook's connection would stay open and
+        trial would report the reactor unclean)."""
+        server, _ = self.konnectivity()
+        decision = yield self.decide()
+        self.assertEqual(decision.verdict, ALLOW, decision.error)
+        self.assertEqual(server.dials, [("tcp", self.address)])
+        self.assertEqual(self.service.identities, [(ADMIN_USER, (ADMIN_GROUP,))])
+        self.assertEqual(server.received[0], "DIAL_REQ")
+        self.assertIn("DATA", server.received)
+
+    @defer.inlineCallbacks
+    def test_grpc_dial_error(self):
+        """A DIAL_RSP with an error fails the webhook call with that error."""
+        server, _ = self.konnectivity()
+        server.refuse = "dial tcp: lookup webhook.invalid: no such host"
         decision = yield self.decide()
         self.assertEqual(decision.verdict, DENY)
-        self.assertEqual(decision.error, (
-            f"Post \"{self.url}\": egress selection 'controlplane' uses proxyProtocol GRPC "
-            "(the konnectivity tunnel), which this server does not implement: cannot dial "
-            f"{self.address}"))
+        self.assertEqual(decision.error, f'Post "{self.url}": dial tcp: lookup '
+                                         "webhook.invalid: no such host")
+        self.assertEqual(server.received, ["DIAL_REQ"])
+
+    @defer.inlineCallbacks
+    def test_grpc_proxy_not_listening(self):
+        path = os.path.join(self.sockets, "absent.sock")
+        self.install(egress_document("controlplane", "GRPC", uds={"udsName": path}))
+        decision = yield self.decide()
+        self.assertEqual(decision.verdict, DENY)
+        self.assertTrue(decision.error.startswith(
+            f'Post "{self.url}": dialing konnectivity proxy "{path}" failed: '),
+            decision.error)
 
     @defer.inlineCallbacks
     def test_other_networks_do_not_apply(self):
