@@ -80,7 +80,12 @@ class KMSv1Tests(TestCase):
         dek = os.urandom(32)
         sealed = b"sealed:" + bytes(b ^ 0x5A for b in dek)
         stored = struct.pack(">H", len(sealed)) + sealed + CBC(dek).to_storage(SECRET, b"old")
-        self.assertEqual(self.envelope().from_storage(SECRET, stored), b"old")
+        e = self.envelope()
+        self.assertEqual(e.from_storage(SECRET, stored), b"old")
+        self.assertTrue(e.stale(SECRET, stored))  # an unchanged update rewrites it with GCM
+        current = e.to_storage(SECRET, b"new")
+        self.assertEqual(e.from_storage(SECRET, current), b"new")
+        self.assertFalse(e.stale(SECRET, current))
 
     def test_version_checked(self):
         self.plugin.version = "v2"

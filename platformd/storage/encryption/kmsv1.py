@@ -9,7 +9,8 @@ Every write makes a fresh 32-byte data-encryption key (DEK), has the plugin's
 
 AES-GCM is ``aes.GCM`` (random nonce, the storage key as authenticated data).  Reads
 try AES-GCM, then AES-CBC (upstream's ``unionTransformers``: v1.24 and earlier wrote
-CBC).  The decrypted DEK's transformer is cached by its sealed form (``cachesize``
+CBC; such a read is *stale*, so an unchanged update rewrites it with GCM).  The
+decrypted DEK's transformer is cached by its sealed form (``cachesize``
 entries, LRU; negative turns the cache off), so a read asks ``Decrypt`` only on a miss.
 
 The plugin speaks ``platform.kms.apis.v1beta1``; before its first ``Encrypt`` or
@@ -45,6 +46,8 @@ KMS_API_VERSION = "v1beta1"
 DEK_SIZE = 32
 #: cryptobyte's 2-byte length prefix.
 _LENGTH = struct.Struct(">H")
+#: How many CBC reads are remembered as stale (see ``KMSv1Envelope.stale``).
+STALE_MEMORY = 1024
 api_pb2: Any = _api_pb2
 
 
@@ -115,10 +118,14 @@ class _GCMOrCBC:
         return self._gcm.to_storage(key, value)
 
     def from_storage(self, key: str, data: bytes) -> bytes:
+        return self.read(key, data)[0]
+
+    def read(self, key: str, data: bytes) -> tuple:
+        """``(value, whether the CBC fallback read it)``."""
         errors = []
-        for transformer in (self._gcm, self._cbc):
+        for index, transformer in enumerate((self._gcm, self._cbc)):
             try:
-                return transformer.from_storage(key, data)
+                return transformer.from_storage(key, data), index > 0
             except TransformError as error:
                 errors.append(str(error))
         raise TransformError(aggregate(errors))
@@ -132,6 +139,8 @@ class KMSv1Envelope:
         self.client = client
         #: Sealed DEK → its transformer; upstream's cache is off when cachesize <= 0.
         self._cache = LRUCache(cache_size)
+        #: (storage key, last cipher block) of values the CBC fallback read lately.
+        self._cbc_reads = LRUCache(STALE_MEMORY)
         #: How many times the plugin was asked to Decrypt (tests, metrics).
         self.decrypt_calls = 0
 
@@ -156,7 +165,18 @@ class KMSv1Envelope:
             self.decrypt_calls += 1
             transformer = _GCMOrCBC(self.client.decrypt(sealed))
             self._cache.add(sealed, transformer)
-        return transformer.from_storage(key, data[end:])
+        value, fallback = transformer.read(key, data[end:])
+        if fallback:
+            self._cbc_reads.add((key, data[-16:]), True)
+        return value
+
+    def stale(self, key: str, data: bytes) -> bool:
+        """
+        Read by the CBC fallback (upstream's ``unionTransformers`` answers stale when
+        other than its first read).  Asked right after ``from_storage`` by the same
+        storage thread; remembering those reads spares a second decryption per read.
+        """
+        return self._cbc_reads.get((key, data[-16:])) is not None
 
     def close(self) -> None:
         self.client.close()
