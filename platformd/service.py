@@ -116,6 +116,8 @@ class PlatformService(service.MultiService):
             from platformd.storage.encryption.reload import Swappable
             self.encryption = Swappable()
         self.encryption_reloader = None
+        #: ``--egress-selector-config-file``'s selector once read (``_egress_selector``).
+        self._selector = None
         storage = self._storage(**({"transformer": self.encryption} if self.encryption
                                    else {}))
         self.components: Components = compose(
@@ -176,7 +178,8 @@ class PlatformService(service.MultiService):
                        options["etcd-keyfile"] or "")
         try:
             client = Client(self.reactor, options["etcd-servers"], tls,
-                            timeout=options["request-timeout"])
+                            timeout=options["request-timeout"],
+                            channel_options=self._etcd_channel())
         except ValueError as e:
             raise StartupError(str(e)) from None
         return EtcdStorage(self.reactor, client, prefix=options["etcd-prefix"],
@@ -272,17 +275,41 @@ class PlatformService(service.MultiService):
                                                           self.reactor, kms_v1=kms_v1)
 
     def _egress(self) -> None:
-        """Read ``--egress-selector-config-file`` and install its selector before any
-        client connects (docs/egress.md)."""
+        """Install ``--egress-selector-config-file``'s selector before any client
+        connects (docs/egress.md)."""
+        egress = self._egress_selector()
+        if egress is not None:
+            from platformd.egress import selector
+            selector.install(egress)
+
+    def _egress_selector(self):
+        """The selector of ``--egress-selector-config-file`` (None without it), read
+        once: the etcd backend's channel is made with the daemon, before ``prepare``
+        installs it.  Raises ``StartupError``."""
         path = self.options.get("egress-selector-config-file")
-        if not path:
-            return
-        from platformd.egress import selector
-        from platformd.egress.config import EgressConfigError, load_egress_config
+        if self._selector is None and path:
+            from platformd.egress import selector
+            from platformd.egress.config import EgressConfigError, load_egress_config
+            try:
+                self._selector = selector.EgressSelector(load_egress_config(path),
+                                                         self.reactor)
+            except EgressConfigError as e:
+                raise StartupError(str(e)) from None
+        return self._selector
+
+    def _etcd_channel(self) -> tuple:
+        """grpcio's options that take the etcd client through the ``etcd`` egress
+        selection (an ``http://`` CONNECT proxy, ``grpc.http_proxy``); a selection
+        grpcio cannot follow (a UNIX-socket or TLS proxy, GRPC) stops the server."""
+        egress = self._egress_selector()
+        if egress is None:
+            return ()
+        from platformd.egress.config import ETCD
+        from platformd.egress.selector import EgressUnsupported
         try:
-            selector.install(selector.EgressSelector(load_egress_config(path), self.reactor))
-        except EgressConfigError as e:
-            raise StartupError(str(e)) from None
+            return egress.grpc_channel_options(ETCD)
+        except EgressUnsupported as e:
+            raise StartupError(f"--storage-backend etcd3: {e}") from None
 
     def _tracing(self) -> None:
         """Read ``--tracing-config-file``: spans for requests and what they call

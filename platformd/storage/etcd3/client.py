@@ -150,7 +150,7 @@ class Client:
     """
 
     def __init__(self, reactor, servers: list, tls: TLSFiles = TLSFiles(),
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, channel_options: tuple = ()):
         self.reactor = reactor
         self.timeout = timeout
         address, secure = target(servers)
@@ -160,7 +160,9 @@ class Client:
                    ("grpc.keepalive_time_ms", 30_000),
                    ("grpc.keepalive_timeout_ms", 10_000),
                    ("grpc.initial_reconnect_backoff_ms", 100),
-                   ("grpc.max_reconnect_backoff_ms", 1_000)]
+                   ("grpc.max_reconnect_backoff_ms", 1_000),
+                   # The etcd egress selection's (``grpc.http_proxy``), docs/egress.md.
+                   *channel_options]
         if secure or tls.cafile or tls.certfile:
             self.channel = grpc.secure_channel(address, tls.credentials(), options)
         else:
