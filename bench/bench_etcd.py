@@ -4,7 +4,12 @@ GETs/s (concurrency 32) and LISTs/s of 1,000 RoleBindings (concurrency 8) throug
 2 platformd replicas over a 3-member etcd cluster on this machine (fsync on), next to
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
-    PYTHONPATH=. python bench/bench_etcd.py [--seconds 5]
+    PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3]]
+
+``--fanout`` measures instead the watch fan-out of ``bench_lists_watches.py`` (500
+watchers of a namespace, 200 merge-patches at 50/s, write-to-arrival latency) with one
+replica over the same cluster: its updates go through etcd and reach the watchers
+through the store's etcd watch.
 
 Upstream kube-apiserver + etcd on this machine: 1,854 creates/s, 4,526 GETs/s, 156
 LISTs/s (docs/performance.md).  Not a test: it prints figures.
@@ -22,12 +27,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import (  # noqa: E402
-    RBAC, TOKEN, free_port, post_all, scratch_dir, start_server, stop_server, tls_context,
-    wait_ready, wrk, write_tokens,
+    RBAC, TOKEN, Client, free_port, post_all, scratch_dir, start_server, stop_server,
+    tls_context, wait_ready, wrk, write_tokens,
 )
 from tests.etcd.cluster import Cluster  # noqa: E402
 
 from bench_api import CREATE_LUA  # noqa: E402
+import bench_lists_watches as fanout  # noqa: E402
 
 ROLEBINDINGS = f"{RBAC}/namespaces/default/rolebindings"
 
@@ -81,9 +87,33 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
             stop_server(proc)
 
 
+def measure_fanout(cluster: Cluster, runs: int, tmp: str, tokens: str):
+    """bench_lists_watches' fan-out through one replica over ``cluster``."""
+    fanout.raise_nofile()
+    port = free_port()
+    server = start_server(os.path.join(tmp, "fanout"), port, tokens, extra=[
+        "--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls),
+        "--etcd-prefix", "/fanout"])
+    client = None
+    try:
+        if not wait_ready(server, port, tls_context()):
+            sys.exit("fan-out: platformd exited")
+        client = Client(port)
+        fanout.create_namespace(client, fanout.NS)
+        fanout.create_many(port, fanout.NS, fanout.UPDATES)
+        fanout.bench_fanout(port, client, server.pid, runs, None)
+    finally:
+        if client is not None:
+            client.close()
+        stop_server(server)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--fanout", action="store_true",
+                        help="measure the watch fan-out (one replica) instead")
+    parser.add_argument("--runs", type=int, default=3, help="fan-out runs")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench_etcd needs wrk (apt-get install wrk)")
@@ -91,6 +121,9 @@ def main():
     tokens = write_tokens(tmp)
     cluster = Cluster.start(3, fsync=True)
     try:
+        if opts.fanout:
+            measure_fanout(cluster, opts.runs, tmp, tokens)
+            return
         print("| backend | creates/s | GETs/s | LISTs/s (1,000 RoleBindings) |")
         print("|---|---|---|---|")
         measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens)
