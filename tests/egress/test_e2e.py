@@ -1,7 +1,7 @@
 """
 ``--egress-selector-config-file`` in the daemon: a real platformd whose authorization
 webhook (``--authorization-config``) is reachable only through an HTTP CONNECT proxy on a
-UNIX socket; and a bad file stopping the server at startup with upstream's words.
+UNIX socket, or a konnectivity server (gRPC) on one; and a bad file stopping the server at startup with upstream's words.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from platformd.tlscontext import server_tls_options
 from tests.authz.helpers import document, kubeconfig_for, webhook_entry, write
 from tests.authz.test_webhook import ReviewService
 from tests.e2e.harness import start_token_server, token_client
+from tests.egress.konnectivity_server import KonnectivityServer
 from tests.egress.proxy import ConnectProxy
 from tests.egress.test_tunnel import HIDDEN, egress_document
 
@@ -86,6 +87,28 @@ class DaemonTests(TestCase):
         yield DeferredList(self.lost)  # the webhook's end of the tunnel closed too
         yield daemon.stopService()
         self.assertIsNone(selector.installed())
+
+    @inlineCallbacks
+    def test_authorization_webhook_through_konnectivity(self):
+        """The same webhook behind a konnectivity server (proxyProtocol GRPC)."""
+        path = os.path.join(self.sockets, "konnectivity.sock")
+        konnectivity = KonnectivityServer(path, {HIDDEN: "127.0.0.1"})
+        self.addCleanup(konnectivity.stop)
+        egress = write(self, egress_document("controlplane", "GRPC", uds={"udsName": path}))
+        daemon = yield start_token_server(
+            self, 'secret-1,alice,uid-1,"devs"\n', "--authorization-config",
+            self.authorization, "--egress-selector-config-file", egress)
+        alice = token_client(self, daemon, "secret-1")
+        r = yield alice.get("/api/v1/namespaces/default/configmaps")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(self.service.reviews[0]["spec"]["user"], "alice")
+        self.assertEqual(konnectivity.dials, [("tcp", self.address)])
+        for authorizer in daemon.api.authorizer.authorizers:
+            if hasattr(authorizer, "close"):
+                yield authorizer.close()
+        yield DeferredList(self.lost)  # CLOSE_REQ ended the webhook's connection
+        self.assertIn("CLOSE_REQ", konnectivity.received)
+        yield daemon.stopService()
 
     def test_bad_file_stops_the_server(self):
         egress = write(self, egress_document("controlplane", "HTTPConnect"))
