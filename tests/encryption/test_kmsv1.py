@@ -112,3 +112,14 @@ class KMSv1Tests(TestCase):
         error = self.assertRaises(KMSError, fresh.from_storage, SECRET, stored)
         self.assertIn("failed get version from remote KMS provider: rpc error: code = "
                       "DeadlineExceeded", str(error))
+
+    def test_slow_plugin(self):
+        """A call slower than ``timeout`` fails; the next one, in time, works."""
+        e = self.envelope(timeout=0.2)
+        e.to_storage(SECRET, b"v")  # Version checked
+        self.plugin.delay = 0.4
+        error = self.assertRaises(KMSError, e.to_storage, SECRET, b"w")
+        self.assertEqual(str(error), "rpc error: code = DeadlineExceeded desc = "
+                                     "Deadline Exceeded")
+        self.plugin.delay = 0
+        self.assertEqual(e.from_storage(SECRET, e.to_storage(SECRET, b"w")), b"w")
