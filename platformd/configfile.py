@@ -18,10 +18,10 @@ from __future__ import annotations
 import attrs
 import yaml
 
+from platformd import gotext
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
-_GO_KINDS = {str: "string", bool: "bool", int: "number", float: "number", list: "array",
-             dict: "object"}
 
 
 class DecodeError(Exception):
@@ -54,7 +54,7 @@ def decode(data: bytes, kind: Kind) -> tuple:
             from None
     if not isinstance(document, dict):
         raise DecodeError("couldn't get version/kind; json parse error: json: cannot "
-                          f"unmarshal {_GO_KINDS.get(type(document), 'value')} into Go value "
+                          f"unmarshal {gotext.json_kind(document)} into Go value "
                           "of type struct { APIVersion string \"json:\\\"apiVersion,omitempty"
                           "\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }")
     api_version, name = document.get("apiVersion"), document.get("kind")
@@ -83,7 +83,7 @@ class _Decoder:
     def wrong(self, value, struct: Struct, go_path: str, want: str) -> None:
         """Go's words: the innermost struct's name, then the JSON path from the root."""
         if not self.type_error:
-            got = _GO_KINDS.get(type(value), "value")
+            got = gotext.json_kind(value)
             self.type_error = (f"json: cannot unmarshal {got} into Go struct field "
                                f"{struct.go_name}.{go_path} of type {want}")
 

@@ -63,3 +63,16 @@ def os_error(error: OSError) -> str:
 def path_error(op: str, path: str, error: OSError) -> str:
     """An ``*os.PathError`` as Go prints it (``open /x: no such file or directory``)."""
     return f"{op} {path}: {os_error(error)}"
+
+
+def json_kind(value, other: str = "value") -> str:
+    """How Go's encoding/json names a decoded JSON value's type in an unmarshal error
+    (``json: cannot unmarshal <kind> into ...``); ``other`` for anything else (null)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return _JSON_KINDS.get(type(value), other)
+
+
+_JSON_KINDS: dict = {str: "string", list: "array", dict: "object"}

@@ -39,8 +39,6 @@ KIND = "AdmissionConfiguration"
 #: Spec 2.5: AdmissionConfiguration exists in v1 only.
 API_VERSIONS = frozenset({"apiserver.config.platform.io/v1"})
 
-_GO_KINDS = {str: "string", bool: "bool", int: "number", float: "number", list: "array",
-             dict: "object"}
 
 
 class AdmissionConfigError(Exception):
@@ -85,7 +83,7 @@ def _compact(data: bytes) -> str:
 
 
 def _cannot(value, field: str, go_type: str) -> AdmissionConfigError:
-    got = _GO_KINDS.get(type(value), "value")
+    got = gotext.json_kind(value)
     return AdmissionConfigError(
         f"json: cannot unmarshal {got} into Go struct field {field} of type {go_type}")
 

@@ -13,7 +13,7 @@ pipeline; server-side apply merges by field ownership (``platformd/patch/apply.p
 from __future__ import annotations
 
 import jsonpatch
-from platformd import errors
+from platformd import errors, gotext
 from platformd.api import responses, writeoptions
 from platformd.api.body import decode_object, read_body, report_fields
 from platformd.codecs.duplicates import duplicate_paths
@@ -138,13 +138,6 @@ def _invalid_patch(patched, problem: str) -> errors.StatusError:
 
 #: Upstream's maxJSONPatchOperations.
 MAX_JSON_PATCH_OPERATIONS = 10000
-_GO_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number",
-                  float: "number"}
-
-
-def _go_json_type(value) -> str:
-    """How Go's encoding/json names a JSON value's type in an unmarshal error."""
-    return _GO_JSON_TYPES[type(value)]
 
 
 def _json_patch_operations(patch_doc) -> list:
@@ -155,11 +148,11 @@ def _json_patch_operations(patch_doc) -> list:
     if patch_doc is None:
         return []  # Go unmarshals null into an empty patch: nothing to do
     if not isinstance(patch_doc, list):
-        raise errors.bad_request(f"json: cannot unmarshal {_go_json_type(patch_doc)} "
+        raise errors.bad_request(f"json: cannot unmarshal {gotext.json_kind(patch_doc)} "
                                  "into Go value of type jsonpatch.Patch")
     for operation in patch_doc:
         if operation is not None and not isinstance(operation, dict):
-            raise errors.bad_request(f"json: cannot unmarshal {_go_json_type(operation)}"
+            raise errors.bad_request(f"json: cannot unmarshal {gotext.json_kind(operation)}"
                                      " into Go value of type jsonpatch.Operation")
     if len(patch_doc) > MAX_JSON_PATCH_OPERATIONS:
         raise errors.too_large_entity(
@@ -181,7 +174,7 @@ def apply_patch(content_type: str, original: dict, patch_doc, schema):
         if content_type == MERGE_PATCH:
             raise errors.bad_request("Invalid JSON Patch")  # evanphx/json-patch's ErrBadJSONPatch
         # patch.go strategicPatchObject: json.Unmarshal into a map.
-        raise errors.bad_request(f"json: cannot unmarshal {_go_json_type(patch_doc)} into Go "
+        raise errors.bad_request(f"json: cannot unmarshal {gotext.json_kind(patch_doc)} into Go "
                                  "value of type map[string]interface {}")
     if content_type == MERGE_PATCH:
         return merge_patch(original, patch_doc)

@@ -210,13 +210,18 @@ def _unknown_fields(document: dict) -> list:
     return unknown
 
 
+def _unmarshal_error(value, target: str) -> PolicyError:
+    """Go's ``json: cannot unmarshal <kind> into <target>``, as the decoder words it."""
+    return PolicyError(f"failed decoding: json: cannot unmarshal "
+                       f"{gotext.json_kind(value, 'object')} into {target}")
+
+
 def _list(document: dict, field: str, path: str = "") -> list:
     value = document.get(field)
     if value is None:
         return []
     if not isinstance(value, list):
-        raise PolicyError(f"failed decoding: json: cannot unmarshal {_go_type(value)} into "
-                          f"Go struct field {path or 'Policy'}.{field} of type []")
+        raise _unmarshal_error(value, f"Go struct field {path or 'Policy'}.{field} of type []")
     return value
 
 
@@ -224,8 +229,7 @@ def _strings(document: dict, field: str, path: str) -> tuple:
     values = _list(document, field, path)
     for value in values:
         if not isinstance(value, str):
-            raise PolicyError(f"failed decoding: json: cannot unmarshal {_go_type(value)} "
-                              f"into Go struct field {path}.{field} of type string")
+            raise _unmarshal_error(value, f"Go struct field {path}.{field} of type string")
     return tuple(values)
 
 
@@ -234,43 +238,27 @@ def _string(document: dict, field: str, path: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise PolicyError(f"failed decoding: json: cannot unmarshal {_go_type(value)} into "
-                          f"Go struct field {path}.{field} of type string")
+        raise _unmarshal_error(value, f"Go struct field {path}.{field} of type string")
     return value
 
 
 def _bool(document: dict, field: str, path: str) -> Optional[bool]:
     value = document.get(field)
     if value is not None and not isinstance(value, bool):
-        raise PolicyError(f"failed decoding: json: cannot unmarshal {_go_type(value)} into "
-                          f"Go struct field {path}.{field} of type bool")
+        raise _unmarshal_error(value, f"Go struct field {path}.{field} of type bool")
     return value
-
-
-def _go_type(value) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _decode(document: dict) -> Policy:
     rules = []
     for raw in _list(document, "rules"):
         if not isinstance(raw, dict):
-            raise PolicyError(f"failed decoding: json: cannot unmarshal {_go_type(raw)} into "
-                              "Go struct field Policy.rules of type v1.PolicyRule")
+            raise _unmarshal_error(raw, "Go struct field Policy.rules of type v1.PolicyRule")
         resources = []
         for gr in _list(raw, "resources", "PolicyRule"):
             if not isinstance(gr, dict):
-                raise PolicyError(f"failed decoding: json: cannot unmarshal {_go_type(gr)} "
-                                  "into Go struct field PolicyRule.rules.resources of type "
-                                  "v1.GroupResources")
+                raise _unmarshal_error(gr, "Go struct field PolicyRule.rules.resources of type "
+                                           "v1.GroupResources")
             resources.append(GroupResources(
                 _string(gr, "group", "GroupResources"),
                 _strings(gr, "resources", "GroupResources"),

@@ -37,7 +37,7 @@ from cryptography import x509
 
 from platformd import gotext
 from platformd.auth import cel
-from platformd.auth.authzconfig import _Decoder, _GO_KINDS
+from platformd.auth.authzconfig import _Decoder
 from platformd.gotext import os_error
 from platformd.errors import Cause
 from platformd.model import fielderrors
@@ -201,7 +201,7 @@ def decode(data: bytes) -> AuthenticationConfiguration:
     if not isinstance(document, dict):
         raise AuthenticationConfigError(
             "couldn't get version/kind; json parse error: json: cannot unmarshal "
-            f"{_GO_KINDS.get(type(document), 'value')} into Go value of type struct "
+            f"{gotext.json_kind(document)} into Go value of type struct "
             '{ APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
             '"json:\\"kind,omitempty\\"" }')
     api_version, kind = document.get("apiVersion"), document.get("kind")

@@ -127,8 +127,6 @@ def parse_authorization_config(data: bytes, require_types=frozenset()) -> Author
 
 # -- decoding ---------------------------------------------------------------------------
 
-_GO_KINDS = {str: "string", bool: "bool", int: "number", float: "number", list: "array",
-             dict: "object"}
 
 
 class _Decoder:
@@ -151,7 +149,7 @@ class _Decoder:
 
     def _wrong(self, value, struct: str, go_path: str, want: str) -> None:
         if not self.type_error:
-            got = _GO_KINDS.get(type(value), "value")
+            got = gotext.json_kind(value)
             where = f"Go struct field {struct}.{go_path}" if go_path else "Go value"
             self.type_error = f"json: cannot unmarshal {got} into {where} of type {want}"
 
@@ -209,7 +207,7 @@ def _decode(data: bytes) -> AuthorizationConfiguration:
     if not isinstance(document, dict):
         raise AuthorizationConfigError(
             failed + "couldn't get version/kind; json parse error: json: cannot unmarshal "
-            f"{_GO_KINDS.get(type(document), 'value')} into Go value of type struct "
+            f"{gotext.json_kind(document)} into Go value of type struct "
             '{ APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
             '"json:\\"kind,omitempty\\"" }')
     api_version, kind = document.get("apiVersion"), document.get("kind")

@@ -83,15 +83,6 @@ def _go_time(seconds: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
 
 
-def _go_kind(value) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    kinds: dict = {str: "string", list: "array", dict: "object"}
-    return kinds.get(type(value), "value")
-
-
 class _RateLimitedLog:
     def __init__(self, clock, interval: float = LOG_INTERVAL):
         self.clock = clock
@@ -271,7 +262,7 @@ class JWTAuthenticator:
             value = claims[claim]
             if not isinstance(value, str):
                 raise AuthenticationError(
-                    f"oidc: parse claim {claim}: json: cannot unmarshal {_go_kind(value)} "
+                    f"oidc: parse claim {claim}: json: cannot unmarshal {gotext.json_kind(value)} "
                     "into Go value of type string")
             if value != wanted:
                 raise AuthenticationError(f"oidc: required claim {claim} value does not match. "
@@ -306,8 +297,8 @@ class JWTAuthenticator:
             raise AuthenticationError(f"{what}: claim not present")
         value = claims[claim]
         if not isinstance(value, str):
-            raise AuthenticationError(f"{what}: json: cannot unmarshal {_go_kind(value)} into "
-                                      "Go value of type string")
+            raise AuthenticationError(f"{what}: json: cannot unmarshal "
+                                      f"{gotext.json_kind(value)} into Go value of type string")
         return value
 
     def _username(self, claims: dict, variables: dict) -> str:
@@ -329,7 +320,7 @@ class JWTAuthenticator:
             if not isinstance(verified, bool):
                 raise AuthenticationError(
                     "oidc: parse 'email_verified' claim: json: cannot unmarshal "
-                    f"{_go_kind(verified)} into Go value of type bool")
+                    f"{gotext.json_kind(verified)} into Go value of type bool")
             if not verified:
                 raise AuthenticationError("oidc: email not verified")
         return (mapping.prefix or "") + name
@@ -345,7 +336,7 @@ class JWTAuthenticator:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise AuthenticationError(
                     f"oidc: parse groups claim {json.dumps(mapping.claim)}: json: cannot "
-                    f"unmarshal {_go_kind(value)} into Go value of type string")
+                    f"unmarshal {gotext.json_kind(value)} into Go value of type string")
             return [(mapping.prefix or "") + g for g in value if g]
         program = self.config.rules.groups
         if program is None:

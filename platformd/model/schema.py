@@ -19,6 +19,8 @@ from typing import Optional, Union
 
 import attrs
 
+from platformd import gotext
+
 
 class DecodeError(Exception):
     """A value of the wrong type at ``path`` (upstream answers such bodies with 400)."""
@@ -34,19 +36,7 @@ class DecodeError(Exception):
 
 
 def _json_type(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return "null" if value is None else gotext.json_kind(value, type(value).__name__)
 
 
 def join(path: str, name: str) -> str:
