@@ -233,11 +233,11 @@ async def _until(condition, timeout: float = 10.0):
 
 
 class UnreachableTests(EtcdTestCase):
-    async def test_cancelled_calls_free_their_threads(self):
+    async def test_cancelled_calls_end(self):
         """
         With etcd down, reads wait for it; cancelling them (a health check's timeout)
-        frees their threads: more than the pool holds, then a read once etcd is back
-        answers at once rather than after the waiting reads' deadline.
+        ends their calls (many more than the client's pool has threads), and a read once
+        etcd is back answers at once rather than after the waiting reads' deadline.
         """
         store = EtcdStorage(reactor, Client(reactor, self.cluster.urls, timeout=60),
                             prefix=PREFIX, root="")

@@ -10,19 +10,20 @@ deadline, as clientv3's retrying calls do within a request's context.  Upstream 
 answers ``504 Timeout: request did not complete within requested timeout - context
 deadline exceeded`` (``endpoints/handlers/finisher``); ``unreachable`` is that Status.
 
-The calls are made from a thread pool of their own (``deferToThreadPool``), so the
-reactor never waits on the network; the work a caller hands along (transforming values
-in and out) runs in the same thread.  Each call is a grpcio future the thread waits on,
-so cancelling the caller's Deferred cancels the call and frees the thread.
+Each call is a grpcio future started on the reactor (starting one does not wait); its
+completion comes back with ``callFromThread`` from grpcio's thread, so the reactor
+never waits on the network and no thread of ours waits on a call.  That is one hand-off
+per call: a thread pool making blocking calls, as the first version did, cost two more
+(the pool thread woken by grpcio, then the reactor by the pool thread), each a wait for
+the GIL while the reactor is busy, and about a third more CPU per call.  Work beside the
+calls that may take long (transforming many values, or values through a KMS plugin)
+goes to the client's pool (``in_pool``).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import itertools
-import threading
-import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
 import attrs
@@ -30,7 +31,6 @@ import grpc
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from platformd import errors
@@ -38,8 +38,8 @@ from platformd.protos.etcd.api.etcdserverpb import rpc_pb2_grpc
 
 log = Logger()
 
-#: Threads making unary calls: the most calls in flight at once.
-_THREADS = 32
+#: Threads for the work beside the calls (``Client.in_pool``).
+_THREADS = 8
 
 #: clientv3.WithRequireLeader: a member cut off from the leader ends its watches (and
 #: refuses calls) instead of serving stale data, so the client moves to another member.
@@ -128,22 +128,9 @@ def _ip_target(hosts: list) -> str:
     return "ipv6:" + ",".join(f"[{host}]:{port}" for host, port in hosts)
 
 
-class _Calls:
-    """The grpcio futures of one ``Client.call``, so cancelling it cancels them."""
-
-    def __init__(self):
-        self.futures: list = []
-        self.cancelled = False
-
-    def cancel(self):
-        self.cancelled = True
-        for future in list(self.futures):
-            future.cancel()
-
-
 class Client:
     """
-    One channel to the cluster, its stubs, and the pool unary calls run in.
+    One channel to the cluster, its stubs, and the pool for work beside the calls.
 
     A plain class: it owns a channel and threads, opened by ``start`` and closed by
     ``stop``.
@@ -170,7 +157,6 @@ class Client:
         self.kv = rpc_pb2_grpc.KVStub(self.channel)
         self.watch = rpc_pb2_grpc.WatchStub(self.channel)
         self._pool = ThreadPool(0, _THREADS, "platformd-etcd")
-        self._local = threading.local()
 
     def start(self):
         self._pool.start()
@@ -180,69 +166,94 @@ class Client:
         self.channel.close()
         self._pool.stop()
 
-    def call(self, work: Callable, *args) -> Deferred:
+    def in_pool(self, work: Callable, *args) -> Deferred:
         """
-        Deferred: ``work(*args)`` in a pool thread, where it makes its calls with
-        ``unary``; a call no member answered in time fails with ``unreachable()``.
-        Cancelling the Deferred (a request's deadline, a health check's timeout)
-        cancels the gRPC calls, so no thread stays blocked on them.
+        Deferred: ``work(*args)`` in the client's pool: what may take long beside the
+        calls (transforming many values, or values through a KMS plugin).
         """
-        calls = _Calls()
-        result: Deferred = Deferred(lambda _: calls.cancel())
+        return deferToThreadPool(self.reactor, self._pool, work, *args)
 
-        def run():
-            self._local.calls = calls
-            try:
-                return work(*args)
-            finally:
-                self._local.calls = None
-
-        def relay(outcome):
-            if result.called:  # cancelled: the outcome has nobody to go to
-                return None
-            if isinstance(outcome, Failure):
-                result.errback(outcome)
-            else:
-                result.callback(outcome)
-        deferToThreadPool(self.reactor, self._pool, run).addBoth(relay)
-        return result
-
-    def unary(self, method, request, repeatable: bool = False):
+    def unary(self, method, request, repeatable: bool = False) -> Deferred:
         """
-        In a pool thread: ``method(request)``, waiting for a member up to the deadline.
+        On the reactor: Deferred of ``method(request)``'s reply, waiting for a member up
+        to the deadline; a call no member answered in time fails with ``unreachable()``.
 
         Retried within the deadline, as clientv3's retry interceptor does: a
         ``repeatable`` call (a read) on any ``UNAVAILABLE``; a write only when the member
         refused it before proposing it (``etcdserver: no leader``, the answer to
-        ``hasleader`` during an election), which cannot have been applied.
+        ``hasleader`` during an election), which cannot have been applied.  Cancelling
+        the Deferred (a request's deadline, a health check's timeout) cancels the call.
         """
-        deadline = time.monotonic() + self.timeout
-        calls = getattr(self._local, "calls", None)
-        for attempt in itertools.count():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise unreachable()
-            future = method.future(request, timeout=left, wait_for_ready=True,
-                                   metadata=REQUIRE_LEADER)
-            if calls is not None:
-                calls.futures.append(future)
-                if calls.cancelled:
-                    future.cancel()
-            try:
-                return future.result()
-            except grpc.FutureCancelledError:
-                raise CancelledError() from None
-            except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE or not (
-                        repeatable or error.details() == _NO_LEADER):
-                    if error.code() in _UNREACHABLE:
-                        log.warn("etcd call failed: {code}: {details}", code=error.code(),
-                                 details=error.details())
-                        raise unreachable() from error
-                    raise
-            finally:
-                if calls is not None:
-                    calls.futures.remove(future)
-            time.sleep(min(_RETRY[min(attempt, len(_RETRY) - 1)],
-                           max(0.0, deadline - time.monotonic())))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return _UnaryCall(self.reactor, method, request, repeatable,
+                          self.reactor.seconds() + self.timeout).start()
+
+
+@attrs.define(eq=False)
+class _UnaryCall:
+    """
+    One ``Client.unary``: each attempt is a grpcio future whose completion comes back
+    to the reactor with ``callFromThread`` from grpcio's own thread, so no thread of
+    ours waits on it and the reply reaches the reactor in one hand-off.
+
+    attrs for the declared state of a call in flight.
+    """
+
+    reactor: Any
+    method: Any  # a stub's multi-callable
+    request: Any
+    repeatable: bool
+    deadline: float
+    result: Deferred = attrs.field(init=False)
+    attempts: int = attrs.field(default=0, init=False)
+    _future: Any = attrs.field(default=None, init=False)  # grpc.Future
+    _retry: Any = attrs.field(default=None, init=False)  # IDelayedCall
+
+    def __attrs_post_init__(self):
+        self.result = Deferred(self._cancel)
+
+    def start(self) -> Deferred:
+        self._attempt()
+        return self.result
+
+    def _attempt(self):
+        self._retry = None
+        left = self.deadline - self.reactor.seconds()
+        if left <= 0:
+            self.result.errback(unreachable())
+            return
+        self.attempts += 1
+        self._future = self.method.future(self.request, timeout=left, wait_for_ready=True,
+                                          metadata=REQUIRE_LEADER)
+        self._future.add_done_callback(
+            lambda future: self.reactor.callFromThread(self._done, future))
+
+    def _done(self, future):
+        if self.result.called:  # cancelled: the outcome has nobody to go to
+            return
+        try:
+            reply = future.result()
+        except grpc.FutureCancelledError:
+            self.result.errback(CancelledError())
+        except grpc.RpcError as error:
+            code = error.code()
+            if code == grpc.StatusCode.UNAVAILABLE and (
+                    self.repeatable or error.details() == _NO_LEADER):
+                wait = _RETRY[min(self.attempts - 1, len(_RETRY) - 1)]
+                self._retry = self.reactor.callLater(
+                    min(wait, max(0.0, self.deadline - self.reactor.seconds())),
+                    self._attempt)
+                return
+            if code in _UNREACHABLE:
+                log.warn("etcd call failed: {code}: {details}", code=code,
+                         details=error.details())
+                self.result.errback(unreachable())
+            else:
+                self.result.errback(error)
+        else:
+            self.result.callback(reply)
+
+    def _cancel(self, _result):
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+        if self._future is not None:
+            self._future.cancel()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 import attrs
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -57,17 +58,17 @@ class Compactor:
 
     def tick(self):
         """One attempt; its failure is logged and the next tick tries again."""
-        done = self.client.call(self._compact, self.count, self.revision)
+        done = ensureDeferred(self._compact(self.count, self.revision))
         done.addCallback(self._record)
         return done.addErrback(lambda f: log.failure("compacting etcd failed", f))
 
     def _record(self, state):
         self.count, self.revision = state
 
-    def _compact(self, count: int, revision: int):
-        """In a pool thread: upstream's ``compact(ctx, client, t, rev)``."""
+    async def _compact(self, count: int, revision: int):
+        """Upstream's ``compact(ctx, client, t, rev)``."""
         client = self.client
-        reply = client.unary(client.kv.Txn, rpc_pb2.TxnRequest(
+        reply = await client.unary(client.kv.Txn, rpc_pb2.TxnRequest(
             compare=[rpc_pb2.Compare(key=COMPACT_REV_KEY, target=rpc_pb2.Compare.VERSION,
                                      result=rpc_pb2.Compare.EQUAL, version=count)],
             success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
@@ -78,6 +79,6 @@ class Compactor:
         if not reply.succeeded:
             return reply.responses[0].response_range.kvs[0].version, current
         if revision:  # not on bootstrap
-            client.unary(client.kv.Compact, rpc_pb2.CompactionRequest(revision=revision))
+            await client.unary(client.kv.Compact, rpc_pb2.CompactionRequest(revision=revision))
             log.info("etcd: compacted rev ({revision})", revision=revision)
         return count + 1, current

@@ -41,7 +41,7 @@ from typing import Optional
 
 import attrs
 import grpc
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred, ensureDeferred, execute, fail, succeed
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -139,19 +139,14 @@ class EtcdStorage:
     def start(self):
         """Read the current and compacted revisions, then follow the prefix."""
         self.client.start()
-        return self.client.call(self._read_start).addCallback(self._follow)
+        return self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+            key=COMPACT_REV_KEY), repeatable=True).addCallback(self._follow)
 
-    def _follow(self, state):
-        self.revision = state[0]
-        self.compacted_revision = state[1]
+    def _follow(self, reply):
+        self.revision = reply.header.revision
+        self.compacted_revision = int(reply.kvs[0].value) if reply.kvs else 0
         self._stream = self._open_stream(self.revision + 1, self._handlers())
         self._stream.start()
-
-    def _read_start(self):
-        reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
-            key=COMPACT_REV_KEY), repeatable=True)
-        compacted = int(reply.kvs[0].value) if reply.kvs else 0
-        return reply.header.revision, compacted
 
     def _handlers(self) -> Handlers:
         return Handlers(on_events=self._delivered, on_compacted=self._stream_compacted,
@@ -187,18 +182,29 @@ class EtcdStorage:
     # Reads.
 
     def get(self, key):
-        return self.client.call(self._get, key)
+        read = self.client.unary(self.client.kv.Range,
+                                 rpc_pb2.RangeRequest(key=self._etcd_key(key)), repeatable=True)
+        return read.addCallback(lambda reply: self._with_values(self._first, reply.kvs))
 
-    def _get(self, key: str) -> Optional[KeyValue]:
-        reply = self.client.unary(self.client.kv.Range,
-                                  rpc_pb2.RangeRequest(key=self._etcd_key(key)), repeatable=True)
-        return self._kv(reply.kvs[0]) if reply.kvs else None
+    def _first(self, kvs) -> Optional[KeyValue]:
+        return self._kv(kvs[0]) if kvs else None
 
     def _kv(self, kv) -> KeyValue:
-        """In a pool thread: an etcd KeyValue, its value read back."""
+        """An etcd KeyValue, its value read back (see ``_with_values``)."""
         key = self._key(kv.key)
         return KeyValue(key, self._values.value(key, kv.value), kv.create_revision,
                         kv.mod_revision)
+
+    def _with_values(self, work, *args) -> Deferred:
+        """
+        Deferred of ``work(*args)``, which transforms a value or two: at once on the
+        reactor when values are stored as they are (a write then never leaves the
+        reactor but for etcd's reply), else in the client's pool, since a transformer
+        may wait on a KMS plugin.
+        """
+        if self._values.identity:
+            return execute(work, *args)
+        return self.client.in_pool(work, *args)
 
     def range(self, prefix, revision=None):
         try:
@@ -207,22 +213,28 @@ class EtcdStorage:
             return fail(error)
         if at == 0:  # before etcd's first revision: nothing, and nothing to ask
             return succeed(RangeResult([], 0))
-        return self.client.call(self._range, prefix, at).addErrback(self._history_error,
-                                                                     revision)
+        return ensureDeferred(self._range(prefix, at)).addErrback(self._history_error,
+                                                                   revision)
 
-    def _range(self, prefix: str, at: Optional[int]) -> RangeResult:
-        """In a pool thread: every key under ``prefix`` at ``at`` (None: now), paged."""
+    async def _range(self, prefix: str, at: Optional[int]) -> RangeResult:
+        """
+        Every key under ``prefix`` at ``at`` (None: now), paged; each page's values are
+        read back in the pool (a page is up to ``_PAGE`` of them).
+        """
         key = self._etcd_key(prefix)
         end = prefix_end(key)
         kvs: list = []
         while True:
-            reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+            reply = await self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
                 key=key, range_end=end, revision=at or 0, limit=_PAGE), repeatable=True)
             at = at or reply.header.revision  # every page at the first page's revision
-            kvs.extend(self._kv(kv) for kv in reply.kvs)
+            kvs.extend(await self.client.in_pool(self._kvs, reply.kvs))
             if not reply.more:
                 return RangeResult(kvs, at)
             key = reply.kvs[-1].key + b"\0"
+
+    def _kvs(self, kvs) -> list:
+        return [self._kv(kv) for kv in kvs]
 
     def _history_error(self, failure, requested):
         """etcd's "compacted" and "future revision" as the interface's errors."""
@@ -259,11 +271,13 @@ class EtcdStorage:
         return compares
 
     def _write(self, op, key: str, value: Optional[bytes], compares: list):
-        written = self.client.call(self._transact, op, key, value, compares)
+        written = self._with_values(self._transaction, key, value, compares)
+        written.addCallback(lambda request: self.client.unary(self.client.kv.Txn, request))
+        written.addCallback(lambda reply: self._with_values(self._outcome, op, key, reply))
         return written.addCallback(self._acknowledge)
 
-    def _transact(self, op, key: str, value: Optional[bytes], compares: list):
-        """In a pool thread: the transaction; (the event, or None) and the error, if any."""
+    def _transaction(self, key: str, value: Optional[bytes], compares: list):
+        """The write's ``TxnRequest``: ``value`` put (None: the key deleted) if ``compares``."""
         etcd_key = self._etcd_key(key)
         if value is None:
             success = rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
@@ -271,9 +285,12 @@ class EtcdStorage:
         else:
             success = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
                 key=etcd_key, value=self._values.stored(key, value), prev_kv=True))
-        reply = self.client.unary(self.client.kv.Txn, rpc_pb2.TxnRequest(
+        return rpc_pb2.TxnRequest(
             compare=compares, success=[success],
-            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))]))
+            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))])
+
+    def _outcome(self, op, key: str, reply):
+        """The transaction's (event, or None) and error, if any, from its reply."""
         [response] = reply.responses
         if not reply.succeeded:
             kvs = response.response_range.kvs
@@ -282,7 +299,7 @@ class EtcdStorage:
             except StorageError as error:
                 return None, error
             raise AssertionError(f"{key}: a failed transaction whose condition holds")
-        if value is None:
+        if response.HasField("response_delete_range"):
             prev = response.response_delete_range.prev_kvs
         else:
             prev = [response.response_put.prev_kv] if response.response_put.HasField(
@@ -354,7 +371,7 @@ class EtcdStorage:
                                    prefix=self.root)
         self._catching_up.add(stream)
         stream.start()
-        self.client.call(self._mark).addErrback(watch.fail)
+        self._mark().addErrback(watch.fail)
 
     def needs_rewrite(self, key):
         return key in self._values.stale_keys
@@ -367,8 +384,8 @@ class EtcdStorage:
         except StorageError as error:
             return fail(error)
         self.compacted_revision = revision
-        compacted = self.client.call(self.client.unary, self.client.kv.Compact,
-                                     rpc_pb2.CompactionRequest(revision=revision))
+        compacted = self.client.unary(self.client.kv.Compact,
+                                      rpc_pb2.CompactionRequest(revision=revision))
         return compacted.addCallbacks(lambda _: None, self._history_error,
                                       errbackArgs=(revision,))
 
@@ -411,22 +428,17 @@ class EtcdStorage:
         the current revision; if the watch is behind it, a marker write, delivered after
         every earlier write, and a wait for it.
         """
-        current = self.client.call(self._current_revision)
+        current = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+            key=self._marker, count_only=True), repeatable=True)
 
-        def wait(revision):
-            if self.revision >= revision:
+        def wait(reply):
+            if self.revision >= reply.header.revision:
                 return None
-            return self.client.call(self._mark).addCallback(self._reach)
+            return self._mark().addCallback(self._reach)
         return current.addCallback(wait)
 
-    def _current_revision(self) -> int:
-        reply = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
-            key=self._marker, count_only=True), repeatable=True)
-        return reply.header.revision
-
-    def _mark(self) -> int:
-        """In a pool thread: write the marker key; the revision of the write."""
+    def _mark(self) -> Deferred:
+        """Write the marker key; Deferred of the write's revision."""
         # Repeatable: writing the marker twice is as good as once.
-        reply = self.client.unary(self.client.kv.Put, rpc_pb2.PutRequest(key=self._marker),
-                                  repeatable=True)
-        return reply.header.revision
+        return self.client.unary(self.client.kv.Put, rpc_pb2.PutRequest(key=self._marker),
+                                 repeatable=True).addCallback(lambda reply: reply.header.revision)
