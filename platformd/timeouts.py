@@ -48,27 +48,49 @@ class ConnectionTimeouts:
 class Deadline:
     """
     One pending action at a time: ``set(seconds, action)`` replaces whatever was set,
-    ``clear()`` drops it.  ``call_later`` is the clock's ``callLater``.
+    ``clear()`` drops it, ``stop()`` drops it and the timer too (the connection is
+    gone).  ``clock`` is the ``IReactorTime`` the deadlines run on.
+
+    A kept-alive connection sets and clears its deadline three times a request (headers
+    due, headers in, idle), so the timer is moved lazily: a new deadline only records
+    its time when the timer is due no later; the timer, when it fires, acts if the
+    deadline has passed, else waits again for the rest.  A request then costs no
+    reactor timer at all, instead of two ``callLater`` and two cancels.
     """
 
-    def __init__(self, call_later: Callable[..., Any]):
-        self._call_later = call_later
+    def __init__(self, clock: Any):
+        self._clock = clock
         self._call: Optional[Any] = None
+        self._action: Optional[Callable[[], None]] = None
+        self._due = 0.0
 
     def set(self, seconds: float, action: Callable[[], None]) -> None:
-        self.clear()
-        self._call = self._call_later(seconds, self._fire, action)
+        self._action = action
+        self._due = due = self._clock.seconds() + seconds
+        call = self._call
+        if call is None:
+            self._call = self._clock.callLater(seconds, self._fire)
+        elif call.getTime() > due:
+            call.reset(seconds)
 
     def clear(self) -> None:
+        self._action = None
+
+    def stop(self) -> None:
+        self._action = None
         if self._call is not None:
             if self._call.active():
                 self._call.cancel()
             self._call = None
 
-    @property
-    def pending(self) -> bool:
-        return self._call is not None and self._call.active()
-
-    def _fire(self, action: Callable[[], None]) -> None:
+    def _fire(self) -> None:
         self._call = None
+        action = self._action
+        if action is None:
+            return
+        rest = self._due - self._clock.seconds()
+        if rest > 0:
+            self._call = self._clock.callLater(rest, self._fire)
+            return
+        self._action = None
         action()

@@ -70,7 +70,7 @@ class APIChannel(http.HTTPChannel):
 
     def connectionMade(self):
         super().connectionMade()
-        self._deadline = Deadline(self.callLater)
+        self._deadline = Deadline(self.site.reactor)
         self._deadline.set(self.site.timeouts.handshake, self._abort)
 
     def handshakeCompleted(self):
@@ -98,10 +98,10 @@ class APIChannel(http.HTTPChannel):
 
     def stop_deadlines(self) -> None:
         """The connection is another protocol's now (HTTP/2)."""
-        self._deadline.clear()
+        self._deadline.stop()
 
     def connectionLost(self, reason):
-        self._deadline.clear()
+        self._deadline.stop()
         super().connectionLost(reason)
 
     def _abort(self) -> None:
@@ -184,7 +184,10 @@ class APISite(server.Site):
         self.timeouts = timeouts
 
     def getResourceFor(self, request):
-        request.postpath = [_utf8(segment) for segment in request.postpath]
+        path = request.path
+        if b"%" in path or not path.isascii():
+            # Only a percent-escape or a raw non-ASCII byte can make a segment non-UTF-8.
+            request.postpath = [_utf8(segment) for segment in request.postpath]
         return super().getResourceFor(request)
 
 
