@@ -223,6 +223,80 @@ class SharedClusterTests(EtcdTestCase):
         await _until(lambda: compactor.count == 1)
 
 
+class _HeldStore(EtcdStorage):
+    """An EtcdStorage whose watch's deliveries wait for ``release()``."""
+
+    held: list = []
+
+    def __attrs_post_init__(self):
+        self.held = []
+
+    def _delivered(self, revision, events):
+        self.held.append((revision, events))
+
+    def release(self):
+        for revision, events in self.held:
+            EtcdStorage._delivered(self, revision, events)
+        self.held.clear()
+
+
+class WriteDeliveryTests(EtcdTestCase):
+    """
+    A store's own writes are delivered from their transactions' replies when every
+    earlier revision has been, rather than when its etcd watch brings them; never out of
+    order, never twice.  The tests hold back what the store's watch delivers.
+    """
+
+    async def held_store(self):
+        """A store whose watch's deliveries are held until ``release()``."""
+        store = _HeldStore(reactor, Client(reactor, self.cluster.urls, timeout=10),
+                           prefix=PREFIX, root="")
+        await store.start()
+        self.addCleanup(store.stop)
+        return store, store.held, store.release
+
+    async def test_own_writes_delivered_from_replies(self):
+        """
+        With the watch held, writes are acknowledged and reach watches in order; what
+        the watch brings later is not delivered again.
+        """
+        store, held, release = await self.held_store()
+        sink = Sink()
+        store.watch("/", store.revision, sink)
+        one = await store.create("/a", b"1")
+        two = await store.update("/a", b"2", one.mod_revision)
+        await store.delete("/a", two.mod_revision)
+        self.assertEqual([(e.type, e.kv.mod_revision) for e in sink.events],
+                         [(PUT, one.mod_revision), (PUT, two.mod_revision),
+                          (DELETE, two.mod_revision + 1)])
+        self.assertEqual(sink.events[1].prev, one)
+        self.assertEqual(store.revision, two.mod_revision + 1)
+        await _until(lambda: len(held) >= 1 and held[-1][0] >= store.revision)
+        release()
+        self.assertEqual(len(sink.events), 3)
+        self.assertEqual(await store.get("/a"), None)
+
+    async def test_gap_waits_for_the_watch(self):
+        """
+        A write committed after another writer's is not delivered (nor acknowledged)
+        before the other's, which only the watch brings; then both, in order.
+        """
+        store, held, release = await self.held_store()
+        sink = Sink()
+        store.watch("/", store.revision, sink)
+        other = self.kv.Put(rpc_pb2.PutRequest(key=b"/registry/o", value=b"x")).header.revision
+        acknowledged: list = []
+        mine = store.create("/m", b"y").addCallback(lambda kv: acknowledged.append(kv) or kv)
+        await _until(lambda: held and held[-1][0] > other)  # the watch brought both
+        self.assertEqual(acknowledged, [])
+        self.assertEqual(sink.events, [])
+        release()
+        kv = await mine
+        self.assertEqual([(e.kv.key, e.kv.mod_revision) for e in sink.events],
+                         [("/o", other), ("/m", kv.mod_revision)])
+        self.assertEqual(kv.mod_revision, other + 1)
+
+
 async def _until(condition, timeout: float = 10.0):
     """Wait (on the real reactor) until ``condition()`` holds."""
     deadline = reactor.seconds() + timeout
