@@ -76,12 +76,28 @@ def audit_id(ctx, proceed):
 
 
 def request_info(ctx, proceed):
-    """What is asked: verb, group, resource, namespace, name (``requestinfo``)."""
+    """
+    What is asked: verb, group, resource, namespace, name (``requestinfo``).  Clients
+    ask the same paths over and over, so the (frozen) answers for short paths are kept,
+    up to ``_INFOS_KEPT`` of them (then forgotten all at once and gathered again).
+    """
     request = ctx.request
-    path = unquote(request.path.decode("utf-8", "replace"))
-    watch = query.flag(query.values(request, b"watch"))
-    ctx.info = requestinfo.parse(request.method, path, watch)
+    key = (request.method, request.path, query.flag(query.values(request, b"watch")))
+    info = _infos.get(key)
+    if info is None:
+        info = requestinfo.parse(key[0], unquote(key[1].decode("utf-8", "replace")), key[2])
+        if len(key[1]) <= _INFO_PATH_KEPT:
+            if len(_infos) >= _INFOS_KEPT:
+                _infos.clear()
+            _infos[key] = info
+    ctx.info = info
     return proceed(ctx)
+
+
+#: ``request_info``'s answers by (method, raw path, watch): pure functions of the key.
+_infos: dict = {}
+_INFOS_KEPT = 4096
+_INFO_PATH_KEPT = 256
 
 
 @attrs.define

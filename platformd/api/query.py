@@ -22,7 +22,7 @@ def values(request, key: bytes) -> Optional[list]:
     if found is not None:
         return found
     _, _, query = request.uri.partition(b"?")
-    if any(item == key for item in query.split(b"&")):
+    if query and key in query.split(b"&"):
         return [b""]
     return None
 

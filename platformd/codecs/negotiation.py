@@ -136,11 +136,13 @@ class Negotiator:
         self.default = codecs[0]
         self.media_types = list(self.codecs)
         self._cache: dict = {}
+        #: What a request without Accept gets (most clients' requests: made once).
+        self._default_choices = (Choice(self.default),)
 
     def choices(self, accept) -> tuple:
         """The acceptable (codec, view) pairs of an Accept header, best first (cached)."""
         if not accept:
-            return (Choice(self.default),)
+            return self._default_choices
         found = self._cache.get(accept)
         if found is None:
             found = self._parse(accept)
@@ -200,7 +202,7 @@ class Negotiator:
         for choice in self.choices(accept):
             if choice.view is None and choice.codec.media_type in self.codecs:
                 return choice
-        return Choice(self.default)
+        return self._default_choices[0]
 
     def pick(self, accept, views=frozenset(), kind=None) -> Choice:
         """
