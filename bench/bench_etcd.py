@@ -4,12 +4,13 @@ GETs/s (concurrency 32) and LISTs/s of 1,000 RoleBindings (concurrency 8) throug
 2 platformd replicas over a 3-member etcd cluster on this machine (fsync on), next to
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
-    PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3]]
+    PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
 
 ``--fanout`` measures instead the watch fan-out of ``bench_lists_watches.py`` (500
 watchers of a namespace, 200 merge-patches at 50/s, write-to-arrival latency) with one
-replica over the same cluster: its updates go through etcd and reach the watchers
-through the store's etcd watch.
+replica over the same cluster; ``--fanout --replicas 2`` puts the watchers on one
+replica and sends the patches through another, so every event reaches the watchers
+through the first replica's etcd watch.
 
 Upstream kube-apiserver + etcd on this machine: 1,854 creates/s, 4,526 GETs/s, 156
 LISTs/s (docs/performance.md).  Not a test: it prints figures.
@@ -87,25 +88,30 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
             stop_server(proc)
 
 
-def measure_fanout(cluster: Cluster, runs: int, tmp: str, tokens: str):
-    """bench_lists_watches' fan-out through one replica over ``cluster``."""
+def measure_fanout(cluster: Cluster, runs: int, tmp: str, tokens: str, replicas: int):
+    """
+    bench_lists_watches' fan-out over ``cluster``: the watchers on the first replica,
+    the patches through the last (the same one unless ``replicas`` is 2).
+    """
     fanout.raise_nofile()
-    port = free_port()
-    server = start_server(os.path.join(tmp, "fanout"), port, tokens, extra=[
+    ports = [free_port() for _ in range(replicas)]
+    servers = [start_server(os.path.join(tmp, f"fanout-{n}"), port, tokens, extra=[
         "--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls),
-        "--etcd-prefix", "/fanout"])
+        "--etcd-prefix", "/fanout"]) for n, port in enumerate(ports)]
     client = None
     try:
-        if not wait_ready(server, port, tls_context()):
-            sys.exit("fan-out: platformd exited")
-        client = Client(port)
+        for server, port in zip(servers, ports):
+            if not wait_ready(server, port, tls_context()):
+                sys.exit("fan-out: platformd exited")
+        client = Client(ports[0])
         fanout.create_namespace(client, fanout.NS)
-        fanout.create_many(port, fanout.NS, fanout.UPDATES)
-        fanout.bench_fanout(port, client, server.pid, runs, None)
+        fanout.create_many(ports[0], fanout.NS, fanout.UPDATES)
+        fanout.bench_fanout(ports[0], client, servers[0].pid, runs, None, ports[-1])
     finally:
         if client is not None:
             client.close()
-        stop_server(server)
+        for server in servers:
+            stop_server(server)
 
 
 def main():
@@ -114,6 +120,8 @@ def main():
     parser.add_argument("--fanout", action="store_true",
                         help="measure the watch fan-out (one replica) instead")
     parser.add_argument("--runs", type=int, default=3, help="fan-out runs")
+    parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
+                        help="fan-out: 2 puts the watchers on one replica, the writes on another")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench_etcd needs wrk (apt-get install wrk)")
@@ -122,7 +130,7 @@ def main():
     cluster = Cluster.start(3, fsync=True)
     try:
         if opts.fanout:
-            measure_fanout(cluster, opts.runs, tmp, tokens)
+            measure_fanout(cluster, opts.runs, tmp, tokens, opts.replicas)
             return
         print("| backend | creates/s | GETs/s | LISTs/s (1,000 RoleBindings) |")
         print("|---|---|---|---|")

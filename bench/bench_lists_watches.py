@@ -300,7 +300,8 @@ def paced_patches(port: int, count: int):
     return rtts, errors, elapsed
 
 
-def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None):
+def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None,
+               write_port: int):
     path = f"{RBAC}/namespaces/{NS}/rolebindings"
     status, body = client.call("GET", path)
     rv = RV_RE.search(body, 0, 4096).group(1).decode()
@@ -324,7 +325,7 @@ def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
     cpu0 = cpu_seconds(server_pid)
-    rtts, errors, elapsed = paced_patches(port, UPDATES)
+    rtts, errors, elapsed = paced_patches(write_port, UPDATES)
     child.stdin.write("stop\n")
     child.stdin.flush()
     result = json.loads(child.stdout.readline())
@@ -340,15 +341,22 @@ def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None):
     return result
 
 
-def bench_fanout(port: int, client: Client, server_pid: int, runs: int, py_spy):
-    rtts, errors, elapsed = paced_patches(port, UPDATES // 2)
+def bench_fanout(port: int, client: Client, server_pid: int, runs: int, py_spy,
+                 write_port: int | None = None):
+    """
+    The fan-out runs; the watchers are on ``port``, the patches go to ``write_port``
+    (another replica of the same store: the events reach the watchers through it), by
+    default the same server.
+    """
+    write_port = write_port or port
+    rtts, errors, elapsed = paced_patches(write_port, UPDATES // 2)
     print(f"patch round trip with no watchers ({UPDATES // 2} at {UPDATE_RATE:.0f}/s): "
           f"p50 {percentile(rtts, 50):.1f} ms, p99 {percentile(rtts, 99):.1f} ms, "
           f"max {max(rtts):.1f} ms; failures {len(errors)}")
     results = []
     for run in range(runs):
         before = rss_mib(server_pid)
-        r = fanout_run(port, client, server_pid, py_spy if run == 0 else None)
+        r = fanout_run(port, client, server_pid, py_spy if run == 0 else None, write_port)
         results.append(r)
         print(f"  run: {r['deliveries']:,}/{r['expected']:,} deliveries, "
               f"{r['watching']}/{WATCHERS} watching, closed early {r['closed']}, "
