@@ -257,8 +257,8 @@ class WriteDeliveryTests(EtcdTestCase):
 
     async def test_own_writes_delivered_from_replies(self):
         """
-        With the watch held, writes are acknowledged and reach watches in order; what
-        the watch brings later is not delivered again.
+        With the watch held, writes are acknowledged and reach watches in order; the
+        watch's copies of them are not delivered again.
         """
         store, held, release = await self.held_store()
         sink = Sink()
@@ -271,10 +271,12 @@ class WriteDeliveryTests(EtcdTestCase):
                           (DELETE, two.mod_revision + 1)])
         self.assertEqual(sink.events[1].prev, one)
         self.assertEqual(store.revision, two.mod_revision + 1)
-        await _until(lambda: len(held) >= 1 and held[-1][0] >= store.revision)
+        other = self.kv.Put(rpc_pb2.PutRequest(key=b"/registry/o", value=b"x")).header.revision
+        await _until(lambda: held and held[-1][0] >= other)
         release()
-        self.assertEqual(len(sink.events), 3)
-        self.assertEqual(await store.get("/a"), None)
+        self.assertEqual([e.kv.mod_revision for e in sink.events],
+                         [one.mod_revision, two.mod_revision, other - 1, other])
+        self.assertEqual(store.revision, other)
 
     async def test_gap_waits_for_the_watch(self):
         """

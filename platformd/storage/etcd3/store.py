@@ -167,11 +167,13 @@ class EtcdStorage:
 
     def _open_stream(self, start_revision: int, handlers: Handlers,
                      prefix: Optional[str] = None) -> WatchStream:
+        catch_up = prefix is not None  # wants all of its history
         key = self._etcd_key(self.root if prefix is None else prefix)
         return WatchStream(self.reactor, self.client.watch, key, prefix_end(key),
                            start_revision, self._key, self._values, handlers,
-                           single_key=COMPACT_REV_KEY if prefix is None else None,
-                           marker=self._marker)
+                           single_key=None if catch_up else COMPACT_REV_KEY,
+                           marker=self._marker,
+                           delivered=(lambda: 0) if catch_up else (lambda: self.revision))
 
     def stop(self):
         """

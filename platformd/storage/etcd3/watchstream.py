@@ -84,7 +84,8 @@ class WatchStream:
 
     def __init__(self, reactor, stub, key: bytes, range_end: bytes, start_revision: int,
                  name: Callable[[bytes], str], values: Transformed, handlers: Handlers,
-                 single_key: Optional[bytes] = None, marker: Optional[bytes] = None):
+                 single_key: Optional[bytes] = None, marker: Optional[bytes] = None,
+                 delivered: Callable[[], int] = lambda: 0):
         self._reactor = reactor
         self._stub = stub
         self._key, self._range_end = key, range_end
@@ -94,6 +95,7 @@ class WatchStream:
         self._handlers = handlers
         self._single_key = single_key
         self._marker = marker
+        self._delivered = delivered
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         #: The stream's grpcio call, while one is open.
         self._call: Any = None
@@ -198,10 +200,16 @@ class WatchStream:
         # Events: the last one's revision.  None: a periodic progress notification.
         revision = (response.events[-1].kv.mod_revision if response.events
                     else response.header.revision)
-        events = [to_interface(e, self._name, self._values) for e in response.events
-                  if e.kv.key != self._marker]
         if revision >= self._next:
             self._next = revision + 1
+        # What the consumer has delivered already (its own writes, from their replies) is
+        # neither read back nor handed over.  Read from this thread: an int that only
+        # grows, so a stale value costs only work the consumer then drops.
+        delivered = self._delivered()
+        if revision <= delivered:
+            return True
+        events = [to_interface(e, self._name, self._values) for e in response.events
+                  if e.kv.mod_revision > delivered and e.kv.key != self._marker]
         self._reactor.callFromThread(self._handlers.on_events, revision, events)
         return True
 
