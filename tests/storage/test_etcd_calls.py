@@ -1,0 +1,157 @@
+"""
+``Client.unary``'s retries, deadline and cancellation, on a Clock: which failures are
+retried (clientv3's rules), when, and that nothing is left scheduled or running once
+the caller gives up.  The outcomes of grpcio's futures are scripted here; the calls
+themselves are exercised against a real etcd in ``test_etcd.py`` and ``tests/etcd``.
+"""
+
+from __future__ import annotations
+
+import grpc
+from twisted.internet.defer import CancelledError
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from platformd.errors import StatusError
+from platformd.storage.etcd3.client import REQUIRE_LEADER, Client
+
+
+class _Clock(Clock):
+    """A Clock whose ``callFromThread`` runs at once (the futures here complete inline)."""
+
+    def callFromThread(self, f, *args, **kwargs):
+        f(*args, **kwargs)
+
+
+class _Error(grpc.RpcError):
+    def __init__(self, code, details=""):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class _Future:
+    """A grpcio future whose outcome the test sets with ``finish``."""
+
+    def __init__(self):
+        self.callbacks: list = []
+        self.outcome = None
+        self.cancelled = False
+
+    def add_done_callback(self, fn):
+        self.callbacks.append(fn)
+
+    def finish(self, outcome):
+        self.outcome = outcome
+        for fn in self.callbacks:
+            fn(self)
+
+    def result(self):
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+    def cancel(self):
+        self.cancelled = True
+        self.finish(grpc.FutureCancelledError())
+
+
+class _Method:
+    """A stub's multi-callable: records each attempt and its future."""
+
+    def __init__(self):
+        self.attempts: list = []
+
+    def future(self, request, timeout, wait_for_ready, metadata):
+        future = _Future()
+        self.attempts.append((request, timeout, wait_for_ready, metadata, future))
+        return future
+
+    def finish(self, outcome):
+        self.attempts[-1][-1].finish(outcome)
+
+
+class UnaryCallTests(SynchronousTestCase):
+    def setUp(self):
+        self.clock = _Clock()
+        self.client = Client(self.clock, ["http://127.0.0.1:1"], timeout=10)
+        self.addCleanup(self.client.channel.close)
+        self.method = _Method()
+
+    def test_attempt(self):
+        """A call waits for a member, carries hasleader and the time left as deadline."""
+        self.clock.advance(3)
+        d = self.client.unary(self.method, "request")
+        self.assertEqual(self.method.attempts[0][:4], ("request", 10, True, REQUIRE_LEADER))
+        self.method.finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")
+
+    def test_read_retried_when_unavailable(self):
+        """A repeatable call is tried again on UNAVAILABLE, after 25, 50, 100 ms ..."""
+        d = self.client.unary(self.method, "read", repeatable=True)
+        self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection refused"))
+        self.clock.advance(0.024)
+        self.assertEqual(len(self.method.attempts), 1)
+        self.clock.advance(0.001)
+        self.assertEqual(len(self.method.attempts), 2)
+        self.assertAlmostEqual(self.method.attempts[1][1], 10 - 0.025)
+        self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection refused"))
+        self.clock.advance(0.05)
+        self.method.finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")
+        self.assertEqual(len(self.method.attempts), 3)
+
+    def test_write_retried_only_without_leader(self):
+        """
+        A write is tried again only when refused for having no leader (it cannot have
+        been applied); any other UNAVAILABLE is etcd unreachable: upstream's 504.
+        """
+        d = self.client.unary(self.method, "write")
+        self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader"))
+        self.clock.advance(0.025)
+        self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection reset"))
+        self.assertEqual(len(self.method.attempts), 2)
+        error = self.failureResultOf(d, StatusError).value
+        self.assertEqual((error.code, error.reason, error.message), (
+            504, "Timeout", "Timeout: request did not complete within requested timeout"
+            " - context deadline exceeded"))
+
+    def test_refusal_passed_on(self):
+        """An error that is not about reaching etcd (a bad request) is the caller's."""
+        d = self.client.unary(self.method, "read", repeatable=True)
+        refused = _Error(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: mvcc: required revision"
+                         " has been compacted")
+        self.method.finish(refused)
+        self.assertIs(self.failureResultOf(d, grpc.RpcError).value, refused)
+
+    def test_retries_end_at_the_deadline(self):
+        """Retries stop at the deadline: the call is unreachable, no attempt is left."""
+        d = self.client.unary(self.method, "read", repeatable=True)
+        while not d.called:
+            self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE))
+            self.clock.advance(0.5)
+        self.assertEqual(self.failureResultOf(d, StatusError).value.code, 504)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.assertLessEqual(self.clock.seconds(), 10.5)
+
+    def test_cancel_in_flight(self):
+        """Cancelling the Deferred cancels the attempt in flight."""
+        d = self.client.unary(self.method, "read", repeatable=True)
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.assertTrue(self.method.attempts[0][-1].cancelled)
+
+    def test_cancel_between_attempts(self):
+        """Cancelling while waiting to retry: no attempt follows."""
+        d = self.client.unary(self.method, "read", repeatable=True)
+        self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE))
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.clock.advance(1)
+        self.assertEqual(len(self.method.attempts), 1)
