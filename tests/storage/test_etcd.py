@@ -298,6 +298,19 @@ class WriteDeliveryTests(EtcdTestCase):
                          [("/o", other), ("/m", kv.mod_revision)])
         self.assertEqual(kv.mod_revision, other + 1)
 
+    async def test_cancelled_wait_forgotten(self):
+        """A write whose wait is cancelled (its request's deadline) leaves nothing behind."""
+        store, held, release = await self.held_store()
+        other = self.kv.Put(rpc_pb2.PutRequest(key=b"/registry/o", value=b"x")).header.revision
+        mine = store.create("/m", b"y")
+        await _until(lambda: len(store._ahead) == 1)  # committed, waiting for /o
+        mine.cancel()
+        self.failureResultOf(mine, CancelledError)
+        self.assertEqual(store._waiting, [])
+        await _until(lambda: held and held[0][0] >= other)
+        release()
+        self.assertEqual((store._ahead, store.revision), ({}, other + 1))
+
 
 async def _until(condition, timeout: float = 10.0):
     """Wait (on the real reactor) until ``condition()`` holds."""

@@ -82,6 +82,8 @@ MARKER_SUFFIX = "#platformd-progress"
 _COMPACTED = "required revision has been compacted"
 _FUTURE = "required revision is a future revision"
 
+#: The most writes whose events wait for earlier revisions (``_committed``).
+_AHEAD = 10_000
 #: Keys a Range reads per page: bounds one reply's size.
 _PAGE = 10_000
 #: How long ``stop`` waits for each watch thread (they end in milliseconds).
@@ -333,9 +335,10 @@ class EtcdStorage:
         """
         One of this store's writes committed at ``revision`` with ``events`` (none for a
         marker): delivered at once if every earlier revision has been, else kept until
-        the revisions before it are (see module docstring).
+        the revisions before it are (see module docstring).  Beyond ``_AHEAD`` kept
+        (the watch long behind), the event is left to the watch.
         """
-        if revision > self.revision:
+        if revision > self.revision and len(self._ahead) < _AHEAD:
             self._ahead[revision] = events
             self._deliver_ahead()
 
@@ -347,13 +350,18 @@ class EtcdStorage:
 
     def _reach(self, revision: int) -> Deferred:
         """
-        Fires once the store's watch has delivered ``revision`` and no new watch is
-        still reading its history (which would hear of the write after its history).
+        Fires once ``revision`` has been delivered and no new watch is still reading its
+        history (which would hear of the write after its history).  Cancelling it (the
+        request's deadline) stops the wait.
         """
         if self.revision >= revision and not self._catching_up:
             return succeed(None)
-        reached: Deferred[None] = Deferred()
-        self._waiting.append((revision, reached))
+        def forget(cancelled):
+            if entry in self._waiting:  # not after ``stop``
+                self._waiting.remove(entry)
+        reached: Deferred[None] = Deferred(forget)
+        entry = (revision, reached)
+        self._waiting.append(entry)
         return reached
 
     # Watches.
