@@ -22,6 +22,7 @@ from twisted.python.failure import Failure
 from platformd import errors
 from platformd.api import deadline, deletes, filters, responses, reviews, views, writes
 from platformd.api.health import HealthChecks
+from platformd.api.site import DirectResource
 from platformd.api.call import Call
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.codecs.jsoncodec import JSON
@@ -142,7 +143,8 @@ class APIServer:
         return self.stores[kind.gvr]
 
     def resource(self):
-        return self.app.resource()
+        """The Klein resource, its one route taken directly for plain paths."""
+        return DirectResource(self.app.resource(), self.handle)
 
     @app.route("/", branch=True, strict_slashes=False)
     def handle(self, request):
