@@ -5,12 +5,12 @@ Keys: an interface key ``root + rest`` is the etcd key ``prefix + rest`` (the se
 ``root="/registry"`` and ``--etcd-prefix``, default ``/registry``, so keys are upstream's).
 
 Writes are single-operation transactions, as upstream's: a create is
-``Txn(CreateRevision(key) == 0) Put`` and an update or delete is
-``Txn(CreateRevision(key) > 0 [and ModRevision(key) == expected]) Put/Delete`` with
-``prev_kv``, each with ``Get(key)`` as its else branch.  The outcome is read with
-``mvcc``'s operations: ``op.apply(previous version, revision)`` gives the event (and the
-result) when the transaction succeeded, and raises the right error from the version the
-else branch read when it did not.
+``Txn(CreateRevision(key) == 0) Put`` (failing, the key exists) and an update or delete
+is ``Txn(CreateRevision(key) > 0 [and ModRevision(key) == expected]) Put/Delete`` with
+``prev_kv`` and ``Get(key)`` as its else branch.  The outcome is read with ``mvcc``'s
+operations: ``op.apply(previous version, revision)`` gives the event (and the result)
+when the transaction succeeded, and raises the right error from the version the else
+branch read when it did not.
 
 Revisions are etcd's, so every replica over the cluster agrees on them.  One etcd watch
 over the whole prefix (``watchstream.py``) feeds ``mvcc.Watchers``; ``revision`` is the
@@ -63,6 +63,7 @@ from platformd.storage.interface import (
     CompactedError,
     FutureRevisionError,
     IStorage,
+    KeyExistsError,
     KeyValue,
     RangeResult,
     StorageError,
@@ -268,7 +269,7 @@ class EtcdStorage:
     def create(self, key, value):
         return self._write(mvcc.Create(key, value), key, value,
                            [rpc_pb2.Compare(key=self._etcd_key(key), target=_CREATE,
-                                            result=_EQUAL, create_revision=0)])
+                                            result=_EQUAL, create_revision=0)], create=True)
 
     def update(self, key, value, expected_revision=None):
         return self._write(mvcc.Update(key, value, expected_revision), key, value,
@@ -287,27 +288,34 @@ class EtcdStorage:
                                             mod_revision=expected_revision))
         return compares
 
-    def _write(self, op, key: str, value: Optional[bytes], compares: list):
-        written = self._with_values(self._transaction, key, value, compares)
+    def _write(self, op, key: str, value: Optional[bytes], compares: list,
+               create: bool = False):
+        written = self._with_values(self._transaction, key, value, compares, create)
         written.addCallback(lambda request: self.client.unary(self.client.kv.Txn, request))
         written.addCallback(lambda reply: self._with_values(self._outcome, op, key, reply))
         return written.addCallback(self._acknowledge)
 
-    def _transaction(self, key: str, value: Optional[bytes], compares: list):
-        """The write's ``TxnRequest``: ``value`` put (None: the key deleted) if ``compares``."""
+    def _transaction(self, key: str, value: Optional[bytes], compares: list, create: bool):
+        """
+        The write's ``TxnRequest``: ``value`` put (None: the key deleted) if ``compares``,
+        else the key read back.  A create, as upstream's, neither asks for the previous
+        version nor reads the key back: failing, it means the key exists.
+        """
         etcd_key = self._etcd_key(key)
         if value is None:
             success = rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
                 key=etcd_key, prev_kv=True))
         else:
             success = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
-                key=etcd_key, value=self._values.stored(key, value), prev_kv=True))
-        return rpc_pb2.TxnRequest(
-            compare=compares, success=[success],
-            failure=[rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))])
+                key=etcd_key, value=self._values.stored(key, value), prev_kv=not create))
+        failure = [] if create else [
+            rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))]
+        return rpc_pb2.TxnRequest(compare=compares, success=[success], failure=failure)
 
     def _outcome(self, op, key: str, reply):
         """The transaction's (event, or None) and error, if any, from its reply."""
+        if not reply.succeeded and not reply.responses:  # a create (``_transaction``)
+            return None, KeyExistsError(key)
         [response] = reply.responses
         if not reply.succeeded:
             kvs = response.response_range.kvs
