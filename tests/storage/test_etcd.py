@@ -36,6 +36,7 @@ from tests.storage.conformance import (
     SealingTransformer,
     Sink,
     StorageConformance,
+    created,
     TransformerConformance,
     write_history,
 )
@@ -297,6 +298,24 @@ class WriteDeliveryTests(EtcdTestCase):
         self.assertEqual([(e.kv.key, e.kv.mod_revision) for e in sink.events],
                          [("/o", other), ("/m", kv.mod_revision)])
         self.assertEqual(kv.mod_revision, other + 1)
+
+    async def test_watch_copy_of_delivered_write_dropped(self):
+        """
+        The watch thread may hand over a write already delivered from its reply (it read
+        an older revision); watches still get it once (the store drops it, and each
+        watch ignores what it has had).
+        """
+        store, held, release = await self.held_store()
+        sink = Sink()
+        store.watch("/", store.revision, sink)
+        mine = await store.create("/m", b"y")
+        other = self.kv.Put(rpc_pb2.PutRequest(key=b"/registry/o", value=b"x")).header.revision
+        await _until(lambda: held and held[-1][0] >= other)
+        revision, events = held[-1]
+        held[-1] = (revision, [created(mine), *events])  # as if read before the reply
+        release()
+        self.assertEqual([(e.kv.key, e.kv.mod_revision) for e in sink.events],
+                         [("/m", mine.mod_revision), ("/o", other)])
 
     async def test_cancelled_wait_forgotten(self):
         """A write whose wait is cancelled (its request's deadline) leaves nothing behind."""

@@ -443,8 +443,11 @@ class EtcdStorage:
         """The store's watch delivered ``events`` up to ``revision`` (a response)."""
         if revision <= self.revision:
             return
-        if self._ahead:  # some of these may have been delivered from their writes
+        if events and events[0].revision <= self.revision:
+            # Delivered already from their writes' replies (the watch thread drops such
+            # events too, but may have read an older ``revision``): not offered again.
             events = [e for e in events if e.revision > self.revision]
+        if self._ahead:
             for delivered in [r for r in self._ahead if r <= revision]:
                 del self._ahead[delivered]
         self._publish(revision, events)
