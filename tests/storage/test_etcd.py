@@ -36,8 +36,8 @@ from tests.storage.conformance import (
     SealingTransformer,
     Sink,
     StorageConformance,
-    created,
     TransformerConformance,
+    created,
     write_history,
 )
 
