@@ -426,8 +426,11 @@ class PlatformService(service.MultiService):
 
     def _on_ready(self) -> None:
         # Everything loaded so far (modules, the cache) lives as long as the process:
-        # take it out of the collector's view so full collections stay short.
-        gc.collect()
+        # take it out of the collector's view so full collections stay short.  Only the
+        # young generations are collected first (~1 ms): a full collection here took
+        # ~50 ms of the time to ready to find ~230 objects (~23 KB, twistd's plugin cache
+        # and logging setup), which are frozen with the rest instead.
+        gc.collect(1)
         gc.freeze()
         url = f"https://{self.host}:{self.port.getHost().port}"
         log.info("platformd serving on {url}", url=url)

@@ -27,8 +27,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 
 from platformd import errors, requestinfo
+from platformd.durations import go_parse_duration
 from platformd.api import query
-from platformd.auth.authzconfig import go_parse_duration
 from platformd.gotext import go_quote
 from platformd.tlstransport import abort_stream
 

@@ -79,6 +79,20 @@ class TokenAuthenticator:
         return self.tokens.get(token.strip())
 
 
+def bearer_token(request) -> str | None:
+    """The request's bearer token, or None (as ``TokenAuthenticator`` reads it)."""
+    header = request.getHeader(b"authorization")
+    if not header:
+        return None
+    if isinstance(header, bytes):
+        header = header.decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
 def parse_token_csv(text: str, source: str = "token file") -> dict:
     tokens = {}
     for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):

@@ -21,12 +21,22 @@ from platformd.gotext import aggregate
 
 _ALLOWED = Decision(ALLOW)
 _NO_OPINION = Decision(NO_OPINION)
+_EVERYTHING_FORBIDDEN = Decision(NO_OPINION, "Everything is forbidden.")
 
 
 @implementer(IAuthorizer)
 class AlwaysAllow:
     def authorize(self, attributes):
         return _ALLOWED
+
+
+@implementer(IAuthorizer)
+class AlwaysDeny:
+    """upstream's ``alwaysDenyAuthorizer``: no opinion, with the reason "Everything is
+    forbidden." (so a later authorizer may still allow, and a refusal says why)."""
+
+    def authorize(self, attributes):
+        return _EVERYTHING_FORBIDDEN
 
 
 @implementer(IAuthorizer)

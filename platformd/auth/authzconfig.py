@@ -32,7 +32,7 @@ import yaml
 from platformd import gotext
 from platformd.auth import cel, kubeconfig, sar
 from platformd.gotext import os_error
-from platformd.durations import parse_duration
+from platformd.durations import go_duration, go_parse_duration
 from platformd.errors import Cause
 from platformd.model import fielderrors
 from platformd.model.meta import dns_subdomain
@@ -288,43 +288,6 @@ def _decode_webhook(decoder: _Decoder, raw, path: str) -> WebhookConfiguration:
 
 def _compact(data: bytes) -> str:
     return " ".join(data.decode("utf-8", "replace").split())[:200]
-
-
-# -- durations as Go writes them ----------------------------------------------------------
-
-def go_parse_duration(text: str) -> float:
-    """Go's ``time.ParseDuration`` for the units ``durations.parse_duration`` knows, with a
-    sign and a bare ``0``; ValueError otherwise."""
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text[1:] if text[:1] in "+-" else text
-    if body == "0":
-        return 0.0
-    return sign * parse_duration(body)
-
-
-def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String()``: ``45s``, ``1m0s``, ``1h30m0s``, ``500ms``, ``-30s``."""
-    ns = round(seconds * 1e9)
-    if ns == 0:
-        return "0s"
-    sign, ns = ("-" if ns < 0 else ""), abs(ns)
-    if ns < 10**9:
-        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
-            if ns >= size:
-                return sign + _fraction(ns, size) + unit
-    hours, rest = divmod(ns, 3600 * 10**9)
-    minutes, rest = divmod(rest, 60 * 10**9)
-    out = f"{hours}h" if hours else ""
-    if hours or minutes:
-        out += f"{minutes}m"
-    return sign + out + _fraction(rest, 10**9) + "s"
-
-
-def _fraction(value: int, size: int) -> str:
-    whole, part = divmod(value, size)
-    if not part:
-        return str(whole)
-    return f"{whole}." + str(part).rjust(len(str(size)) - 1, "0").rstrip("0")
 
 
 # -- validation ---------------------------------------------------------------------------

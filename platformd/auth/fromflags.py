@@ -15,21 +15,23 @@ Authorization (upstream's ``BuiltInAuthorizationOptions.ToAuthorizationConfig`` 
 ``--authorization-mode`` names in order, a ``Webhook`` mode built from the
 ``--authorization-webhook-*`` flags as upstream builds its legacy webhook (failure
 policy NoOpinion, a 30 s timeout, both answers cached).
+
+The JWT issuers (joserfc, CEL, the egress selector), the configuration files and webhooks
+are imported only when a flag asks for them: together they were ~130 ms of every start
+(``python -X importtime``), and most servers use none of them.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from platformd.auth import authnconfig, authzconfig, jwt
 from platformd.auth.authenticators import AnonymousAuthenticator, UnknownBearerToken
-from platformd.auth.authnreload import AuthenticationReloader
-from platformd.auth.authorizers import AlwaysAllow, PrivilegedGroups
+from platformd.auth.authorizers import AlwaysAllow, AlwaysDeny, PrivilegedGroups
 from platformd.auth.tokencache import CachedTokenAuthenticator
-from platformd.auth.kubeconfig import KubeconfigError, load_kubeconfig
-from platformd.auth.modes import AlwaysDeny, build_authorizers
-from platformd.auth.reloading import AuthorizationReloader
-from platformd.auth.webhook import WebhookAuthorizer
+
+if TYPE_CHECKING:
+    from platformd.auth.authnreload import AuthenticationReloader
+    from platformd.auth.reloading import AuthorizationReloader
 
 #: Upstream's legacy webhook: ``--authorization-webhook-*`` flags, these fixed values.
 LEGACY_WEBHOOK_TIMEOUT = 30.0
@@ -66,31 +68,35 @@ def authenticators_from_flags(options, chain, prefix, suffix, clock,
     def cached(authenticator):
         return CachedTokenAuthenticator(authenticator, clock)
 
-    issuers = [cached(a) for a in jwt.build_authenticators(config, clock, reactor)] \
-        if config is not None else []
+    issuers: list = []
+    if config is not None:
+        from platformd.auth import jwt
+        issuers = [cached(a) for a in jwt.build_authenticators(config, clock, reactor)]
     after = [*(cached(a) for a in suffix), UnknownBearerToken(), *anonymous]
     chain.authenticators = [*prefix, *issuers, *after]
     if not options["authentication-config"]:
         return None
+    from platformd.auth.authnreload import AuthenticationReloader
     return AuthenticationReloader(options["authentication-config"], chain, config,
                                   clock=clock, reactor=reactor, prefix=prefix, suffix=after,
                                   wrap=cached)
 
 
 def _authentication_config(options):
+    if not (options["authentication-config"] or options["oidc-issuer-url"]):
+        return None
+    from platformd.auth import authnconfig
     try:
         if options["authentication-config"]:
             return authnconfig.load_authentication_config(options["authentication-config"])
-        if options["oidc-issuer-url"]:
-            return authnconfig.from_legacy_flags(
-                options["oidc-issuer-url"], options["oidc-client-id"],
-                options["oidc-ca-file"] or "", options["oidc-username-claim"] or "sub",
-                options["oidc-username-prefix"] or "", options["oidc-groups-claim"] or "",
-                options["oidc-groups-prefix"] or "", options["oidc-required-claim"])
+        return authnconfig.from_legacy_flags(
+            options["oidc-issuer-url"], options["oidc-client-id"],
+            options["oidc-ca-file"] or "", options["oidc-username-claim"] or "sub",
+            options["oidc-username-prefix"] or "", options["oidc-groups-claim"] or "",
+            options["oidc-groups-prefix"] or "", options["oidc-required-claim"])
     except authnconfig.AuthenticationConfigError as e:
         flag = "--authentication-config" if options["authentication-config"] else "--oidc-*"
         raise AuthFlagError(f"{flag}: {e}") from None
-    return None
 
 
 def authorizers_from_flags(options, chain, rbac, reactor) -> Optional[AuthorizationReloader]:
@@ -102,6 +108,9 @@ def authorizers_from_flags(options, chain, rbac, reactor) -> Optional[Authorizat
     prefix = (PrivilegedGroups(),)
     path = options["authorization-config"]
     if path:
+        from platformd.auth import authzconfig
+        from platformd.auth.modes import build_authorizers
+        from platformd.auth.reloading import AuthorizationReloader
         try:
             config = authzconfig.load_authorization_config(path)
             built = build_authorizers(config, rbac, reactor, reactor)
@@ -122,6 +131,8 @@ def _by_mode(mode: str, options, rbac, reactor):
         return AlwaysDeny()
     if mode == "RBAC":
         return rbac
+    from platformd.auth.kubeconfig import KubeconfigError, load_kubeconfig
+    from platformd.auth.webhook import WebhookAuthorizer
     path = options["authorization-webhook-config-file"]
     try:
         connection = load_kubeconfig(path)

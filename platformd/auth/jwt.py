@@ -31,6 +31,7 @@ from zope.interface import implementer
 
 from platformd import gotext
 from platformd.auth import authnconfig, cel, jwks
+from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
@@ -42,17 +43,6 @@ ALGORITHMS = ("ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "RS256", "RS
 #: go-oidc's leeway on ``nbf``; ``exp`` has none.
 NBF_LEEWAY = 300.0
 LOG_INTERVAL = 60.0
-
-
-def bearer_token(request) -> str | None:
-    header = request.getHeader(b"authorization")
-    if not header:
-        return None
-    scheme, _, token = header.decode("latin-1").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token
 
 
 def _b64(part: str) -> bytes:

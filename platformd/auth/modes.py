@@ -1,6 +1,6 @@
 """
 From a validated AuthorizationConfiguration to the authorizers of an ``AuthorizerChain``
-(upstream's ``reloadableAuthorizerResolver.newForConfig``), and ``AlwaysDeny``.
+(upstream's ``reloadableAuthorizerResolver.newForConfig``).
 
 ``build_authorizers(config, rbac, clock, reactor)`` answers them in the file's order:
 ``AlwaysAllow``, ``AlwaysDeny``, the caller's RBAC authorizer for ``RBAC`` (one instance
@@ -11,23 +11,9 @@ of them; that one is the caller's to add (``AuthorizerChain([privileged, *built]
 
 from __future__ import annotations
 
-from zope.interface import implementer
-
 from platformd.auth import authzconfig
-from platformd.auth.authorizers import AlwaysAllow
-from platformd.auth.interfaces import NO_OPINION, Decision, IAuthorizer
+from platformd.auth.authorizers import AlwaysAllow, AlwaysDeny
 from platformd.auth.webhook import WebhookAuthorizer
-
-_EVERYTHING_FORBIDDEN = Decision(NO_OPINION, "Everything is forbidden.")
-
-
-@implementer(IAuthorizer)
-class AlwaysDeny:
-    """upstream's ``alwaysDenyAuthorizer``: no opinion, with the reason "Everything is
-    forbidden." (so a later authorizer may still allow, and a refusal says why)."""
-
-    def authorize(self, attributes):
-        return _EVERYTHING_FORBIDDEN
 
 
 def build_authorizers(config: authzconfig.AuthorizationConfiguration, rbac, clock,

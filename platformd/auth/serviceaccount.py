@@ -24,12 +24,18 @@ a deleted pod stops working as soon as the cache has seen the delete.
 
 Nothing here imports the registry (a lower layer): objects are found in the watch cache
 by their storage keys.
+
+joserfc is imported when a token is first signed, verified or its key listed, not when
+the daemon starts (~20 ms of every start otherwise), and its keys wrap the key objects
+already parsed: parsing an RSA key's PEM again (as ``import_key`` would) checks the key
+once more, ~30 ms.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -39,12 +45,10 @@ from typing import Iterable, Optional
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import ECKey, RSAKey
 from zope.interface import implementer
 
 from platformd import pki
+from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
@@ -75,6 +79,8 @@ _SA_PREFIX = "/registry/serviceaccounts/"
 _POD_PREFIX = "/registry/pods/"
 _SECRET_PREFIX = "/registry/secrets/"
 _CURVE_ALGORITHMS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
+#: RFC 7518's names of the curves (a JWK's ``crv``).
+_CURVE_NAMES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
 
 
 class SigningKeyError(Exception):
@@ -89,23 +95,31 @@ class PublicKey:
     def __init__(self, crypto_key):
         if isinstance(crypto_key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):
             crypto_key = crypto_key.public_key()
+        self.public_key = crypto_key
         self.algorithm = _algorithm(crypto_key)
         der = crypto_key.public_bytes(serialization.Encoding.DER,
                                       serialization.PublicFormat.SubjectPublicKeyInfo)
         #: Upstream's ``keyIDFromPublicKey``.
         self.kid = base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
-        pem = crypto_key.public_bytes(serialization.Encoding.PEM,
-                                      serialization.PublicFormat.SubjectPublicKeyInfo)
-        self.jose = (RSAKey if isinstance(crypto_key, rsa.RSAPublicKey) else ECKey).import_key(pem)
+
+    @functools.cached_property
+    def jose(self):
+        """The public key as joserfc's key."""
+        return _jose_key(self.public_key)
 
     def jwk(self) -> dict:
-        """The key as upstream's JWKS lists it: use, kty, kid, crv/alg and the numbers."""
-        values = self.jose.as_dict(private=False)
-        out = {"use": "sig", "kty": values["kty"], "kid": self.kid}
-        if values["kty"] == "EC":
-            out.update(crv=values["crv"], alg=self.algorithm, x=values["x"], y=values["y"])
+        """The key as upstream's JWKS lists it: use, kty, kid, crv/alg and the numbers
+        (RFC 7518's base64url integers: ``n`` and ``e`` in as few bytes as they need,
+        ``x`` and ``y`` at the curve's size)."""
+        key = self.public_key
+        numbers = key.public_numbers()
+        out = {"use": "sig", "kty": "RSA", "kid": self.kid}
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            size = (key.key_size + 7) // 8
+            out.update(kty="EC", crv=_CURVE_NAMES[key.curve.name], alg=self.algorithm,
+                       x=_b64_uint(numbers.x, size), y=_b64_uint(numbers.y, size))
         else:
-            out.update(alg=self.algorithm, n=values["n"], e=values["e"])
+            out.update(alg=self.algorithm, n=_b64_uint(numbers.n), e=_b64_uint(numbers.e))
         return out
 
 
@@ -114,11 +128,27 @@ class SigningKey(PublicKey):
 
     def __init__(self, crypto_key):
         super().__init__(crypto_key)
-        pem = crypto_key.private_bytes(serialization.Encoding.PEM,
-                                       serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption())
-        self.private = (RSAKey if isinstance(crypto_key, rsa.RSAPrivateKey)
-                        else ECKey).import_key(pem)
+        self.private_key = crypto_key
+
+    @functools.cached_property
+    def private(self):
+        """The private key as joserfc's key."""
+        return _jose_key(self.private_key)
+
+
+def _b64_uint(value: int, size: int = 0) -> str:
+    """RFC 7518's Base64urlUInt: big-endian in ``size`` bytes (default: as few as
+    ``value`` needs), base64url without padding."""
+    raw = value.to_bytes(size or (value.bit_length() + 7) // 8, "big")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _jose_key(crypto_key):
+    """joserfc's ``RSAKey``/``ECKey`` around a ``cryptography`` key (its constructor takes
+    the parsed key, as ``import_key`` makes it after parsing)."""
+    from joserfc.jwk import ECKey, RSAKey
+    rsa_key = isinstance(crypto_key, (rsa.RSAPrivateKey, rsa.RSAPublicKey))
+    return (RSAKey if rsa_key else ECKey)(crypto_key, crypto_key)
 
 
 def _algorithm(public_key) -> str:
@@ -149,11 +179,16 @@ def ensure_signing_key(data_dir: str) -> str:
     return path
 
 
-def load_signing_key(path: str) -> SigningKey:
-    """The private key in ``path`` (PEM: PKCS#8, PKCS#1 or SEC1), RSA or ECDSA."""
+def load_signing_key(path: str, own: bool = False) -> SigningKey:
+    """
+    The private key in ``path`` (PEM: PKCS#8, PKCS#1 or SEC1), RSA or ECDSA.  ``own``:
+    the key ``ensure_signing_key`` made, whose RSA consistency (OpenSSL's primality
+    checks, ~40 ms of every start here) is not checked again.
+    """
     data = _read(path)
     try:
-        key = serialization.load_pem_private_key(data, password=None)
+        key = serialization.load_pem_private_key(data, password=None,
+                                                 unsafe_skip_rsa_key_validation=own)
     except (ValueError, TypeError) as e:
         raise SigningKeyError(f"{path}: not a PEM private key ({e})") from None
     if not isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey)):
@@ -284,6 +319,7 @@ class TokenIssuer:
             "iss": self.issuer, "jti": str(uuid.uuid4()), "nbf": now,
             PRIVATE_CLAIMS: private, "sub": username(meta["namespace"], meta["name"]),
         }
+        from joserfc import jwt
         key = self.signing_key
         return jwt.encode({"alg": key.algorithm, "kid": key.kid}, claims, key.private,
                           algorithms=[key.algorithm])
@@ -337,20 +373,6 @@ def _segment(part: str) -> dict:
     return value
 
 
-def bearer_token(request) -> Optional[str]:
-    """The request's bearer token, or None (as ``TokenAuthenticator`` reads it)."""
-    header = request.getHeader(b"authorization")
-    if not header:
-        return None
-    if isinstance(header, bytes):
-        header = header.decode("latin-1")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token
-
-
 def _go_quote_list(values) -> str:
     """Go's ``%q`` of a ``[]string``: ``["a" "b"]``."""
     return "[" + " ".join(json.dumps(v) for v in values) + "]"
@@ -401,6 +423,8 @@ class ServiceAccountAuthenticator:
         return user
 
     def _verified(self, token: str, header: dict) -> dict:
+        from joserfc import jwt
+        from joserfc.errors import JoseError
         errors = []
         for key in self.public_keys:
             try:
@@ -517,7 +541,8 @@ def build(cache, clock, data_dir: str, signing_key_file: Optional[str] = None,
     and ``key_files``' keys.  ``SigningKeyError`` or ``pki.PKIError`` for a key that cannot
     be read or made.
     """
-    signing_key = load_signing_key(signing_key_file or ensure_signing_key(data_dir))
+    signing_key = (load_signing_key(signing_key_file) if signing_key_file
+                   else load_signing_key(ensure_signing_key(data_dir), own=True))
     extra = load_public_keys(key_files)
     token_issuer = TokenIssuer(cache, issuer, signing_key, clock, api_audiences, extra)
     authenticator = ServiceAccountAuthenticator(cache, issuer, [signing_key, *extra], clock,

@@ -21,7 +21,7 @@ from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from platformd.auth.interfaces import AuthenticationError, IAuthenticator
-from platformd.auth.jwt import bearer_token
+from platformd.auth.authenticators import bearer_token
 
 DEFAULT_TTL = 10.0
 DEFAULT_FAILURE_TTL = 0.0

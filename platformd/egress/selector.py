@@ -44,7 +44,6 @@ from zope.interface import implementer
 from platformd.egress.config import (
     GRPC, HTTP_CONNECT, EgressConfigError, EgressSelectorConfiguration, Selection,
 )
-from platformd.egress.konnectivity import GRPCTunnel
 from platformd.egress.tunnel import ConnectTunnel
 
 
@@ -77,9 +76,12 @@ class _Konnectivity:
 
     reactor: object
     uds_name: str
+    #: ``konnectivity.GRPCTunnel``, imported only for a GRPC selection (grpcio's import
+    #: is ~20 ms of startup, for a transport few configurations use).
+    tunnel: type
 
     def endpoint(self, host: str, port: int) -> IStreamClientEndpoint:
-        return GRPCTunnel(self.reactor, self.uds_name, host_port(host, port))
+        return self.tunnel(self.reactor, self.uds_name, host_port(host, port))
 
 
 class EgressSelector:
@@ -100,7 +102,8 @@ class EgressSelector:
         transport = selection.transport
         if selection.protocol == GRPC:
             assert transport is not None and transport.uds is not None  # validated
-            return _Konnectivity(self.reactor, transport.uds)
+            from platformd.egress.konnectivity import GRPCTunnel
+            return _Konnectivity(self.reactor, transport.uds, GRPCTunnel)
         if selection.protocol != HTTP_CONNECT or transport is None:
             return None  # Direct
         if transport.uds is not None:

@@ -6,7 +6,9 @@ Upstream carries the span in Go's ``context.Context``; here it is explicit.  A
 ``Trace`` is a span with the tracer that makes its children; every helper takes the
 parent ``Trace`` or None, and None (tracing not configured) answers None at once, so a
 server without ``--tracing-config-file`` pays one ``is None`` test per instrumented
-call and nothing else.
+call and nothing else.  For the same reason nothing here imports OpenTelemetry at module
+level (~25 ms of the daemon's startup, with the SDK the propagator's module loads): a
+``Trace`` exists only once ``tracing.provider`` has loaded it, so its methods import it.
 
 ``around(parent, name, attributes, call)`` runs ``call()`` in a child span ended when
 its result (a value or a Deferred) is there, with the error recorded.  ``outgoing``
@@ -17,15 +19,14 @@ request's headers, so the webhook can continue the trace.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
 import attrs
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
 from twisted.internet.defer import Deferred
 
-from platformd.tracing.provider import PROPAGATOR
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanKind
 
 
 @attrs.define(slots=True, eq=False)
@@ -34,26 +35,36 @@ class Trace:
     span: Any
 
     def child(self, name: str, attributes: Optional[dict] = None,
-              kind: SpanKind = SpanKind.INTERNAL) -> "Trace":
+              kind: Optional["SpanKind"] = None) -> "Trace":
+        """A child span, of ``kind`` (default ``INTERNAL``)."""
+        from opentelemetry import trace
         return Trace(self.tracer, self.tracer.start_span(
-            name, trace.set_span_in_context(self.span), kind, attributes))
+            name, trace.set_span_in_context(self.span), kind or trace.SpanKind.INTERNAL,
+            attributes))
 
     def headers(self) -> dict:
         """The propagation headers naming this span (``traceparent``, ...)."""
+        from opentelemetry import trace
+        from platformd.tracing.provider import PROPAGATOR
         carrier: dict = {}
         PROPAGATOR.inject(carrier, trace.set_span_in_context(self.span))
         return carrier
 
     def fail(self, error: BaseException) -> None:
         self.span.record_exception(error)
-        self.span.set_status(Status(StatusCode.ERROR, str(error)))
+        self.failed(str(error))
+
+    def failed(self, description: Optional[str] = None) -> None:
+        """Set the span's status to ERROR."""
+        from opentelemetry.trace import Status, StatusCode
+        self.span.set_status(Status(StatusCode.ERROR, description))
 
     def end(self) -> None:
         self.span.end()
 
 
 def child(parent: Optional[Trace], name: str, attributes: Optional[dict] = None,
-          kind: SpanKind = SpanKind.INTERNAL) -> Optional[Trace]:
+          kind: Optional["SpanKind"] = None) -> Optional[Trace]:
     return None if parent is None else parent.child(name, attributes, kind)
 
 
@@ -90,6 +101,7 @@ def outgoing(parent: Optional[Trace], method: str, url: str, headers) -> Optiona
     """
     if parent is None:
         return None
+    from opentelemetry.trace import SpanKind
     parts = urlsplit(url)
     span = parent.child(f"HTTP {method}", {
         "http.method": method, "http.url": url, "net.peer.name": parts.hostname or "",
@@ -109,7 +121,7 @@ def answered(result, span: Optional[Trace]):
     if isinstance(code, int):
         span.span.set_attribute("http.status_code", code)
         if code >= 400:
-            span.span.set_status(Status(StatusCode.ERROR))
+            span.failed()
     elif isinstance(getattr(result, "value", None), BaseException):
         span.fail(result.value)
     span.end()

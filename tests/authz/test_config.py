@@ -5,8 +5,9 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.auth import authzconfig
-from platformd.auth.authzconfig import (AuthorizationConfigError, go_duration,
-                                        load_authorization_config, parse_authorization_config)
+from platformd.auth.authzconfig import (AuthorizationConfigError, load_authorization_config,
+                                        parse_authorization_config)
+from platformd.durations import go_duration
 from tests.authz.helpers import document, kubeconfig_for, pki, webhook_entry, write
 
 

@@ -7,7 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain, PrivilegedGroups
 from platformd.auth.fromflags import AuthFlagError, authorizers_from_flags
-from platformd.auth.modes import AlwaysDeny
+from platformd.auth.authorizers import AlwaysDeny
 from platformd.auth.webhook import WebhookAuthorizer
 from platformd.options import Options
 

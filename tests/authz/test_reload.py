@@ -7,10 +7,10 @@ from twisted.internet.task import Clock
 from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
+from platformd.auth.authorizers import AlwaysAllow, AlwaysDeny, AuthorizerChain
 from platformd.auth.authzconfig import AuthorizationConfigError, load_authorization_config
 from platformd.auth.interfaces import ALLOW, NO_OPINION, Decision
-from platformd.auth.modes import AlwaysDeny, build_authorizers
+from platformd.auth.modes import build_authorizers
 from platformd.auth.reloading import AuthorizationReloader
 from platformd.auth.webhook import WebhookAuthorizer
 from tests.authz.helpers import document, kubeconfig_for, pki, pods, webhook_entry, write

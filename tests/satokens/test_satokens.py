@@ -381,6 +381,8 @@ class KeyFileTests(SynchronousTestCase):
         key = sa.load_signing_key(path)
         self.assertEqual(key.algorithm, "RS256")
         self.assertEqual([k.kid for k in sa.load_public_keys([path])], [key.kid])
+        # The daemon's own key, loaded without OpenSSL's consistency check, is the same key.
+        self.assertEqual(sa.load_signing_key(path, own=True).kid, key.kid)
 
     def test_public_key_files(self):
         private = ec_key()
