@@ -7,6 +7,7 @@ endpoint description, and ``StartupError`` reaching the operator only at the edg
 import io
 import os
 import socket
+import subprocess
 import sys
 
 from twisted.application import service
@@ -69,6 +70,35 @@ class TreeTests(SynchronousTestCase):
         daemon = PlatformService(options("--data-dir", os.path.join(parent, "d")), reactor)
         e = self.assertRaises(StartupError, daemon.prepare)
         self.assertIn("cannot create --data-dir", str(e))
+
+
+#: Run in a fresh interpreter: the daemon with default flags, its files prepared; prints
+#: which of the optional features' heavy packages got imported.
+_IMPORTED = """
+import sys
+from twisted.internet import reactor
+from platformd.options import Options
+from platformd.service import PlatformService
+options = Options()
+options.parseOptions(["--data-dir", sys.argv[1]])
+PlatformService(options, reactor).prepare()
+print(sorted(name for name in ("grpc", "opentelemetry", "joserfc") if name in sys.modules))
+"""
+
+
+class StartupCostTests(SynchronousTestCase):
+    def test_optional_features_not_imported(self):
+        """
+        Without their flags, JWT issuers (joserfc), tracing (OpenTelemetry) and gRPC
+        clients (konnectivity, etcd, KMS; grpcio) are not imported: ~65 ms of every
+        start (docs/performance.md).
+        """
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run(
+            [sys.executable, "-c", _IMPORTED, os.path.abspath(self.mktemp())],
+            capture_output=True, text=True, check=True, timeout=60,
+            env={**os.environ, "PYTHONPATH": root})
+        self.assertEqual(out.stdout.strip().splitlines()[-1], "[]")
 
 
 class SequenceTests(SynchronousTestCase):
