@@ -2,7 +2,9 @@
 Discovery and OpenAPI documents, encoded once and served as cached bytes.
 
 They depend only on the catalog, so each is built on first request and kept: startup
-stays fast and every later request is a dict lookup.  OpenAPI v3 documents are encoded
+stays fast and every later request is a dict lookup.  The OpenAPI builder (``openapi``,
+the largest module the daemon would otherwise load at startup) is imported with the
+first OpenAPI request too.  OpenAPI v3 documents are encoded
 with ``openapi.encode_document``, the bytes the index's hashes are computed over.
 
 Discovery documents (``APIVersions``, ``APIGroupList``, ``APIGroup``,
@@ -21,7 +23,7 @@ from typing import Optional
 import attrs
 
 from platformd import __version__
-from platformd.api import discovery, openapi
+from platformd.api import discovery
 from platformd.codecs.jsoncodec import JSON, dumps
 
 
@@ -79,21 +81,22 @@ class Documents:
         """
         self._cache[path.rstrip("/")] = Document(dumps(value))
 
-    def _v3_documents(self) -> dict:
+    def _openapi(self, parts: list) -> Optional[Document]:
+        from platformd.api import openapi
+        if parts == ["openapi", "v2"]:
+            return Document(dumps(openapi.openapi_v2(self.catalog, __version__)))
+        if len(parts) == 2:
+            return Document(dumps(openapi.openapi_v3_index(
+                self.catalog, encode=openapi.encode_document)))
         if self._v3 is None:
             self._v3 = openapi.openapi_v3_documents(self.catalog)
-        return self._v3
+        document = self._v3.get("/".join(parts[2:]))
+        return None if document is None else Document(openapi.encode_document(document))
 
     def _build(self, path: str) -> Optional[Document]:
         parts = [p for p in path.split("/") if p]
-        if parts[:2] == ["openapi", "v3"]:
-            if len(parts) == 2:
-                return Document(dumps(openapi.openapi_v3_index(
-                    self.catalog, encode=openapi.encode_document)))
-            document = self._v3_documents().get("/".join(parts[2:]))
-            return None if document is None else Document(openapi.encode_document(document))
-        if parts == ["openapi", "v2"]:
-            return Document(dumps(openapi.openapi_v2(self.catalog, __version__)))
+        if parts[:2] == ["openapi", "v3"] or parts == ["openapi", "v2"]:
+            return self._openapi(parts)
         if parts == ["version"]:
             return Document(dumps(version_info()))
         if parts == ["api"]:

@@ -28,7 +28,6 @@ from platformd import errors
 from platformd import requestinfo
 from platformd.api import query
 from platformd.auth import authorizers
-from platformd.audit.record import DECISION_ANNOTATION, REASON_ANNOTATION
 from platformd.auth.interfaces import (
     ALLOW, AUTHENTICATED_GROUP, DENY, NO_OPINION, Attributes, AuthenticationError, Decision,
     IAuthenticator, IAuthorizer, UserInfo,
@@ -43,6 +42,13 @@ log = Logger()
 
 SYSTEM_MASTERS = "system:masters"
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
+
+#: The authorization filter's audit annotations: upstream's ``authorization.k8s.io/decision``
+#: and ``/reason`` (its filters/authorization.go), with this server's ``platform.io``
+#: domain (as ``platform.io/initial-events-end``).
+DECISION_ANNOTATION = "authorization.platform.io/decision"
+REASON_ANNOTATION = "authorization.platform.io/reason"
+
 ANONYMOUS = "system:anonymous"
 
 

@@ -3,18 +3,21 @@ The daemon's audit stages from its flags (upstream's ``AuditOptions.ApplyTo``): 
 policy from ``--audit-policy-file``, the log file from ``--audit-log-path`` (made at
 startup, 0600), the writer thread in ``--audit-log-mode``.  Auditing needs both a
 policy and a log path; either alone records nothing (upstream logs the same).
+
+The policy, filter, sink and log file modules are imported only when auditing is
+configured: a server without it does not load them at startup.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from twisted.logger import Logger
 
-from platformd.audit import event, policy, rotation
-from platformd.audit.record import Auditor
-from platformd.audit.sink import LogSink, Stdout
 from platformd.startup import StartupError
+
+if TYPE_CHECKING:
+    from platformd.audit.record import Auditor
 
 log = Logger()
 
@@ -27,6 +30,9 @@ def build(options, reactor) -> Optional[Auditor]:
         if policy_file or path:
             log.warn("No audit policy file or log path: no audit events will be recorded")
         return None
+    from platformd.audit import event, policy, rotation
+    from platformd.audit.record import Auditor
+    from platformd.audit.sink import LogSink, Stdout
     try:
         rules = policy.load_file(policy_file)
     except policy.PolicyError as e:

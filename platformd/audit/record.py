@@ -42,11 +42,6 @@ from platformd.audit.event import API_VERSION, microtime, source_ips, status_jso
     user_json
 from platformd.deferreds import then
 
-#: Upstream's ``authorization.k8s.io/decision`` and ``/reason`` annotations, with this
-#: server's ``platform.io`` domain (as ``platform.io/initial-events-end``).
-DECISION_ANNOTATION = "authorization.platform.io/decision"
-REASON_ANNOTATION = "authorization.platform.io/reason"
-
 #: Verbs whose requests carry a body upstream logs as the request object.
 _BODY_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 _CLOSED_EARLY = {"status": "Success", "message": "Connection closed early"}
