@@ -38,9 +38,10 @@ class Trace:
               kind: Optional["SpanKind"] = None) -> "Trace":
         """A child span, of ``kind`` (default ``INTERNAL``)."""
         from opentelemetry import trace
+        if kind is None:
+            kind = trace.SpanKind.INTERNAL
         return Trace(self.tracer, self.tracer.start_span(
-            name, trace.set_span_in_context(self.span), kind or trace.SpanKind.INTERNAL,
-            attributes))
+            name, trace.set_span_in_context(self.span), kind, attributes))
 
     def headers(self) -> dict:
         """The propagation headers naming this span (``traceparent``, ...)."""
