@@ -2,8 +2,8 @@
 A real konnectivity proxy server for tests: grpcio's ``ProxyService`` on a UNIX socket,
 dialling the real target over TCP for each ``DIAL_REQ`` (``hosts`` maps names to
 addresses).  It records every dial's request (``dials``) and the packet types it
-received (``received``); ``refuse`` answers every dial with a ``DIAL_RSP`` carrying that
-error instead.
+received (``received``), and how many tunnels are open (``open_streams``); ``refuse``
+answers every dial with a ``DIAL_RSP`` carrying that error instead.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ class KonnectivityServer(pb_grpc.ProxyServiceServicer):
         self.dials: list = []
         self.received: list = []
         self.refuse = ""
+        #: Tunnels whose request stream has not ended (changed by the server's threads).
+        self.open_streams = 0
+        self._lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         pb_grpc.add_ProxyServiceServicer_to_server(self, self.server)
         self.server.add_insecure_port(f"unix:{path}")
@@ -45,6 +48,8 @@ class KonnectivityServer(pb_grpc.ProxyServiceServicer):
 
     def _serve(self, requests, outgoing: queue.Queue) -> None:
         conn = None
+        with self._lock:
+            self.open_streams += 1
         try:
             for packet in requests:
                 self.received.append(pb.PacketType.Name(packet.type))
@@ -73,6 +78,8 @@ class KonnectivityServer(pb_grpc.ProxyServiceServicer):
             if conn is not None:
                 conn.close()
             outgoing.put(None)
+            with self._lock:
+                self.open_streams -= 1
 
     def _relay(self, conn: socket.socket, outgoing: queue.Queue) -> None:
         try:
