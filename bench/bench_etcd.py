@@ -1,6 +1,7 @@
 """
 The etcd3 backend's capacity (issue 17): creates/s (concurrency 16), single-object
-GETs/s (concurrency 32) and LISTs/s of 1,000 RoleBindings (concurrency 8) through 1 and
+GETs/s (concurrency 32) and LISTs/s of a namespace's 1,000 RoleBindings (concurrency 8,
+in a namespace of their own, so the creates before do not add to them) through 1 and
 2 platformd replicas over a 3-member etcd cluster on this machine (fsync on), next to
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
@@ -37,6 +38,9 @@ from bench_api import CREATE_LUA  # noqa: E402
 import bench_lists_watches as fanout  # noqa: E402
 
 ROLEBINDINGS = f"{RBAC}/namespaces/default/rolebindings"
+#: The LISTs' namespace: its 1,000 RoleBindings and nothing else (the creates go to
+#: ``default``), so a LIST reads 1,000 objects however many creates came first.
+LISTED = f"{RBAC}/namespaces/bench-list/rolebindings"
 
 
 def binding(name: str) -> dict:
@@ -74,14 +78,15 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
             f.write(CREATE_LUA % {"path": ROLEBINDINGS, "token": TOKEN})
         c = 16 // servers
         creates = wrk_all(ports, [f"-c{c}", "-s", lua], seconds, "")
-        failures = post_all(ports[0], ROLEBINDINGS,
+        client = Client(ports[0])
+        fanout.create_namespace(client, "bench-list")
+        client.close()
+        failures = post_all(ports[0], LISTED,
                             [binding(f"list-{i:04}") for i in range(1000)], 8)
         assert not failures, failures[:3]
         auth = ["-H", f"Authorization: Bearer {TOKEN}"]
-        gets = wrk_all(ports, [f"-c{32 // servers}", *auth], seconds,
-                       f"{ROLEBINDINGS}/list-0000")
-        lists = wrk_all(ports, [f"-c{8 // servers}", *auth], seconds,
-                        f"{ROLEBINDINGS}?labelSelector=app%3Dbench")
+        gets = wrk_all(ports, [f"-c{32 // servers}", *auth], seconds, f"{LISTED}/list-0000")
+        lists = wrk_all(ports, [f"-c{8 // servers}", *auth], seconds, LISTED)
         print(f"| {label} | {creates:,.0f} | {gets:,.0f} | {lists:,.0f} |", flush=True)
     finally:
         for proc in procs:
