@@ -6,6 +6,12 @@ in a namespace of their own, so the creates before do not add to them) through 1
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
     PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
+                                            [--raw]
+
+After the table it prints where the creates' CPU went: milliseconds per create in the
+platformd servers and in the three etcd members (the machine's two cores bound what
+both together can do).  ``--raw`` measures etcd alone instead: creates as platformd
+makes them, from 16 and then 64 Python threads, and the members' CPU per ``Txn``.
 
 ``--fanout`` measures instead the watch fan-out of ``bench_lists_watches.py`` (500
 watchers of a namespace, 200 merge-patches at 50/s, write-to-arrival latency) with one
@@ -24,14 +30,19 @@ import os
 import shutil
 import sys
 import threading
+import time
+
+import grpc
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import (  # noqa: E402
-    RBAC, TOKEN, Client, free_port, post_all, scratch_dir, start_server, stop_server,
-    tls_context, wait_ready, wrk, write_tokens,
+    RBAC, TOKEN, Client, cpu_seconds, free_port, post_all, scratch_dir, start_server,
+    stop_server, tls_context, wait_ready, wrk, write_tokens,
 )
+from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from platformd.storage.etcd3.client import target  # noqa: E402
 from tests.etcd.cluster import Cluster  # noqa: E402
 
 from bench_api import CREATE_LUA  # noqa: E402
@@ -64,7 +75,20 @@ def wrk_all(ports: list, args: list, seconds: int, path: str) -> float:
     return sum(rates)
 
 
-def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, tokens: str):
+def cpu_per(pids: list, run) -> tuple:
+    """``run()``'s result, and the CPU milliseconds ``pids`` spent on each of its units."""
+    before = [cpu_seconds(pid) for pid in pids]
+    result, units = run()
+    return result, [(cpu_seconds(pid) - b) * 1000 / max(units, 1)
+                    for pid, b in zip(pids, before)]
+
+
+def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, tokens: str,
+            members: list) -> str:
+    """
+    One row of the table; returns where the creates' CPU went (per create: every
+    platformd server together, every etcd member together).
+    """
     ports = [free_port() for _ in range(servers)]
     procs = []
     try:
@@ -77,7 +101,11 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
         with open(lua, "w") as f:
             f.write(CREATE_LUA % {"path": ROLEBINDINGS, "token": TOKEN})
         c = 16 // servers
-        creates = wrk_all(ports, [f"-c{c}", "-s", lua], seconds, "")
+
+        def run_creates():
+            rate = wrk_all(ports, [f"-c{c}", "-s", lua], seconds, "")
+            return rate, rate * seconds
+        creates, cpu = cpu_per([p.pid for p in procs] + members, run_creates)
         client = Client(ports[0])
         fanout.create_namespace(client, "bench-list")
         client.close()
@@ -88,9 +116,49 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
         gets = wrk_all(ports, [f"-c{32 // servers}", *auth], seconds, f"{LISTED}/list-0000")
         lists = wrk_all(ports, [f"-c{8 // servers}", *auth], seconds, LISTED)
         print(f"| {label} | {creates:,.0f} | {gets:,.0f} | {lists:,.0f} |", flush=True)
+        return (f"{label}: CPU per create: platformd {sum(cpu[:servers]):.2f} ms, "
+                f"etcd members {sum(cpu[servers:]):.2f} ms")
     finally:
         for proc in procs:
             stop_server(proc)
+
+
+def measure_raw(cluster: Cluster, seconds: int, in_flight: int) -> str:
+    """
+    etcd alone: creates as platformd makes them (``Txn(CreateRevision == 0) Put`` of a
+    RoleBinding-sized value) from ``in_flight`` Python threads making blocking calls
+    over one ``round_robin`` channel; the rate and the members' CPU per ``Txn``.
+    """
+    address, _ = target(cluster.urls)
+    channel = grpc.insecure_channel(address, [("grpc.lb_policy_name", "round_robin")])
+    kv = rpc_pb2_grpc.KVStub(channel)
+    counts = [0] * in_flight
+    stop = time.monotonic() + seconds
+
+    def work(n: int):
+        while time.monotonic() < stop:
+            key = f"/raw/{in_flight}/{n}/{counts[n]}".encode()
+            kv.Txn(rpc_pb2.TxnRequest(
+                compare=[rpc_pb2.Compare(key=key, target=rpc_pb2.Compare.CREATE,
+                                         result=rpc_pb2.Compare.EQUAL, create_revision=0)],
+                success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
+                    key=key, value=b"x" * 400))]), timeout=10)
+            counts[n] += 1
+
+    def run():
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(in_flight)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sum(counts) / (time.monotonic() - started), sum(counts)
+    try:
+        rate, cpu = cpu_per([m.process.pid for m in cluster.members], run)
+    finally:
+        channel.close()
+    return (f"| etcd alone, {in_flight} Txn in flight | {rate:,.0f} Txn/s | "
+            f"{sum(cpu):.2f} ms of the members' CPU per Txn |")
 
 
 def measure_fanout(cluster: Cluster, runs: int, tmp: str, tokens: str, replicas: int):
@@ -125,6 +193,8 @@ def main():
     parser.add_argument("--fanout", action="store_true",
                         help="measure the watch fan-out (one replica) instead")
     parser.add_argument("--runs", type=int, default=3, help="fan-out runs")
+    parser.add_argument("--raw", action="store_true",
+                        help="measure etcd alone (creates from Python threads) instead")
     parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
                         help="fan-out: 2 puts the watchers on one replica, the writes on another")
     opts = parser.parse_args()
@@ -137,14 +207,20 @@ def main():
         if opts.fanout:
             measure_fanout(cluster, opts.runs, tmp, tokens, opts.replicas)
             return
+        if opts.raw:
+            for in_flight in (16, 64):
+                print(measure_raw(cluster, opts.seconds, in_flight), flush=True)
+            return
         print("| backend | creates/s | GETs/s | LISTs/s (1,000 RoleBindings) |")
         print("|---|---|---|---|")
-        measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens)
+        members = [m.process.pid for m in cluster.members]
         etcd = ["--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls)]
-        measure("etcd (3 members), 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
-                opts.seconds, tmp, tokens)
-        measure("etcd (3 members), 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
-                opts.seconds, tmp, tokens)
+        cpu = [measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens, members),
+               measure("etcd (3 members), 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
+                       opts.seconds, tmp, tokens, members),
+               measure("etcd (3 members), 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
+                       opts.seconds, tmp, tokens, members)]
+        print("\n".join(cpu))
     finally:
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -64,8 +64,8 @@ import urllib.parse
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    RBAC, TOKEN, Client, free_port, post_all, rss_mib, scratch_dir, start_server, stop_server,
-    tls_context, wait_ready, wrk, write_tokens,
+    RBAC, TOKEN, Client, cpu_seconds, free_port, post_all, rss_mib, scratch_dir, start_server,
+    stop_server, tls_context, wait_ready, wrk, write_tokens,
 )
 
 NS = "bench"
@@ -108,12 +108,6 @@ def raise_nofile() -> int:
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values, p: float) -> float:

@@ -33,7 +33,9 @@ import urllib.request
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_api import CREATE_LUA  # noqa: E402
-from common import RBAC, TOKEN, free_port, stop_server, tls_context, wait_ready  # noqa: E402
+from common import (  # noqa: E402
+    RBAC, TOKEN, cpu_seconds, free_port, stop_server, tls_context, wait_ready,
+)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CM = "/api/v1/namespaces/default/configmaps"
@@ -59,12 +61,6 @@ def call(port: int, method: str, path: str, body=None) -> bytes:
         {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
         method=method)
     return urllib.request.urlopen(request, context=tls_context()).read()
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wrk(args, seconds: int, url: str, pid: int) -> tuple:

@@ -151,6 +151,13 @@ def proc_status(pid: int) -> dict:
     return figures
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     return proc_status(pid).get("VmRSS", float("nan")) / 1024
 
