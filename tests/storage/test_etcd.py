@@ -279,6 +279,24 @@ class WriteDeliveryTests(EtcdTestCase):
                          [one.mod_revision, two.mod_revision, other - 1, other])
         self.assertEqual(store.revision, other)
 
+    async def test_prefixes_kept_on_both_paths(self):
+        """
+        Each watch gets only its prefix's events, whether delivered from a write's reply
+        (this store's writes) or by the watch (another writer's).
+        """
+        store, held, release = await self.held_store()
+        a_sink, b_sink = Sink(), Sink()
+        store.watch("/a/", store.revision, a_sink)
+        store.watch("/b/", store.revision, b_sink)
+        bx = await store.create("/b/x", b"1")
+        ay = await store.create("/a/y", b"2")
+        other = self.kv.Put(rpc_pb2.PutRequest(key=b"/registry/b/o", value=b"3")).header.revision
+        await _until(lambda: held and held[-1][0] >= other)
+        release()
+        self.assertEqual([e.kv for e in a_sink.events], [ay])
+        self.assertEqual([(e.kv.key, e.kv.mod_revision) for e in b_sink.events],
+                         [("/b/x", bx.mod_revision), ("/b/o", other)])
+
     async def test_gap_waits_for_the_watch(self):
         """
         A write committed after another writer's is not delivered (nor acknowledged)
