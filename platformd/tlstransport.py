@@ -19,12 +19,18 @@ turn — pays hundreds of times over:
    only what the kernel does not take.
 
 Together these took about 40 % of the reactor's time off a fan-out of 25,000 events a
-second (``docs/performance.md``).  Both lean on Twisted internals (the aggregator and the
+second (``docs/performance.md``).  ``write_now`` then seals a write of one record's size
+with OpenSSL directly (``SSL_write``, ``BIO_read`` into one buffer shared by the reactor
+thread, one ``send``), about a third of the Python a delivery went through before
+(pyOpenSSL's checks, Twisted's record loop, a fresh 32 KiB buffer per read); anything
+unusual (a refused write, a larger one) takes Twisted's own way.  Both lean on Twisted internals (the aggregator and the
 TCP transport's send buffer), which the end-to-end tests exercise on every run:
 ``BufferingTLSTransport``'s ``_aggregator`` and its instance attribute ``write``,
 ``TLSMemoryBIOProtocol``'s ``_write``, ``_flushSendBIO``, ``_producer`` and
 ``_tlsConnection``, and ``tcp.Connection``'s ``_writeDisconnected``, ``_tempDataLen`` and
-``dataBuffer``; for HTTP/2, ``twisted.web._http2.H2Stream`` and its ``_conn``.
+``dataBuffer``; for HTTP/2, ``twisted.web._http2.H2Stream`` and its ``_conn``; of
+pyOpenSSL, its OpenSSL binding (``OpenSSL._util``'s ``ffi`` and ``lib``) and a
+``Connection``'s ``_ssl`` and ``_from_ssl``.
 ``tests/test_tlstransport.py`` checks each by name and fails naming the one a Twisted
 release dropped; since any release may change them (Twisted's versions are
 dates, not API promises), ``setup.cfg`` bounds Twisted to the releases checked.
@@ -32,6 +38,7 @@ dates, not API promises), ``setup.cfg`` bounds Twisted to the releases checked.
 
 from __future__ import annotations
 
+from OpenSSL._util import ffi as _ffi, lib as _lib
 from OpenSSL.SSL import WantReadError
 from twisted.internet import tcp
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
@@ -41,6 +48,15 @@ from twisted.web._http2 import H2Stream
 #: Writes at least this large are encrypted at once instead of gathered (Twisted's
 #: aggregator flushes at 64 KiB anyway).
 DIRECT_WRITE = 64 * 1024
+
+#: The most plaintext one TLS record carries (RFC 8446 5.1), and the most ciphertext it
+#: becomes (header, padding and tag included: 5.2 bounds the record at 2^14 + 256).
+RECORD = 2**14
+SEALED = 5 + RECORD + 256
+
+#: Where ``write_now`` reads a sealed record into: one for the reactor thread, the only
+#: thread that writes to connections.
+_sealed = _ffi.new("char[]", SEALED)
 
 
 class PlatformTLSTransport(BufferingTLSTransport):
@@ -71,6 +87,20 @@ class PlatformTLSTransport(BufferingTLSTransport):
         if self.disconnecting and self._producer is None:
             return
         self._aggregator.flush()
+        size = len(data)
+        if 0 < size <= RECORD and type(data) is bytes and not self._lostTLSConnection:
+            tls = self._tlsConnection
+            # Without partial writes (pyOpenSSL does not enable them) SSL_write takes all
+            # or nothing; nothing (the peer renegotiating, a failed connection) is left to
+            # Twisted's loop below, which writes the same bytes again as OpenSSL asks.
+            if _lib.SSL_write(tls._ssl, data, size) == size:
+                bio = tls._from_ssl
+                sealed = _lib.BIO_read(bio, _sealed, SEALED)
+                while sealed > 0:  # the record, and anything OpenSSL queued beside it
+                    send_now(self.transport, _ffi.buffer(_sealed, sealed))
+                    sealed = _lib.BIO_read(bio, _sealed, SEALED)
+                return
+            _lib.ERR_clear_error()  # the retry below reports the failure once
         TLSMemoryBIOProtocol._write(self, data)
 
     def _flushSendBIO(self) -> None:
@@ -81,21 +111,24 @@ class PlatformTLSTransport(BufferingTLSTransport):
         send_now(self.transport, data)
 
 
-def send_now(transport, data: bytes) -> None:
+def send_now(transport, data) -> None:
     """
-    Send ``data`` on ``transport`` without waiting for a reactor turn when the socket
-    has nothing queued (so order is kept); what the kernel does not take, and anything on
-    a transport that is not a live TCP connection, goes the usual buffered way, which
-    also reports a failed send as a lost connection.
+    Send ``data`` (bytes, or a buffer only valid until this returns) on ``transport``
+    without waiting for a reactor turn when the socket has nothing queued (so order is
+    kept); what the kernel does not take, and anything on a transport that is not a live
+    TCP connection, goes the usual buffered way (as bytes), which also reports a failed
+    send as a lost connection.
     """
     if (isinstance(transport, tcp.Connection) and transport.connected
             and not transport.disconnecting and not transport._writeDisconnected
             and not transport._tempDataLen
             and not transport.dataBuffer):
         sent = transport.writeSomeData(data)
+        if sent == len(data):
+            return
         if isinstance(sent, int) and sent > 0:
             data = data[sent:]
-    transport.write(data)
+    transport.write(bytes(data))
 
 
 def immediate_writer(channel):

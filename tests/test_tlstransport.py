@@ -30,7 +30,7 @@ from zope.interface import implementer
 
 from platformd.pki import ensure_pki
 from platformd.tlscontext import server_tls_options
-from platformd.tlstransport import DIRECT_WRITE, PlatformTLSTransport, send_now
+from platformd.tlstransport import DIRECT_WRITE, RECORD, PlatformTLSTransport, send_now
 
 
 @implementer(IPushProducer)
@@ -59,6 +59,10 @@ class Writer(Protocol):
 
     def __init__(self, script, handshaken):
         self.script, self.handshaken = script, handshaken
+        self.lost = Deferred()
+
+    def connectionLost(self, reason):
+        self.lost.callback(reason.value)
 
     def connectionMade(self):
         self.script(self.transport)
@@ -108,7 +112,9 @@ class PlatformTLSTransportTests(TestCase):
         parts = [(b"a" * 10, "write"), (b"b" * 10, "write_now"), (b"c" * 3, "write"),
                  (big, "write_now"), (b"d" * 5, "write"), (b"e", "write_now"),
                  (b"f" * 7, "write"), (big[:DIRECT_WRITE], "write"), (b"g", "write"),
-                 ((b"h" * 9, big[:DIRECT_WRITE]), "writeSequence"), (b"i", "write")]
+                 ((b"h" * 9, big[:DIRECT_WRITE]), "writeSequence"), (b"i", "write"),
+                 (big[:RECORD], "write_now"), (big[:RECORD + 1], "write_now"),
+                 (bytearray(b"j" * 5), "write_now"), (b"k", "write_now")]
 
         def script(transport):
             for data, how in parts:
@@ -116,7 +122,7 @@ class PlatformTLSTransportTests(TestCase):
             transport.loseConnection()
 
         def joined(data):
-            return b"".join(data) if isinstance(data, tuple) else data
+            return b"".join(data) if isinstance(data, tuple) else bytes(data)
 
         port, _ = self.serve(script)
         start = threading.Event()
@@ -154,6 +160,49 @@ class PlatformTLSTransportTests(TestCase):
             start.set()
             transport.loseConnection()
         self.assertEqual(await reading, b"headers" + body + b"chunk head " + body)
+
+    async def test_record_sealed_directly(self):
+        """
+        ``write_now`` of up to one record's bytes is sealed and sent without Twisted's
+        record loop; a larger write, or any other buffer than bytes, goes through it.
+        """
+        port, handshaken = self.serve(lambda transport: None)
+        start = threading.Event()
+        start.set()
+        reading = deferToThread(read_all, port, self.ca_cert, start)
+        transport = await handshaken
+        looped = []
+        real_write = TLSMemoryBIOProtocol._write
+
+        def spy(protocol, data):
+            looped.append(len(data))
+            return real_write(protocol, data)
+
+        self.patch(TLSMemoryBIOProtocol, "_write", spy)
+        writes = [b"a" * 900, b"b" * RECORD, b"c" * (RECORD + 1), bytearray(b"d" * 10)]
+        for data in writes:
+            transport.write_now(data)
+        transport.loseConnection()
+        self.assertEqual(await reading, b"".join(bytes(data) for data in writes))
+        self.assertEqual(looped, [RECORD + 1, 10])
+
+    async def test_refused_write_ends_connection(self):
+        """
+        A write OpenSSL refuses (here: after this side's close_notify) is left to
+        Twisted's loop, which reports the TLS error and closes the connection.
+        """
+        port, handshaken = self.serve(lambda transport: None)
+        start = threading.Event()
+        start.set()
+        reading = deferToThread(read_all, port, self.ca_cert, start)
+        transport = await handshaken
+        transport.write_now(b"before")
+        transport._tlsConnection.shutdown()
+        transport._flushSendBIO()
+        transport.write_now(b"after")
+        reason = await transport.wrappedProtocol.lost
+        self.assertEqual(str(reason), "[('SSL routines', '', 'protocol is shutdown')]")
+        self.assertEqual(await reading, b"before")
 
     async def test_peer_not_reading_pauses_producer(self):
         """What the kernel does not take is queued, and the producer is paused until it drains."""
@@ -252,7 +301,12 @@ class TwistedInternalsTests(SynchronousTestCase):
         need(getattr(tls, "_aggregator", None), "BufferingTLSTransport()._aggregator",
              "write", "flush")
         need(getattr(tls, "_tlsConnection", None), "BufferingTLSTransport()._tlsConnection",
-             "bio_read")
+             "bio_read", "_ssl", "_from_ssl")
+        from OpenSSL import _util
+        need(_util, "OpenSSL._util", "ffi", "lib")
+        need(getattr(_util, "lib", None), "OpenSSL._util.lib", "SSL_write", "BIO_read",
+             "ERR_clear_error")
+        need(getattr(_util, "ffi", None), "OpenSSL._util.ffi", "new", "buffer")
         # ``write`` is an instance attribute, the gatherer's, set again on close.
         if "write" not in vars(tls):
             missing.append("BufferingTLSTransport().write (as an instance attribute)")

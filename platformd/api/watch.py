@@ -18,6 +18,7 @@ BOOKMARK annotated ``platform.io/initial-events-end: "true"``.
 from __future__ import annotations
 
 from collections import deque
+from typing import Optional
 
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.interfaces import IPushProducer
@@ -181,8 +182,10 @@ class WatchStream:
         self._frame_key = (encoder.key, self._chunked)
         #: A Table watch's next object event carries the column definitions (the first).
         self._headers_pending = encoder.table
-        #: Upstream's ``apiserver_watch_events_total``/``_sizes`` series of this kind.
-        self._metered = (server.metrics, (kind.group, kind.version, kind.kind))
+        #: Upstream's ``apiserver_watch_events_total``/``_sizes`` of this kind: their
+        #: series, taken at the first event (so an idle watch adds none).
+        self._metrics = server.metrics
+        self._series: Optional[tuple] = None
         server.streams.add(self)
 
     # -- starting ------------------------------------------------------------------------
@@ -301,10 +304,15 @@ class WatchStream:
     def _emit(self, data: bytes) -> None:
         if self.closed:
             return
-        metrics, labels = self._metered
+        metrics = self._metrics
         if metrics is not None:
-            metrics.watch_events.inc(labels)
-            metrics.watch_event_sizes.observe(labels, len(data))
+            series = self._series
+            if series is None:
+                labels = (self.kind.group, self.kind.version, self.kind.kind)
+                series = self._series = (metrics.watch_events.child(labels),
+                                         metrics.watch_event_sizes.child(labels))
+            series[0][0] += 1
+            metrics.watch_event_sizes.observe_into(series[1], len(data))
         if self._paused or self._backlog:
             self._backlog.append(data)
             self._backlog_bytes += len(data)
