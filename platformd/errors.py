@@ -59,8 +59,9 @@ class StatusError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # omitempty upstream: StatusReasonUnknown ("") is left out
+            status["reason"] = self.reason
         # StatusDetails' fields are all omitempty upstream: an empty group (the core
         # group) or name is left out, not sent as "".
         details = {}

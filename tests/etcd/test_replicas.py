@@ -193,3 +193,28 @@ class FaultTests(ReplicasTestCase):
         yield reader.wait_for(1)
         self.assertEqual(reader.events[-1]["object"]["metadata"]["name"], "back")
         response._transport.loseConnection()
+
+
+class RefusalTests(ReplicasTestCase):
+    @inlineCallbacks
+    def test_value_over_etcd_request_limit(self):
+        """
+        An object etcd refuses to store (over its default --max-request-bytes, 1.5 MiB,
+        yet under the API's 3 MiB body limit) is answered as upstream answers clientv3's
+        error: 500, no reason, etcd's text; nothing is stored, on create or on update.
+        """
+        [client] = yield self.replicas(1)
+        refusal = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "etcdserver: request is too large", "code": 500}
+        path = "/api/v1/namespaces/default/configmaps"
+        big = "x" * 1_700_000
+        r = yield client.post(path, {"metadata": {"name": "big"}, "data": {"k": big}})
+        self.assertEqual((r.code, r.json()), (500, refusal))
+        r = yield client.get(path + "/big")
+        self.assertEqual(r.code, 404)
+        r = yield client.post(path, {"metadata": {"name": "big"}, "data": {"k": "small"}})
+        self.assertEqual(r.code, 201, r.body)
+        r = yield client.put(path + "/big", {"metadata": {"name": "big"}, "data": {"k": big}})
+        self.assertEqual((r.code, r.json()), (500, refusal))
+        r = yield client.get(path + "/big")
+        self.assertEqual(r.json()["data"], {"k": "small"})

@@ -122,12 +122,34 @@ class UnaryCallTests(SynchronousTestCase):
             " - context deadline exceeded"))
 
     def test_refusal_passed_on(self):
-        """An error that is not about reaching etcd (a bad request) is the caller's."""
+        """
+        An error that is not about reaching etcd (a bad request) is the caller's, not
+        retried, as upstream's ErrorToAPIStatus answers an error it does not know: 500,
+        no reason, etcd's own text.
+        """
         d = self.client.unary(self.method, "read", repeatable=True)
-        refused = _Error(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: mvcc: required revision"
-                         " has been compacted")
-        self.method.finish(refused)
-        self.assertIs(self.failureResultOf(d, grpc.RpcError).value, refused)
+        self.method.finish(_Error(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: mvcc: required"
+                                  " revision has been compacted"))
+        self.assertEqual(len(self.method.attempts), 1)
+        error = self.failureResultOf(d, StatusError).value
+        self.assertEqual(error.to_status(), {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "etcdserver: mvcc: required revision has been compacted", "code": 500})
+
+    def test_refusal_by_grpc(self):
+        """A refusal that is gRPC's, not etcd's, reads as Go's gRPC status error does."""
+        d = self.client.unary(self.method, "write")
+        self.method.finish(_Error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  "grpc: received message larger than max (2500466 vs."
+                                  " 2097152)"))
+        error = self.failureResultOf(d, StatusError).value
+        self.assertEqual((error.code, error.reason, error.message), (
+            500, "", "rpc error: code = ResourceExhausted desc = grpc: received message"
+            " larger than max (2500466 vs. 2097152)"))
+        d = self.client.unary(self.method, "write")
+        self.method.finish(_Error(grpc.StatusCode.CANCELLED, "stopping"))
+        self.assertEqual(self.failureResultOf(d, StatusError).value.message,
+                         "rpc error: code = Canceled desc = stopping")
 
     def test_retries_end_at_the_deadline(self):
         """Retries stop at the deadline: the call is unreachable, no attempt is left."""

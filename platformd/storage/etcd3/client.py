@@ -87,6 +87,30 @@ def unreachable() -> errors.StatusError:
         " - context deadline exceeded")
 
 
+#: Go's names of the gRPC codes (``codes.Code.String()``) where they are not grpcio's
+#: in CamelCase.
+_GO_CODES = {grpc.StatusCode.OK: "OK", grpc.StatusCode.CANCELLED: "Canceled"}
+
+
+def refused(error: grpc.RpcError) -> errors.StatusError:
+    """
+    The Status of a call etcd answered with an error other than being out of reach (a
+    value over its ``--max-request-bytes``, its space quota used up, too many
+    requests).  Upstream's etcd3 store returns clientv3's error unconverted, and the
+    handler's ``ErrorToAPIStatus`` makes of an error it does not know a 500 with no
+    reason and the error's text: etcd's own (clientv3 turns each ``etcdserver: ...``
+    error into one whose text is just that), else gRPC's ``rpc error: code = ... desc =
+    ...``.
+    """
+    details = error.details() or ""
+    if not details.startswith("etcdserver: "):
+        code = error.code()
+        name = _GO_CODES.get(code) or "".join(
+            word.capitalize() for word in code.name.split("_"))
+        details = f"rpc error: code = {name} desc = {details}"
+    return errors.StatusError(500, "", details)
+
+
 def target(servers: list) -> tuple[str, bool]:
     """
     The gRPC target of ``--etcd-servers`` URLs, and whether they use TLS (``https``).
@@ -243,12 +267,11 @@ class _UnaryCall:
                     min(wait, max(0.0, self.deadline - self.reactor.seconds())),
                     self._attempt)
                 return
-            if code in _UNREACHABLE:
+            if code != grpc.StatusCode.OUT_OF_RANGE:  # compacted, future: the store's 410/504
+                # Logged as upstream's handler logs an error it has no Status for.
                 log.warn("etcd call failed: {code}: {details}", code=code,
                          details=error.details())
-                self.result.errback(unreachable())
-            else:
-                self.result.errback(error)
+            self.result.errback(unreachable() if code in _UNREACHABLE else refused(error))
         else:
             self.result.callback(reply)
 

@@ -50,11 +50,11 @@ from __future__ import annotations
 from typing import Optional
 
 import attrs
-import grpc
 from twisted.internet.defer import Deferred, ensureDeferred, execute, fail, succeed
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from platformd import errors
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
 from platformd.storage import mvcc
 from platformd.storage.etcd3.client import Client
@@ -256,8 +256,8 @@ class EtcdStorage:
 
     def _history_error(self, failure, requested):
         """etcd's "compacted" and "future revision" as the interface's errors."""
-        failure.trap(grpc.RpcError)
-        details = failure.value.details() or ""
+        failure.trap(errors.StatusError)
+        details = failure.value.message  # a refusal's text is etcd's own
         if _COMPACTED in details:
             raise CompactedError(requested, max(self.compacted_revision, requested + 1))
         if _FUTURE in details:
