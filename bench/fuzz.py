@@ -4,7 +4,10 @@ many requests as asked, against a scratch platformd on loopback (CBOR gate on), 
 as the suite judges (``tests/fuzz/check.py``): no 5xx, every error a Status in its
 encoding, the server serving afterwards.
 
-    PYTHONPATH=. python bench/fuzz.py [--count 20000] [--seed 1]
+    PYTHONPATH=. python bench/fuzz.py [--count 20000] [--seed 1] [--etcd]
+
+``--etcd`` runs the server over a one-member etcd (``tests/etcd/cluster.py``) instead of
+SQLite: the same judgement of the etcd3 backend's answers.
 
 Prints the answers by code, the problems (with the request that caused each) and the
 time taken; exits 1 if there was any problem.
@@ -40,8 +43,14 @@ class _Cleanups:
 def main(args):
     data_dir = tempfile.mkdtemp(prefix="platformd-fuzz-")
     options = Options()
+    storage = []
+    if args.etcd:
+        from tests.etcd.cluster import Cluster
+        cluster = Cluster.start(1)
+        reactor.addSystemEventTrigger("after", "shutdown", cluster.stop)
+        storage = ["--storage-backend", "etcd3", "--etcd-servers", cluster.urls[0]]
     options.parseOptions(["--data-dir", data_dir, "--secure-port", "0",
-                          "--feature-gates", "CBORServingAndStorage=true"])
+                          "--feature-gates", "CBORServingAndStorage=true", *storage])
     service = PlatformService(options, reactor)
     service.privilegedStartService()
     service.startService()
@@ -69,6 +78,7 @@ def run():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--etcd", action="store_true", help="over a one-member etcd")
     args = parser.parse_args()
     outcome = []
 

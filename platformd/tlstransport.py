@@ -21,9 +21,10 @@ turn — pays hundreds of times over:
 Together these took about 40 % of the reactor's time off a fan-out of 25,000 events a
 second (``docs/performance.md``).  ``write_now`` then seals a write of one record's size
 with OpenSSL directly (``SSL_write``, ``BIO_read`` into one buffer shared by the reactor
-thread, one ``send``), about a third of the Python a delivery went through before
-(pyOpenSSL's checks, Twisted's record loop, a fresh 32 KiB buffer per read); anything
-unusual (a refused write, a larger one) takes Twisted's own way.  Both lean on Twisted internals (the aggregator and the
+thread, one ``send`` from it), skipping pyOpenSSL's checks, its error lookup after every
+call, a fresh 32 KiB buffer per read and Twisted's record loop: 2.2 µs a record against
+4.6 µs, and 10-25 % less server CPU in a fan-out; anything unusual (a refused write, a
+larger one) takes Twisted's own way.  Both lean on Twisted internals (the aggregator and the
 TCP transport's send buffer), which the end-to-end tests exercise on every run:
 ``BufferingTLSTransport``'s ``_aggregator`` and its instance attribute ``write``,
 ``TLSMemoryBIOProtocol``'s ``_write``, ``_flushSendBIO``, ``_producer`` and
