@@ -79,6 +79,18 @@ class PlatformTLSTransport(BufferingTLSTransport):
         # An instance attribute, as the base class sets it (and resets it on close).
         self.write = write
 
+    def makeConnection(self, transport) -> None:
+        """
+        Turn Nagle's algorithm off on the connection, as Go (so upstream) does on every
+        TCP connection: a watch event written while the previous one is unacknowledged
+        would otherwise wait for that acknowledgement, which a client that only reads
+        may delay by up to 40 ms.  Writes here are already whole events and responses.
+        """
+        no_delay = getattr(transport, "setTcpNoDelay", None)
+        if no_delay is not None:
+            no_delay(True)
+        super().makeConnection(transport)
+
     def writeSequence(self, sequence) -> None:
         """As ``write`` (the base class hands any joined sequence to the gatherer)."""
         self.write(b"".join(sequence))

@@ -161,6 +161,19 @@ class PlatformTLSTransportTests(TestCase):
             transport.loseConnection()
         self.assertEqual(await reading, b"headers" + body + b"chunk head " + body)
 
+    async def test_no_nagle(self):
+        """Every connection sends without Nagle's delay (TCP_NODELAY), as Go's servers."""
+        port, handshaken = self.serve(lambda transport: None)
+        start = threading.Event()
+        start.set()
+        reading = deferToThread(read_all, port, self.ca_cert, start)
+        transport = await handshaken
+        handle = transport.transport.getHandle()
+        no_delay = handle.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        transport.loseConnection()
+        self.assertEqual(await reading, b"")
+        self.assertEqual(no_delay, 1)
+
     async def test_record_sealed_directly(self):
         """
         ``write_now`` of up to one record's bytes is sealed and sent without Twisted's
