@@ -42,7 +42,6 @@ from common import (  # noqa: E402
     stop_server, tls_context, wait_ready, wrk, write_tokens,
 )
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc  # noqa: E402
-from platformd.storage.etcd3.client import target  # noqa: E402
 from tests.etcd.cluster import Cluster  # noqa: E402
 
 from bench_api import CREATE_LUA  # noqa: E402
@@ -129,7 +128,7 @@ def measure_raw(cluster: Cluster, seconds: int, in_flight: int) -> str:
     RoleBinding-sized value) from ``in_flight`` Python threads making blocking calls
     over one ``round_robin`` channel; the rate and the members' CPU per ``Txn``.
     """
-    address, _ = target(cluster.urls)
+    address = "ipv4:" + ",".join(url.removeprefix("http://") for url in cluster.urls)
     channel = grpc.insecure_channel(address, [("grpc.lb_policy_name", "round_robin")])
     kv = rpc_pb2_grpc.KVStub(channel)
     counts = [0] * in_flight

@@ -7,6 +7,12 @@ PATH; without it the tests that need it are skipped, saying so loudly (CI instal
 Startup waits (a fraction of a second) block the test's thread: they happen in
 ``setUp``/``setUpClass`` before the reactor has work.  ``fsync=False`` passes
 ``--unsafe-no-fsync`` for speed; the durability tests keep fsync on.
+
+``tls=True`` serves clients over TLS as production clusters do: a CA of the cluster's,
+a certificate per member naming only that member (member *n* listens on its own
+loopback address, 127.0.0.*n+1*; the first is also ``localhost``), and client
+certificates required (``--client-cert-auth``); ``cluster.tls`` holds the CA and a
+client certificate and key.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -22,6 +29,8 @@ import urllib.request
 
 import attrs
 from twisted.trial.unittest import SkipTest
+
+from tests.etcd import certificates
 
 #: How long a member may take to answer /health.
 _READY = 20.0
@@ -59,9 +68,14 @@ class Member:
     args: list
     process: subprocess.Popen | None = None
 
+    host: str = "127.0.0.1"
+    #: With TLS: the context /health and /metrics are read with.
+    context: ssl.SSLContext | None = None
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        scheme = "http" if self.context is None else "https"
+        return f"{scheme}://{self.host}:{self.client_port}"
 
     def start(self):
         with open(os.path.join(os.path.dirname(self.data_dir), self.name + ".log"), "ab") as log:
@@ -74,7 +88,8 @@ class Member:
                 raise RuntimeError(f"etcd member {self.name} exited with "
                                    f"{self.process.returncode}; see {self.data_dir}.log")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as reply:
+                with urllib.request.urlopen(self.url + "/health", timeout=1,
+                                            context=self.context) as reply:
                     if b'"true"' in reply.read():
                         return
             except OSError:
@@ -84,7 +99,8 @@ class Member:
 
     def is_leader(self) -> bool:
         """Whether this member leads (its ``etcd_server_is_leader`` metric)."""
-        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as reply:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5,
+                                    context=self.context) as reply:
             return b"\netcd_server_is_leader 1" in reply.read()
 
     def kill(self):
@@ -101,30 +117,34 @@ class Cluster:
 
     members: list
     base: str
+    tls: certificates.ClientFiles | None = None
 
     @property
     def urls(self) -> list:
         return [m.url for m in self.members]
 
     @classmethod
-    def start(cls, size: int = 1, fsync: bool = False) -> "Cluster":
+    def start(cls, size: int = 1, fsync: bool = False, tls: bool = False) -> "Cluster":
         binary = etcd_binary()
         base = tempfile.mkdtemp(prefix="platformd-etcd-")
         ports = free_ports(2 * size)
         names = [f"m{n}" for n in range(size)]
-        initial = ",".join(f"{name}=http://127.0.0.1:{ports[2 * n + 1]}"
+        hosts = [f"127.0.0.{n + 1}" if tls else "127.0.0.1" for n in range(size)]
+        initial = ",".join(f"{name}=http://{hosts[n]}:{ports[2 * n + 1]}"
                            for n, name in enumerate(names))
+        client_files = certificates.issue(base, hosts) if tls else None
         # One member elects itself at once; three need room for a loaded machine.
         heartbeat, election = (10, 100) if size == 1 else (50, 1000)
         members = []
         for n, name in enumerate(names):
-            client, peer = ports[2 * n], ports[2 * n + 1]
+            client, peer, host = ports[2 * n], ports[2 * n + 1], hosts[n]
+            scheme = "https" if tls else "http"
             data = os.path.join(base, name)
             args = [binary, "--name", name, "--data-dir", data,
-                    "--listen-client-urls", f"http://127.0.0.1:{client}",
-                    "--advertise-client-urls", f"http://127.0.0.1:{client}",
-                    "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--listen-client-urls", f"{scheme}://{host}:{client}",
+                    "--advertise-client-urls", f"{scheme}://{host}:{client}",
+                    "--listen-peer-urls", f"http://{host}:{peer}",
+                    "--initial-advertise-peer-urls", f"http://{host}:{peer}",
                     "--initial-cluster", initial, "--initial-cluster-state", "new",
                     "--initial-cluster-token", os.path.basename(base),
                     "--heartbeat-interval", str(heartbeat),
@@ -132,8 +152,14 @@ class Cluster:
                     "--logger", "zap", "--log-level", "warn"]
             if not fsync:
                 args.append("--unsafe-no-fsync")
-            members.append(Member(name, client, peer, data, args))
-        cluster = cls(members, base)
+            context = None
+            if client_files is not None:
+                args += ["--cert-file", client_files.member_cert(n),
+                         "--key-file", client_files.member_key(n),
+                         "--client-cert-auth", "--trusted-ca-file", client_files.ca]
+                context = client_files.context()
+            members.append(Member(name, client, peer, data, args, host=host, context=context))
+        cluster = cls(members, base, client_files)
         for member in members:
             member.start()
         try:

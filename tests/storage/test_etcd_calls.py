@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.errors import StatusError
-from platformd.storage.etcd3.client import REQUIRE_LEADER, Client
+from platformd.storage.etcd3.client import REQUIRE_LEADER, Client, pick, targets
 
 
 class _Clock(Clock):
@@ -76,24 +76,30 @@ class _Method:
         self.attempts[-1][-1].finish(outcome)
 
 
+class _KV:
+    def __init__(self, method):
+        self.Call = method
+
+
 class UnaryCallTests(SynchronousTestCase):
     def setUp(self):
         self.clock = _Clock()
         self.client = Client(self.clock, ["http://127.0.0.1:1"], timeout=10)
-        self.addCleanup(self.client.channel.close)
+        self.addCleanup(self.client.stop)
         self.method = _Method()
+        self.client.members[0].kv = _KV(self.method)
 
     def test_attempt(self):
         """A call waits for a member, carries hasleader and the time left as deadline."""
         self.clock.advance(3)
-        d = self.client.unary(self.method, "request")
+        d = self.client.unary("Call", "request")
         self.assertEqual(self.method.attempts[0][:4], ("request", 10, True, REQUIRE_LEADER))
         self.method.finish("reply")
         self.assertEqual(self.successResultOf(d), "reply")
 
     def test_read_retried_when_unavailable(self):
         """A repeatable call is tried again on UNAVAILABLE, after 25, 50, 100 ms ..."""
-        d = self.client.unary(self.method, "read", repeatable=True)
+        d = self.client.unary("Call", "read", repeatable=True)
         self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection refused"))
         self.clock.advance(0.024)
         self.assertEqual(len(self.method.attempts), 1)
@@ -111,7 +117,7 @@ class UnaryCallTests(SynchronousTestCase):
         A write is tried again only when refused for having no leader (it cannot have
         been applied); any other UNAVAILABLE is etcd unreachable: upstream's 504.
         """
-        d = self.client.unary(self.method, "write")
+        d = self.client.unary("Call", "write")
         self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader"))
         self.clock.advance(0.025)
         self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection reset"))
@@ -127,7 +133,7 @@ class UnaryCallTests(SynchronousTestCase):
         retried, as upstream's ErrorToAPIStatus answers an error it does not know: 500,
         no reason, etcd's own text.
         """
-        d = self.client.unary(self.method, "read", repeatable=True)
+        d = self.client.unary("Call", "read", repeatable=True)
         self.method.finish(_Error(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: mvcc: required"
                                   " revision has been compacted"))
         self.assertEqual(len(self.method.attempts), 1)
@@ -138,7 +144,7 @@ class UnaryCallTests(SynchronousTestCase):
 
     def test_refusal_by_grpc(self):
         """A refusal that is gRPC's, not etcd's, reads as Go's gRPC status error does."""
-        d = self.client.unary(self.method, "write")
+        d = self.client.unary("Call", "write")
         self.method.finish(_Error(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                   "grpc: received message larger than max (2500466 vs."
                                   " 2097152)"))
@@ -146,14 +152,14 @@ class UnaryCallTests(SynchronousTestCase):
         self.assertEqual((error.code, error.reason, error.message), (
             500, "", "rpc error: code = ResourceExhausted desc = grpc: received message"
             " larger than max (2500466 vs. 2097152)"))
-        d = self.client.unary(self.method, "write")
+        d = self.client.unary("Call", "write")
         self.method.finish(_Error(grpc.StatusCode.CANCELLED, "stopping"))
         self.assertEqual(self.failureResultOf(d, StatusError).value.message,
                          "rpc error: code = Canceled desc = stopping")
 
     def test_retries_end_at_the_deadline(self):
         """Retries stop at the deadline: the call is unreachable, no attempt is left."""
-        d = self.client.unary(self.method, "read", repeatable=True)
+        d = self.client.unary("Call", "read", repeatable=True)
         while not d.called:
             self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE))
             self.clock.advance(0.5)
@@ -163,17 +169,93 @@ class UnaryCallTests(SynchronousTestCase):
 
     def test_cancel_in_flight(self):
         """Cancelling the Deferred cancels the attempt in flight."""
-        d = self.client.unary(self.method, "read", repeatable=True)
+        d = self.client.unary("Call", "read", repeatable=True)
         d.cancel()
         self.failureResultOf(d, CancelledError)
         self.assertTrue(self.method.attempts[0][-1].cancelled)
 
     def test_cancel_between_attempts(self):
         """Cancelling while waiting to retry: no attempt follows."""
-        d = self.client.unary(self.method, "read", repeatable=True)
+        d = self.client.unary("Call", "read", repeatable=True)
         self.method.finish(_Error(grpc.StatusCode.UNAVAILABLE))
         d.cancel()
         self.failureResultOf(d, CancelledError)
         self.assertEqual(self.clock.getDelayedCalls(), [])
         self.clock.advance(1)
         self.assertEqual(len(self.method.attempts), 1)
+
+
+READY, IDLE = grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.IDLE
+CONNECTING = grpc.ChannelConnectivity.CONNECTING
+FAILED = grpc.ChannelConnectivity.TRANSIENT_FAILURE
+
+
+class _Member:
+    def __init__(self, name, state):
+        self.name, self.state = name, state
+
+
+class MemberChoiceTests(SynchronousTestCase):
+    """Which endpoint a call goes to (one channel per ``--etcd-servers`` URL)."""
+
+    def test_targets(self):
+        """Each URL its own target: addresses as such, names through DNS."""
+        self.assertEqual(targets(["https://10.0.0.1:2379", "https://etcd-b.example:2380",
+                                  "https://[fd00::3]"]),
+                         (["ipv4:10.0.0.1:2379", "dns:///etcd-b.example:2380",
+                           "ipv6:[fd00::3]:2379"], True))
+        self.assertEqual(targets(["127.0.0.1:2379"]), (["ipv4:127.0.0.1:2379"], False))
+        for bad, message in ((["http://a:1", "https://b:1"], "same scheme"),
+                             (["unix:///x"], "not an http(s) URL"), ([], "at least one")):
+            with self.assertRaises(ValueError) as raised:
+                targets(bad)
+            self.assertIn(message, str(raised.exception))
+
+    def test_turns_round_connected_members(self):
+        """Calls turn round the connected members, evenly, skipping the others."""
+        members = [_Member("a", READY), _Member("b", FAILED), _Member("c", READY)]
+        self.assertEqual([pick(members, turn).name for turn in range(4)], ["a", "c", "a", "c"])
+
+    def test_falls_back_to_members_not_known_failed(self):
+        """None connected: one still connecting (or idle) before one that failed."""
+        members = [_Member("a", FAILED), _Member("b", CONNECTING), _Member("c", IDLE)]
+        self.assertEqual([pick(members, turn).name for turn in range(3)], ["b", "c", "b"])
+        members = [_Member("a", FAILED), _Member("b", FAILED)]
+        self.assertEqual([pick(members, turn).name for turn in range(3)], ["a", "b", "a"])
+
+    def test_read_from_connected_member_does_not_wait(self):
+        """
+        A read to a connected member fails at once if that connection has just broken
+        (to be tried on another); a write, or a read when none is connected, waits.
+        """
+        clock = _Clock()
+        client = Client(clock, ["http://127.0.0.1:1"], timeout=10)
+        self.addCleanup(client.stop)
+        method = _Method()
+        [member] = client.members
+        member.kv = _KV(method)
+        waits = []
+        for state, repeatable in ((READY, True), (READY, False), (CONNECTING, True)):
+            member.state = state
+            client.unary("Call", "request", repeatable=repeatable)
+            waits.append(method.attempts[-1][2])
+            method.finish("reply")
+        self.assertEqual(waits, [False, True, True])
+
+    def test_retry_goes_to_another_member(self):
+        """A read that failed on one member is tried again on the next connected one."""
+        clock = _Clock()
+        client = Client(clock, ["http://127.0.0.1:1", "http://127.0.0.2:1"], timeout=10)
+        self.addCleanup(client.stop)
+        methods = [_Method(), _Method()]
+        for member, method in zip(client.members, methods):
+            member.kv, member.state = _KV(method), READY
+        d = client.unary("Call", "read", repeatable=True)
+        [first] = [m for m in methods if m.attempts]
+        [other] = [m for m in methods if m is not first]
+        first.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection reset"))
+        client.members[methods.index(first)].state = FAILED
+        clock.advance(0.025)
+        self.assertEqual((len(first.attempts), len(other.attempts)), (1, 1))
+        other.finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")

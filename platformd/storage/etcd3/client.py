@@ -1,13 +1,14 @@
 """
-The connection to an etcd cluster: one gRPC channel over every ``--etcd-servers``
-endpoint, the v3 stubs, and unary calls made off the reactor.
+The connection to an etcd cluster: a gRPC channel per ``--etcd-servers`` endpoint, the
+v3 stubs, and unary calls made off the reactor.
 
-grpcio's channel does what etcd's Go client (clientv3) does for a cluster: several
-endpoints behind one ``round_robin`` channel, so a member that is down is skipped.
-Every unary call is ``wait_for_ready`` with a deadline: while no member answers it
-waits (rather than failing at the first refused connection) and gives up at the
-deadline, as clientv3's retrying calls do within a request's context.  Upstream then
-answers ``504 Timeout: request did not complete within requested timeout - context
+The channels do what etcd's Go client (clientv3) does for a cluster: calls turn round
+the members that are connected, so a member that is down is skipped, and each member's
+TLS certificate is checked against its own name (``Client``).  Every unary call has a
+deadline, and is ``wait_for_ready`` unless it is a read going to a connected member:
+while its member is not connected it waits (rather than failing at the first refused
+connection) and gives up at the deadline, as clientv3's retrying calls do within a
+request's context.  Upstream then answers ``504 Timeout: request did not complete within requested timeout - context
 deadline exceeded`` (``endpoints/handlers/finisher``); ``unreachable`` is that Status.
 
 Each call is a grpcio future started on the reactor (starting one does not wait); its
@@ -23,6 +24,7 @@ goes to the client's pool (``in_pool``).
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
@@ -111,52 +113,88 @@ def refused(error: grpc.RpcError) -> errors.StatusError:
     return errors.StatusError(500, "", details)
 
 
-def target(servers: list) -> tuple[str, bool]:
+def targets(servers: list) -> tuple[list, bool]:
     """
-    The gRPC target of ``--etcd-servers`` URLs, and whether they use TLS (``https``).
-
-    Several endpoints must be IP addresses (grpcio's ``ipv4:``/``ipv6:`` targets list
-    addresses); one endpoint may be a DNS name, which may resolve to several members.
+    The gRPC target of each ``--etcd-servers`` URL, and whether they use TLS
+    (``https``): an address (``ipv4:``/``ipv6:``) or a DNS name (``dns:///``, which may
+    resolve to several members).
     """
     if not servers:
         raise ValueError("--etcd-servers: at least one URL is needed")
-    schemes, hosts = set(), []
+    schemes, found = set(), []
     for server in servers:
         url = urlsplit(server if "://" in server else "http://" + server)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"--etcd-servers: {server!r} is not an http(s) URL")
         schemes.add(url.scheme)
-        hosts.append((url.hostname, url.port or 2379))
+        host, port = url.hostname, url.port or 2379
+        try:
+            version = ipaddress.ip_address(host).version
+        except ValueError:
+            found.append(f"dns:///{host}:{port}")
+        else:
+            found.append(f"ipv4:{host}:{port}" if version == 4 else f"ipv6:[{host}]:{port}")
     if len(schemes) > 1:
         raise ValueError("--etcd-servers: every URL must have the same scheme")
-    secure = schemes == {"https"}
-    if len(hosts) == 1:
-        host, port = hosts[0]
-        return (f"dns:///{host}:{port}" if not _is_ip(host) else _ip_target(hosts)), secure
-    if not all(_is_ip(host) for host, _ in hosts):
-        raise ValueError("--etcd-servers: several URLs must name IP addresses")
-    return _ip_target(hosts), secure
+    return found, schemes == {"https"}
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+@attrs.define(eq=False)
+class Member:
+    """
+    One ``--etcd-servers`` endpoint: its channel, stubs, and the channel's last known
+    connectivity (set from grpcio's thread; one attribute, read on any thread).
+    """
+
+    channel: Any  # grpc.Channel
+    kv: Any = attrs.field(init=False)
+    watch: Any = attrs.field(init=False)
+    state: grpc.ChannelConnectivity = grpc.ChannelConnectivity.IDLE
+
+    def __attrs_post_init__(self):
+        self.kv = rpc_pb2_grpc.KVStub(self.channel)
+        self.watch = rpc_pb2_grpc.WatchStub(self.channel)
+
+    def follow(self):
+        """Keep ``state`` up to date, and connect now (not at the first call)."""
+        self.channel.subscribe(self._changed, try_to_connect=True)
+
+    def _changed(self, state: grpc.ChannelConnectivity):
+        self.state = state
 
 
-def _ip_target(hosts: list) -> str:
-    if all(ipaddress.ip_address(host).version == 4 for host, _ in hosts):
-        return "ipv4:" + ",".join(f"{host}:{port}" for host, port in hosts)
-    return "ipv6:" + ",".join(f"[{host}]:{port}" for host, port in hosts)
+#: The order ``pick`` prefers members in: connected, then not known to have failed.
+_READY = grpc.ChannelConnectivity.READY
+_FAILED = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
+
+
+def pick(members: list, turn: int) -> Member:
+    """
+    The member a call goes to, turn by turn: one of the connected members, in turn
+    (each gets an even share); else one not known to have failed (still connecting, or
+    idle: a call waits for it); else any.
+    """
+    for group in ([m for m in members if m.state is _READY],
+                  [m for m in members if m.state not in _FAILED]):
+        if group:
+            return group[turn % len(group)]
+    return members[turn % len(members)]
 
 
 class Client:
     """
-    One channel to the cluster, its stubs, and the pool for work beside the calls.
+    The channels to the cluster (one per ``--etcd-servers`` endpoint), and the pool for
+    work beside the calls.
 
-    A plain class: it owns a channel and threads, opened by ``start`` and closed by
+    One channel per endpoint, not one over all of them, so that each member's TLS
+    certificate is checked against that member's own name: grpcio checks every address
+    of a channel against the channel's one name, so a cluster whose members have
+    certificates of their own (the usual kind) could not be reached through a single
+    channel.  clientv3 does the same with a name per address.  Calls turn round the
+    connected members (``pick``), as clientv3's round-robin balancer; an endpoint that
+    is a DNS name balances, within its channel, over the members it resolves to.
+
+    A plain class: it owns channels and threads, opened by ``start`` and closed by
     ``stop``.
     """
 
@@ -164,7 +202,7 @@ class Client:
                  timeout: float = 60.0, channel_options: tuple = ()):
         self.reactor = reactor
         self.timeout = timeout
-        address, secure = target(servers)
+        addresses, secure = targets(servers)
         options = [("grpc.lb_policy_name", "round_robin"),
                    # etcd's default --max-request-bytes is 1.5 MiB; replies may be larger.
                    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -175,20 +213,29 @@ class Client:
                    # The etcd egress selection's (``grpc.http_proxy``), docs/egress.md.
                    *channel_options]
         if secure or tls.cafile or tls.certfile:
-            self.channel = grpc.secure_channel(address, tls.credentials(), options)
+            credentials = tls.credentials()
+            self.members = [Member(grpc.secure_channel(address, credentials, options))
+                            for address in addresses]
         else:
-            self.channel = grpc.insecure_channel(address, options)
-        self.kv = rpc_pb2_grpc.KVStub(self.channel)
-        self.watch = rpc_pb2_grpc.WatchStub(self.channel)
+            self.members = [Member(grpc.insecure_channel(address, options))
+                            for address in addresses]
+        self._turns = itertools.count()
         self._pool = ThreadPool(0, _THREADS, "platformd-etcd")
 
     def start(self):
         self._pool.start()
+        for member in self.members:
+            member.follow()
 
     def stop(self):
-        """Close the channel, which ends the calls under way, then join the threads."""
-        self.channel.close()
+        """Close the channels, which ends the calls under way, then join the threads."""
+        for member in self.members:
+            member.channel.close()
         self._pool.stop()
+
+    def member(self) -> Member:
+        """The member the next call or watch goes to (any thread)."""
+        return pick(self.members, next(self._turns))
 
     def in_pool(self, work: Callable, *args) -> Deferred:
         """
@@ -197,10 +244,12 @@ class Client:
         """
         return deferToThreadPool(self.reactor, self._pool, work, *args)
 
-    def unary(self, method, request, repeatable: bool = False) -> Deferred:
+    def unary(self, method: str, request, repeatable: bool = False) -> Deferred:
         """
-        On the reactor: Deferred of ``method(request)``'s reply, waiting for a member up
-        to the deadline; a call no member answered in time fails with ``unreachable()``.
+        On the reactor: Deferred of the reply to KV's ``method`` (``"Txn"``, ``"Range"``
+        ...) with ``request``, each attempt made to the member ``member`` picks then,
+        waiting for it up to the deadline; a call no member answered in time fails with
+        ``unreachable()``.
 
         Retried within the deadline, as clientv3's retry interceptor does: a
         ``repeatable`` call (a read) on any ``UNAVAILABLE``; a write only when the member
@@ -208,7 +257,7 @@ class Client:
         ``hasleader`` during an election), which cannot have been applied.  Cancelling
         the Deferred (a request's deadline, a health check's timeout) cancels the call.
         """
-        return _UnaryCall(self.reactor, method, request, repeatable,
+        return _UnaryCall(self.reactor, self.member, method, request, repeatable,
                           self.reactor.seconds() + self.timeout).start()
 
 
@@ -223,7 +272,8 @@ class _UnaryCall:
     """
 
     reactor: Any
-    method: Any  # a stub's multi-callable
+    member: Callable[[], Member]  # picks each attempt's member
+    method: str  # of the KV service
     request: Any
     repeatable: bool
     deadline: float
@@ -246,8 +296,14 @@ class _UnaryCall:
             self.result.errback(unreachable())
             return
         self.attempts += 1
-        self._future = self.method.future(self.request, timeout=left, wait_for_ready=True,
-                                          metadata=REQUIRE_LEADER)
+        member = self.member()
+        # A read sent to a connected member does not wait for it: should its connection
+        # just have broken, the read fails at once and is tried on another member.  A
+        # write always waits (a failed write is not tried again), as does a read when
+        # no member is connected.
+        wait = not (self.repeatable and member.state is _READY)
+        self._future = getattr(member.kv, self.method).future(
+            self.request, timeout=left, wait_for_ready=wait, metadata=REQUIRE_LEADER)
         self._future.add_done_callback(
             lambda future: self.reactor.callFromThread(self._done, future))
 

@@ -68,7 +68,7 @@ class Compactor:
     async def _compact(self, count: int, revision: int):
         """Upstream's ``compact(ctx, client, t, rev)``."""
         client = self.client
-        reply = await client.unary(client.kv.Txn, rpc_pb2.TxnRequest(
+        reply = await client.unary("Txn", rpc_pb2.TxnRequest(
             compare=[rpc_pb2.Compare(key=COMPACT_REV_KEY, target=rpc_pb2.Compare.VERSION,
                                      result=rpc_pb2.Compare.EQUAL, version=count)],
             success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
@@ -79,6 +79,6 @@ class Compactor:
         if not reply.succeeded:
             return reply.responses[0].response_range.kvs[0].version, current
         if revision:  # not on bootstrap
-            await client.unary(client.kv.Compact, rpc_pb2.CompactionRequest(revision=revision))
+            await client.unary("Compact", rpc_pb2.CompactionRequest(revision=revision))
             log.info("etcd: compacted rev ({revision})", revision=revision)
         return count + 1, current

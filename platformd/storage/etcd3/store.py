@@ -155,7 +155,7 @@ class EtcdStorage:
     def start(self):
         """Read the current and compacted revisions, then follow the prefix."""
         self.client.start()
-        return self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+        return self.client.unary("Range", rpc_pb2.RangeRequest(
             key=COMPACT_REV_KEY), repeatable=True).addCallback(self._follow)
 
     def _follow(self, reply):
@@ -172,8 +172,8 @@ class EtcdStorage:
                      prefix: Optional[str] = None) -> WatchStream:
         catch_up = prefix is not None  # wants all of its history
         key = self._etcd_key(self.root if prefix is None else prefix)
-        return WatchStream(self.reactor, self.client.watch, key, prefix_end(key),
-                           start_revision, self._key, self._values, handlers,
+        return WatchStream(self.reactor, lambda: self.client.member().watch, key,
+                           prefix_end(key), start_revision, self._key, self._values, handlers,
                            single_key=None if catch_up else COMPACT_REV_KEY,
                            marker=self._marker,
                            delivered=(lambda: 0) if catch_up else (lambda: self.revision))
@@ -200,7 +200,7 @@ class EtcdStorage:
     # Reads.
 
     def get(self, key):
-        read = self.client.unary(self.client.kv.Range,
+        read = self.client.unary("Range",
                                  rpc_pb2.RangeRequest(key=self._etcd_key(key)), repeatable=True)
         return read.addCallback(lambda reply: self._with_values(self._first, reply.kvs))
 
@@ -243,7 +243,7 @@ class EtcdStorage:
         end = prefix_end(key)
         kvs: list = []
         while True:
-            reply = await self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+            reply = await self.client.unary("Range", rpc_pb2.RangeRequest(
                 key=key, range_end=end, revision=at or 0, limit=_PAGE), repeatable=True)
             at = at or reply.header.revision  # every page at the first page's revision
             kvs.extend(await self.client.in_pool(self._kvs, reply.kvs))
@@ -291,7 +291,7 @@ class EtcdStorage:
     def _write(self, op, key: str, value: Optional[bytes], compares: list,
                create: bool = False):
         written = self._with_values(self._transaction, key, value, compares, create)
-        written.addCallback(lambda request: self.client.unary(self.client.kv.Txn, request))
+        written.addCallback(lambda request: self.client.unary("Txn", request))
         written.addCallback(lambda reply: self._with_values(self._outcome, op, key, reply))
         return written.addCallback(self._acknowledge)
 
@@ -432,7 +432,7 @@ class EtcdStorage:
         except StorageError as error:
             return fail(error)
         self.compacted_revision = revision
-        compacted = self.client.unary(self.client.kv.Compact,
+        compacted = self.client.unary("Compact",
                                       rpc_pb2.CompactionRequest(revision=revision))
         return compacted.addCallbacks(lambda _: None, self._history_error,
                                       errbackArgs=(revision,))
@@ -496,7 +496,7 @@ class EtcdStorage:
         the current revision; if the watch is behind it, a marker write, delivered after
         every earlier write, and a wait for it.
         """
-        current = self.client.unary(self.client.kv.Range, rpc_pb2.RangeRequest(
+        current = self.client.unary("Range", rpc_pb2.RangeRequest(
             key=self._marker, count_only=True), repeatable=True)
 
         def wait(reply):
@@ -508,7 +508,7 @@ class EtcdStorage:
     def _mark(self) -> Deferred:
         """Write the marker key; Deferred of the write's revision."""
         # Repeatable: writing the marker twice is as good as once.
-        return self.client.unary(self.client.kv.Put, rpc_pb2.PutRequest(key=self._marker),
+        return self.client.unary("Put", rpc_pb2.PutRequest(key=self._marker),
                                  repeatable=True).addCallback(self._marked)
 
     def _marked(self, reply) -> int:

@@ -13,9 +13,10 @@ notifications (sent only to a watcher that is in sync) advance the revision too;
 on-demand progress requests are not used, since etcd before 3.4.31 and 3.5.13 answers
 them even for a watcher still catching up, naming a revision it has not delivered.
 
-A broken stream (member down, leader lost, network) is opened again from the revision
-after the last one delivered, so a watch stays open across an outage without gap or
-duplicate; only a compaction past that revision ends it (``on_compacted``).
+A broken stream (member down, leader lost, network) is opened again, on the member the
+client picks then, from the revision after the last one delivered, so a watch stays
+open across an outage without gap or duplicate; only a compaction past that revision
+ends it (``on_compacted``).
 """
 
 from __future__ import annotations
@@ -82,12 +83,14 @@ class WatchStream:
     marker into.
     """
 
-    def __init__(self, reactor, stub, key: bytes, range_end: bytes, start_revision: int,
+    def __init__(self, reactor, stubs: Callable[[], Any], key: bytes, range_end: bytes,
+                 start_revision: int,
                  name: Callable[[bytes], str], values: Transformed, handlers: Handlers,
                  single_key: Optional[bytes] = None, marker: Optional[bytes] = None,
                  delivered: Callable[[], int] = lambda: 0):
         self._reactor = reactor
-        self._stub = stub
+        #: The Watch stub each opening of the stream uses (the client's next member).
+        self._stubs = stubs
         self._key, self._range_end = key, range_end
         self._next = start_revision
         self._name = name
@@ -146,7 +149,8 @@ class WatchStream:
         while not self._stopping.is_set():
             requests = self._requests
             try:
-                self._call = self._stub.Watch(self._outgoing(requests), metadata=REQUIRE_LEADER)
+                self._call = self._stubs().Watch(self._outgoing(requests),
+                                                 metadata=REQUIRE_LEADER)
                 if self._stopping.is_set():
                     self._call.cancel()
                 for response in self._call:
