@@ -6,7 +6,7 @@ in a namespace of their own, so the creates before do not add to them) through 1
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
     PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
-                                            [--raw]
+                                            [--raw] [--tls]
 
 After the table it prints where the creates' CPU went: milliseconds per create in the
 platformd servers and in the three etcd members (the machine's two cores bound what
@@ -18,6 +18,10 @@ watchers of a namespace, 200 merge-patches at 50/s, write-to-arrival latency) wi
 replica over the same cluster; ``--fanout --replicas 2`` puts the watchers on one
 replica and sends the patches through another, so every event reaches the watchers
 through the first replica's etcd watch.
+
+``--tls`` serves the members' clients over TLS as production clusters are
+(``Cluster.start(tls=True)``: a certificate per member, client certificates required),
+so each replica has a channel per member.
 
 Upstream kube-apiserver + etcd on this machine: 1,854 creates/s, 4,526 GETs/s, 156
 LISTs/s (docs/performance.md).  Not a test: it prints figures.
@@ -160,6 +164,15 @@ def measure_raw(cluster: Cluster, seconds: int, in_flight: int) -> str:
             f"{sum(cpu):.2f} ms of the members' CPU per Txn |")
 
 
+def etcd_flags(cluster: Cluster) -> list:
+    """A replica's flags for ``cluster`` (its TLS files too, when it has them)."""
+    flags = ["--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls)]
+    if cluster.tls is not None:
+        flags += ["--etcd-cafile", cluster.tls.ca, "--etcd-certfile", cluster.tls.cert,
+                  "--etcd-keyfile", cluster.tls.key]
+    return flags
+
+
 def measure_fanout(cluster: Cluster, runs: int, tmp: str, tokens: str, replicas: int):
     """
     bench_lists_watches' fan-out over ``cluster``: the watchers on the first replica,
@@ -167,9 +180,9 @@ def measure_fanout(cluster: Cluster, runs: int, tmp: str, tokens: str, replicas:
     """
     fanout.raise_nofile()
     ports = [free_port() for _ in range(replicas)]
-    servers = [start_server(os.path.join(tmp, f"fanout-{n}"), port, tokens, extra=[
-        "--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls),
-        "--etcd-prefix", "/fanout"]) for n, port in enumerate(ports)]
+    servers = [start_server(os.path.join(tmp, f"fanout-{n}"), port, tokens,
+                            extra=etcd_flags(cluster) + ["--etcd-prefix", "/fanout"])
+               for n, port in enumerate(ports)]
     client = None
     try:
         for server, port in zip(servers, ports):
@@ -196,12 +209,16 @@ def main():
                         help="measure etcd alone (creates from Python threads) instead")
     parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
                         help="fan-out: 2 puts the watchers on one replica, the writes on another")
+    parser.add_argument("--tls", action="store_true",
+                        help="the members serve clients over TLS (certificates per member)")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench_etcd needs wrk (apt-get install wrk)")
+    if opts.raw and opts.tls:
+        sys.exit("--raw measures etcd over plain connections only")
     tmp = scratch_dir()
     tokens = write_tokens(tmp)
-    cluster = Cluster.start(3, fsync=True)
+    cluster = Cluster.start(3, fsync=True, tls=opts.tls)
     try:
         if opts.fanout:
             measure_fanout(cluster, opts.runs, tmp, tokens, opts.replicas)
@@ -213,11 +230,12 @@ def main():
         print("| backend | creates/s | GETs/s | LISTs/s (1,000 RoleBindings) |")
         print("|---|---|---|---|")
         members = [m.process.pid for m in cluster.members]
-        etcd = ["--storage-backend", "etcd3", "--etcd-servers", ",".join(cluster.urls)]
+        etcd = etcd_flags(cluster)
+        over = "etcd (3 members, TLS)" if opts.tls else "etcd (3 members)"
         cpu = [measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens, members),
-               measure("etcd (3 members), 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
+               measure(f"{over}, 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
                        opts.seconds, tmp, tokens, members),
-               measure("etcd (3 members), 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
+               measure(f"{over}, 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
                        opts.seconds, tmp, tokens, members)]
         print("\n".join(cpu))
     finally:

@@ -223,10 +223,10 @@ class MemberChoiceTests(SynchronousTestCase):
         members = [_Member("a", FAILED), _Member("b", FAILED)]
         self.assertEqual([pick(members, turn).name for turn in range(3)], ["a", "b", "a"])
 
-    def test_read_from_connected_member_does_not_wait(self):
+    def test_call_to_connected_member_does_not_wait(self):
         """
-        A read to a connected member fails at once if that connection has just broken
-        (to be tried on another); a write, or a read when none is connected, waits.
+        A call to a member seen connected fails at once if that connection has just
+        broken (to be tried on another); a call to one not seen connected waits.
         """
         clock = _Clock()
         client = Client(clock, ["http://127.0.0.1:1"], timeout=10)
@@ -235,17 +235,45 @@ class MemberChoiceTests(SynchronousTestCase):
         [member] = client.members
         member.kv = _KV(method)
         waits = []
-        for state, repeatable in ((READY, True), (READY, False), (CONNECTING, True)):
+        for state, repeatable in ((READY, True), (READY, False), (CONNECTING, True),
+                                  (FAILED, False)):
             member.state = state
             client.unary("Call", "request", repeatable=repeatable)
             waits.append(method.attempts[-1][2])
             method.finish("reply")
-        self.assertEqual(waits, [False, True, True])
+        self.assertEqual(waits, [False, False, True, True])
+
+    def test_write_never_sent_tried_on_another_member(self):
+        """
+        A write grpcio refused unsent (its member's connection gone) is tried again on
+        another member; one that failed once sent (the connection broke under it) is
+        not: it may have been applied, so upstream's 504.
+        """
+        clock = _Clock()
+        client = Client(clock, ["http://localhost:1", "http://127.0.0.2:1"], timeout=10)
+        self.addCleanup(client.stop)
+        methods = [_Method(), _Method()]
+        for member, method in zip(client.members, methods):
+            member.kv, member.state = _KV(method), READY
+        d = client.unary("Call", "write")
+        [first] = [m for m in methods if m.attempts]
+        first.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connections to all backends"
+                            " failing; last error: UNAVAILABLE: ipv4:127.0.0.2:1:"
+                            " Connection refused"))
+        client.members[methods.index(first)].state = FAILED
+        clock.advance(0.025)
+        [other] = [m for m in methods if m is not first]
+        other.finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")
+        d = client.unary("Call", "write")
+        other.finish(_Error(grpc.StatusCode.UNAVAILABLE, "Socket closed"))
+        self.assertEqual(self.failureResultOf(d, StatusError).value.code, 504)
+        self.assertEqual(len(other.attempts), 2)
 
     def test_retry_goes_to_another_member(self):
         """A read that failed on one member is tried again on the next connected one."""
         clock = _Clock()
-        client = Client(clock, ["http://127.0.0.1:1", "http://127.0.0.2:1"], timeout=10)
+        client = Client(clock, ["http://localhost:1", "http://127.0.0.2:1"], timeout=10)
         self.addCleanup(client.stop)
         methods = [_Method(), _Method()]
         for member, method in zip(client.members, methods):
