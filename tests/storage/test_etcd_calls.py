@@ -243,18 +243,23 @@ class MemberChoiceTests(SynchronousTestCase):
             method.finish("reply")
         self.assertEqual(waits, [False, False, True, True])
 
-    def test_write_never_sent_tried_on_another_member(self):
-        """
-        A write grpcio refused unsent (its member's connection gone) is tried again on
-        another member; one that failed once sent (the connection broke under it) is
-        not: it may have been applied, so upstream's 504.
-        """
+    def two_members(self):
+        """A client of two connected members (a channel each), their calls scripted."""
         clock = _Clock()
         client = Client(clock, ["http://localhost:1", "http://127.0.0.2:1"], timeout=10)
         self.addCleanup(client.stop)
         methods = [_Method(), _Method()]
         for member, method in zip(client.members, methods):
             member.kv, member.state = _KV(method), READY
+        return clock, client, methods
+
+    def test_write_never_sent_tried_on_another_member(self):
+        """
+        A write grpcio refused unsent (its member's connection gone) is tried again on
+        another member; one that failed once sent (the connection broke under it) is
+        not: it may have been applied, so upstream's 504.
+        """
+        clock, client, methods = self.two_members()
         d = client.unary("Call", "write")
         [first] = [m for m in methods if m.attempts]
         first.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connections to all backends"
@@ -272,12 +277,7 @@ class MemberChoiceTests(SynchronousTestCase):
 
     def test_retry_goes_to_another_member(self):
         """A read that failed on one member is tried again on the next connected one."""
-        clock = _Clock()
-        client = Client(clock, ["http://localhost:1", "http://127.0.0.2:1"], timeout=10)
-        self.addCleanup(client.stop)
-        methods = [_Method(), _Method()]
-        for member, method in zip(client.members, methods):
-            member.kv, member.state = _KV(method), READY
+        clock, client, methods = self.two_members()
         d = client.unary("Call", "read", repeatable=True)
         [first] = [m for m in methods if m.attempts]
         [other] = [m for m in methods if m is not first]
