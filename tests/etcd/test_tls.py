@@ -65,7 +65,7 @@ class TLSClusterTests(TestCase):
         # Until the client has seen the connection go, a write may still be sent to the
         # member and fail (a 504: whether etcd applied it is unknown, so it is not
         # tried again), as upstream's; after, calls go to the others.
-        seen = server.storage.client.members[down]
+        seen = server.storage.client.endpoints[down]
         for _ in range(100):
             if seen.state is not grpc.ChannelConnectivity.READY:
                 break

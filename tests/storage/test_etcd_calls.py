@@ -87,7 +87,7 @@ class UnaryCallTests(SynchronousTestCase):
         self.client = Client(self.clock, ["http://127.0.0.1:1"], timeout=10)
         self.addCleanup(self.client.stop)
         self.method = _Method()
-        self.client.members[0].kv = _KV(self.method)
+        self.client.endpoints[0].kv = _KV(self.method)
 
     def test_attempt(self):
         """A call waits for a member, carries hasleader and the time left as deadline."""
@@ -190,12 +190,12 @@ CONNECTING = grpc.ChannelConnectivity.CONNECTING
 FAILED = grpc.ChannelConnectivity.TRANSIENT_FAILURE
 
 
-class _Member:
+class _Endpoint:
     def __init__(self, name, state):
         self.name, self.state = name, state
 
 
-class MemberChoiceTests(SynchronousTestCase):
+class EndpointChoiceTests(SynchronousTestCase):
     """Which endpoint a call goes to (one channel per ``--etcd-servers`` URL)."""
 
     def test_targets(self):
@@ -213,14 +213,14 @@ class MemberChoiceTests(SynchronousTestCase):
 
     def test_turns_round_connected_members(self):
         """Calls turn round the connected members, evenly, skipping the others."""
-        members = [_Member("a", READY), _Member("b", FAILED), _Member("c", READY)]
+        members = [_Endpoint("a", READY), _Endpoint("b", FAILED), _Endpoint("c", READY)]
         self.assertEqual([pick(members, turn).name for turn in range(4)], ["a", "c", "a", "c"])
 
     def test_falls_back_to_members_not_known_failed(self):
         """None connected: one still connecting (or idle) before one that failed."""
-        members = [_Member("a", FAILED), _Member("b", CONNECTING), _Member("c", IDLE)]
+        members = [_Endpoint("a", FAILED), _Endpoint("b", CONNECTING), _Endpoint("c", IDLE)]
         self.assertEqual([pick(members, turn).name for turn in range(3)], ["b", "c", "b"])
-        members = [_Member("a", FAILED), _Member("b", FAILED)]
+        members = [_Endpoint("a", FAILED), _Endpoint("b", FAILED)]
         self.assertEqual([pick(members, turn).name for turn in range(3)], ["a", "b", "a"])
 
     def test_call_to_connected_member_does_not_wait(self):
@@ -232,12 +232,12 @@ class MemberChoiceTests(SynchronousTestCase):
         client = Client(clock, ["http://127.0.0.1:1"], timeout=10)
         self.addCleanup(client.stop)
         method = _Method()
-        [member] = client.members
-        member.kv = _KV(method)
+        [endpoint] = client.endpoints
+        endpoint.kv = _KV(method)
         waits = []
         for state, repeatable in ((READY, True), (READY, False), (CONNECTING, True),
                                   (FAILED, False)):
-            member.state = state
+            endpoint.state = state
             client.unary("Call", "request", repeatable=repeatable)
             waits.append(method.attempts[-1][2])
             method.finish("reply")
@@ -249,8 +249,8 @@ class MemberChoiceTests(SynchronousTestCase):
         client = Client(clock, ["http://localhost:1", "http://127.0.0.2:1"], timeout=10)
         self.addCleanup(client.stop)
         methods = [_Method(), _Method()]
-        for member, method in zip(client.members, methods):
-            member.kv, member.state = _KV(method), READY
+        for endpoint, method in zip(client.endpoints, methods):
+            endpoint.kv, endpoint.state = _KV(method), READY
         return clock, client, methods
 
     def test_write_never_sent_tried_on_another_member(self):
@@ -265,7 +265,7 @@ class MemberChoiceTests(SynchronousTestCase):
         first.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connections to all backends"
                             " failing; last error: UNAVAILABLE: ipv4:127.0.0.2:1:"
                             " Connection refused"))
-        client.members[methods.index(first)].state = FAILED
+        client.endpoints[methods.index(first)].state = FAILED
         clock.advance(0.025)
         [other] = [m for m in methods if m is not first]
         other.finish("reply")
@@ -282,7 +282,7 @@ class MemberChoiceTests(SynchronousTestCase):
         [first] = [m for m in methods if m.attempts]
         [other] = [m for m in methods if m is not first]
         first.finish(_Error(grpc.StatusCode.UNAVAILABLE, "connection reset"))
-        client.members[methods.index(first)].state = FAILED
+        client.endpoints[methods.index(first)].state = FAILED
         clock.advance(0.025)
         self.assertEqual((len(first.attempts), len(other.attempts)), (1, 1))
         other.finish("reply")

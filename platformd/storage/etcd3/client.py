@@ -1,15 +1,16 @@
 """
-The connection to an etcd cluster: a gRPC channel per ``--etcd-servers`` endpoint, the
-v3 stubs, and unary calls made off the reactor.
+The connection to an etcd cluster: gRPC channels to the ``--etcd-servers`` endpoints,
+the v3 stubs, and unary calls made off the reactor.
 
 The channels do what etcd's Go client (clientv3) does for a cluster: calls turn round
-the members that are connected, so a member that is down is skipped, and each member's
-TLS certificate is checked against its own name (``Client``).  Every unary call has a
-deadline, and is ``wait_for_ready`` unless it is a read going to a connected member:
-while its member is not connected it waits (rather than failing at the first refused
+the members that are connected, so a member that is down is skipped, and over TLS each
+member's certificate is checked against its own name (``Client``).  Every unary call
+has a deadline, and is ``wait_for_ready`` unless it goes to an endpoint seen connected:
+while its endpoint is not connected it waits (rather than failing at the first refused
 connection) and gives up at the deadline, as clientv3's retrying calls do within a
-request's context.  Upstream then answers ``504 Timeout: request did not complete within requested timeout - context
-deadline exceeded`` (``endpoints/handlers/finisher``); ``unreachable`` is that Status.
+request's context.  Upstream then answers ``504 Timeout: request did not complete
+within requested timeout - context deadline exceeded``
+(``endpoints/handlers/finisher``); ``unreachable`` is that Status.
 
 Each call is a grpcio future started on the reactor (starting one does not wait); its
 completion comes back with ``callFromThread`` from grpcio's thread, so the reactor
@@ -158,10 +159,11 @@ def shared(addresses: list) -> list:
 
 
 @attrs.define(eq=False)
-class Member:
+class Endpoint:
     """
-    One ``--etcd-servers`` endpoint: its channel, stubs, and the channel's last known
-    connectivity (set from grpcio's thread; one attribute, read on any thread).
+    One channel (to one ``--etcd-servers`` URL, or to all the addresses ``shared``
+    joins), its stubs, and its last known connectivity (set from grpcio's thread; one
+    attribute, read on any thread).
     """
 
     channel: Any  # grpc.Channel
@@ -181,22 +183,22 @@ class Member:
         self.state = state
 
 
-#: The order ``pick`` prefers members in: connected, then not known to have failed.
+#: The order ``pick`` prefers endpoints in: connected, then not known to have failed.
 _READY = grpc.ChannelConnectivity.READY
 _FAILED = (grpc.ChannelConnectivity.TRANSIENT_FAILURE, grpc.ChannelConnectivity.SHUTDOWN)
 
 
-def pick(members: list, turn: int) -> Member:
+def pick(endpoints: list, turn: int) -> Endpoint:
     """
-    The member a call goes to, turn by turn: one of the connected members, in turn
-    (each gets an even share); else one not known to have failed (still connecting, or
-    idle: a call waits for it); else any.
+    The endpoint a call goes to, turn by turn: one of the connected ones, in turn (each
+    gets an even share); else one not known to have failed (still connecting, or idle:
+    a call waits for it); else any.
     """
-    for group in ([m for m in members if m.state is _READY],
-                  [m for m in members if m.state not in _FAILED]):
+    for group in ([e for e in endpoints if e.state is _READY],
+                  [e for e in endpoints if e.state not in _FAILED]):
         if group:
             return group[turn % len(group)]
-    return members[turn % len(members)]
+    return endpoints[turn % len(endpoints)]
 
 
 class Client:
@@ -233,29 +235,29 @@ class Client:
                    *channel_options]
         if secure or tls.cafile or tls.certfile:
             credentials = tls.credentials()
-            self.members = [Member(grpc.secure_channel(address, credentials, options))
-                            for address in addresses]
+            self.endpoints = [Endpoint(grpc.secure_channel(address, credentials, options))
+                              for address in addresses]
         else:
-            self.members = [Member(grpc.insecure_channel(address, options))
-                            for address in shared(addresses)]
+            self.endpoints = [Endpoint(grpc.insecure_channel(address, options))
+                              for address in shared(addresses)]
         self._turns = itertools.count()
         self._pool = ThreadPool(0, _THREADS, "platformd-etcd")
 
     def start(self):
         self._pool.start()
-        if len(self.members) > 1:  # one member is every call's, whatever its state
-            for member in self.members:
-                member.follow()
+        if len(self.endpoints) > 1:  # one endpoint is every call's, whatever its state
+            for endpoint in self.endpoints:
+                endpoint.follow()
 
     def stop(self):
         """Close the channels, which ends the calls under way, then join the threads."""
-        for member in self.members:
-            member.channel.close()
+        for endpoint in self.endpoints:
+            endpoint.channel.close()
         self._pool.stop()
 
-    def member(self) -> Member:
-        """The member the next call or watch goes to (any thread)."""
-        return pick(self.members, next(self._turns))
+    def endpoint(self) -> Endpoint:
+        """The endpoint the next call or watch goes to (any thread)."""
+        return pick(self.endpoints, next(self._turns))
 
     def in_pool(self, work: Callable, *args) -> Deferred:
         """
@@ -267,7 +269,7 @@ class Client:
     def unary(self, method: str, request, repeatable: bool = False) -> Deferred:
         """
         On the reactor: Deferred of the reply to KV's ``method`` (``"Txn"``, ``"Range"``
-        ...) with ``request``, each attempt made to the member ``member`` picks then,
+        ...) with ``request``, each attempt made to the endpoint ``endpoint`` then picks,
         waiting for it up to the deadline; a call no member answered in time fails with
         ``unreachable()``.
 
@@ -278,7 +280,7 @@ class Client:
         it (``_NOT_SENT``).  Cancelling
         the Deferred (a request's deadline, a health check's timeout) cancels the call.
         """
-        return _UnaryCall(self.reactor, self.member, method, request, repeatable,
+        return _UnaryCall(self.reactor, self.endpoint, method, request, repeatable,
                           self.reactor.seconds() + self.timeout).start()
 
 
@@ -293,7 +295,7 @@ class _UnaryCall:
     """
 
     reactor: Any
-    member: Callable[[], Member]  # picks each attempt's member
+    endpoint: Callable[[], Endpoint]  # picks each attempt's endpoint
     method: str  # of the KV service
     request: Any
     repeatable: bool
@@ -317,13 +319,13 @@ class _UnaryCall:
             self.result.errback(unreachable())
             return
         self.attempts += 1
-        member = self.member()
-        # A call to a member this client saw connected does not wait for it: should that
-        # connection just have broken, grpcio refuses the call unsent and it is tried on
-        # another member.  With none seen connected (or one member, not followed), a
-        # call waits for its member.
-        wait = member.state is not _READY
-        self._future = getattr(member.kv, self.method).future(
+        endpoint = self.endpoint()
+        # A call to an endpoint this client saw connected does not wait for it: should
+        # that connection just have broken, grpcio refuses the call unsent and it is tried
+        # on another endpoint.  With none seen connected (or one endpoint, not followed),
+        # a call waits for its endpoint.
+        wait = endpoint.state is not _READY
+        self._future = getattr(endpoint.kv, self.method).future(
             self.request, timeout=left, wait_for_ready=wait, metadata=REQUIRE_LEADER)
         self._future.add_done_callback(
             lambda future: self.reactor.callFromThread(self._done, future))

@@ -172,7 +172,7 @@ class EtcdStorage:
                      prefix: Optional[str] = None) -> WatchStream:
         catch_up = prefix is not None  # wants all of its history
         key = self._etcd_key(self.root if prefix is None else prefix)
-        return WatchStream(self.reactor, lambda: self.client.member().watch, key,
+        return WatchStream(self.reactor, lambda: self.client.endpoint().watch, key,
                            prefix_end(key), start_revision, self._key, self._values, handlers,
                            single_key=None if catch_up else COMPACT_REV_KEY,
                            marker=self._marker,
