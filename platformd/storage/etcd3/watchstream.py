@@ -89,7 +89,7 @@ class WatchStream:
                  single_key: Optional[bytes] = None, marker: Optional[bytes] = None,
                  delivered: Callable[[], int] = lambda: 0):
         self._reactor = reactor
-        #: The Watch stub each opening of the stream uses (the client's next member).
+        #: The Watch stub each opening of the stream uses (the client's next endpoint).
         self._stubs = stubs
         self._key, self._range_end = key, range_end
         self._next = start_revision
