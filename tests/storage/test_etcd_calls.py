@@ -1,8 +1,10 @@
 """
 ``Client.unary``'s retries, deadline and cancellation, on a Clock: which failures are
 retried (clientv3's rules), when, and that nothing is left scheduled or running once
-the caller gives up.  The outcomes of grpcio's futures are scripted here; the calls
-themselves are exercised against a real etcd in ``test_etcd.py`` and ``tests/etcd``.
+the caller gives up; which endpoint each call goes to, and how a failed one is left.
+The outcomes of grpcio's futures are scripted here (but for the words grpcio refuses an
+unsent call with, taken from grpcio itself); the calls themselves are exercised against
+a real etcd in ``test_etcd.py`` and ``tests/etcd``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.errors import StatusError
-from platformd.storage.etcd3.client import REQUIRE_LEADER, Client, pick, targets
+from platformd.storage.etcd3.client import _NOT_SENT, REQUIRE_LEADER, Client, pick, targets
+from tests.etcd.cluster import free_ports
 
 
 class _Clock(Clock):
@@ -287,3 +290,26 @@ class EndpointChoiceTests(SynchronousTestCase):
         self.assertEqual((len(first.attempts), len(other.attempts)), (1, 1))
         other.finish("reply")
         self.assertEqual(self.successResultOf(d), "reply")
+
+
+class GrpcioWordsTests(SynchronousTestCase):
+    """
+    The words ``_NOT_SENT`` matches are grpcio's own: a call refused for want of a
+    connection, made for real against a port nothing listens on (a grpcio release that
+    rewords them fails here, not in production, where such writes would stop moving to
+    another member).
+    """
+
+    def test_unsent_call_words(self):
+        [port] = free_ports(1)
+        for target, policy in ((f"ipv4:127.0.0.1:{port}", "round_robin"),
+                               (f"dns:///localhost:{port}", "round_robin"),
+                               (f"ipv4:127.0.0.1:{port}", "pick_first")):
+            channel = grpc.insecure_channel(target, [("grpc.lb_policy_name", policy)])
+            self.addCleanup(channel.close)
+            call = channel.unary_unary("/etcdserverpb.KV/Range")
+            with self.assertRaises(grpc.RpcError) as raised:
+                call(b"", timeout=10, wait_for_ready=False)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            self.assertTrue(raised.exception.details().startswith(_NOT_SENT),
+                            (policy, raised.exception.details()))
