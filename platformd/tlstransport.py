@@ -111,6 +111,8 @@ class PlatformTLSTransport(BufferingTLSTransport):
                 sealed = _lib.BIO_read(bio, _sealed, SEALED)
                 while sealed > 0:  # the record, and anything OpenSSL queued beside it
                     send_now(self.transport, _ffi.buffer(_sealed, sealed))
+                    if sealed < SEALED:  # a read short of the buffer emptied the BIO
+                        break
                     sealed = _lib.BIO_read(bio, _sealed, SEALED)
                 return
             _lib.ERR_clear_error()  # the retry below reports the failure once
