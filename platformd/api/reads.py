@@ -18,6 +18,7 @@ from platformd.api import listoptions, responses, views
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.interface import IItemCodec
 from platformd.codecs.jsoncodec import JSON, dumps
+from platformd.deferreds import then
 
 #: Lists of at least this many bytes of items are streamed (spec 4.2.5).
 STREAM_THRESHOLD = 4 * 1024 * 1024
@@ -31,10 +32,17 @@ class Reader:
         self.gates = gates
 
     def get(self, call, store):
-        """Most Recent and Any answer at once; Not older than N may wait for N."""
+        """
+        Any answers at once; Most Recent once the cache holds every write committed
+        before the request (upstream reads etcd for it: the cacher hands a GET without
+        resourceVersion to storage), which another server over the same etcd may have
+        made; Not older than N may wait for N.
+        """
         rv_text = call.arg("resourceVersion") or ""
-        if rv_text in ("", "0"):
+        if rv_text == "0":
             return self._get_now(call, store)
+        if not rv_text:
+            return then(self.cache.sync(), lambda _: self._get_now(call, store))
         options = listoptions.parse(call, self.gates, watch=False)
         return self.cache.reach(options.resource_version).addCallback(
             lambda _: self._get_now(call, store))

@@ -142,6 +142,13 @@ class WatchServer:
         except errors.StatusError as e:
             stream.fail(e)
             return
+        except Exception:
+            # Ended meanwhile (the server stopping, which also stops the storage reads
+            # waited on): nothing to tell.  Else a bug, answered as the API answers one.
+            if not stream.closed:
+                log.failure("watch start failed")
+                stream.fail(errors.internal("unexpected error"))
+            return
         stream.begin(start.initial, start.replay, start.end_bookmark, start.revision)
 
 

@@ -64,6 +64,9 @@ class ICacheReader(Interface):
     revision = Attribute("The newest revision the cache holds.")
     clock = Attribute("The clock the cache keeps time by.")
 
+    def sync():
+        """Deferred firing once the cache holds every write committed before the call."""
+
     def list(kind, namespace, plan, resource_version, continue_token, limit):
         """Deferred[Listing] (spec 4.9's list table; 410, 504 as it says)."""
 
@@ -97,15 +100,13 @@ class CacheReader:
     def clock(self):
         return self.cache.clock
 
-    @inlineCallbacks
     def sync(self):
         """
         Bring the cache up to every write committed before now, by any server over the
         same storage (upstream's ``ConsistentListFromCache``: a quorum read of the
         current revision, then wait for the cache to reach it).
         """
-        yield self.storage.sync()
-        self.cache.advance(self.storage.revision)
+        return self.cache.sync()
 
     @inlineCallbacks
     def reach(self, revision: int):
@@ -184,10 +185,14 @@ class CacheReader:
         replay the held events after the version (410 once they are gone).
         """
         rv = options.resource_version
+        initial_events = options.send_initial_events
         if rv:
             yield self.reach(rv)
+        elif initial_events:
+            # Upstream starts such a watch at etcd's current revision (the cacher's
+            # getWatchCacheResourceVersion); unset alone is its legacy "any" start.
+            yield self.sync()
         kind_cache = self.cache.for_kind(kind)
-        initial_events = options.send_initial_events
         if initial_events or (not rv and initial_events is None):
             revision = self.cache.revision
             end = revision if initial_events and options.allow_bookmarks else None

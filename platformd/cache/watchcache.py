@@ -429,6 +429,17 @@ class WatchCache:
         d.addBoth(lambda result: (call.active() and call.cancel(), result)[1])
         return d
 
+    def sync(self) -> Deferred:
+        """
+        Deferred firing once the cache holds every write committed before the call, by
+        any server over the same storage: ``IStorage.sync`` (with etcd, a quorum read of
+        the current revision, then a wait for the storage's watch to reach it; at once
+        over a storage this server alone writes), then ``advance``.  What upstream reads
+        from etcd itself (a GET or an update's current object, ``ConsistentListFromCache``
+        for lists) is read from the cache after this.
+        """
+        return self.storage.sync().addCallback(lambda _: self.advance(self.storage.revision))
+
     def advance(self, revision: int) -> None:
         """
         The storage says every event up to ``revision`` has been delivered (after

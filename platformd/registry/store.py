@@ -12,7 +12,8 @@ Every change of an existing object is one compare-and-swap loop,
 ``guaranteed_update`` (upstream's ``GuaranteedUpdate``): the caller gives a function
 from the current object to an outcome (write this, remove it, keep it), the loop
 writes it on the condition that the object is still the one read, and on a race reads
-again and asks again, at most ``RETRIES`` times.  Update, every patch kind, apply,
+again and asks again, at most ``RETRIES`` times; a refusal decided on a cached version
+another server has overtaken is decided again on the newer one.  Update, every patch kind, apply,
 status writes, delete and finalizer removal are all such functions.  A write is
 answered once the watch cache holds it (read-your-writes, whatever order the backend
 reports in).
@@ -242,19 +243,51 @@ class GenericStore:
 
     @inlineCallbacks
     def _guaranteed_update(self, ctx, key: str, try_update):
-        for _attempt in range(RETRIES):
+        """
+        As upstream's etcd3 ``GuaranteedUpdate`` given the cacher's object: the cache's
+        version is a first guess, which another server over the same storage may have
+        overtaken.  So a refusal of ``try_update`` (404, 409, 422, ...) made on the
+        guess stands only once the cache has been brought up to date (``sync``) and
+        still holds that version, else the update is decided again on the newer one;
+        after a lost race the next attempt reads an up-to-date cache too.
+        """
+        if ctx.dry_run:  # upstream's dry run reads etcd: nothing confirms it later
+            current = yield self._current(key)
+            fresh = True
+        else:
             current = self.cache.get(key)
-            outcome = try_update(current)
-            if isinstance(outcome, Deferred):
-                outcome = yield outcome
-            done = yield self._carry_out(ctx, key, current, outcome)
+            fresh = False  # whether ``current`` is known to be the stored version
+        for _attempt in range(RETRIES):
+            try:
+                outcome = try_update(current)
+                if isinstance(outcome, Deferred):
+                    outcome = yield outcome
+            except errors.StatusError as refusal:
+                if fresh:
+                    raise
+                guessed = _revision(current)
+                current = yield self._current(key)
+                fresh = True
+                if _revision(current) == guessed:
+                    raise refusal
+                continue
+            done = yield self._carry_out(ctx, key, current, outcome, fresh)
             if done:
                 returnValue(outcome)
+            current = yield self._current(key)
+            fresh = True
         raise errors.conflict(self.kind.plural, self.kind.group, key.rsplit("/", 1)[-1],
                               "too many concurrent writers; try again")
 
-    def _carry_out(self, ctx, key: str, current, outcome):
-        """Deferred[bool]: False when another writer got in first."""
+    def _current(self, key: str):
+        """Deferred of the stored version of ``key`` (or None): the cache, synced."""
+        return self.watch_cache.sync().addCallback(lambda _: self.cache.get(key))
+
+    def _carry_out(self, ctx, key: str, current, outcome, fresh: bool):
+        """
+        Deferred[bool]: False when another writer got in first (or, ``current`` not
+        ``fresh``, may have).
+        """
         if isinstance(outcome, Keep):
             return succeed(True)
         if isinstance(outcome, Write):
@@ -268,7 +301,7 @@ class GenericStore:
             meta.pop("selfLink", None)
             if current is None:
                 return self._write_new(ctx, key, outcome)
-            return self._write(ctx, key, current, new)
+            return self._write(ctx, key, current, new, fresh)
         return self._remove(ctx, key, current)
 
     def _write_new(self, ctx, key: str, outcome: Write):
@@ -279,14 +312,19 @@ class GenericStore:
         d.addCallback(self._stored, outcome.obj)
         return d.addCallbacks(lambda _: True, _lost_race)
 
-    def _write(self, ctx, key: str, current, new: dict):
+    def _write(self, ctx, key: str, current, new: dict, fresh: bool):
         value = _encode_for_storage(new)
         if ctx.dry_run or (value == _encode_for_storage(current.obj)
                            and not self.storage.needs_rewrite(key)):
             # Nothing to write (a dry run, or no change: no new version, as upstream;
-            # but a value stored with an old encryption key is written again).
+            # but a value stored with an old encryption key is written again).  No
+            # write confirms ``current`` then, so a cached version must be the stored
+            # one (upstream reads etcd before it skips a write), else decide again.
             set_resource_version(new["metadata"], str(current.revision))
-            return succeed(True)
+            if fresh:
+                return succeed(True)
+            return self._current(key).addCallback(
+                lambda latest: _revision(latest) == current.revision)
         d = self.storage.update(key, value, current.revision)
         d.addCallback(self._stored, new)
         return d.addCallbacks(lambda _: True, _lost_race)
@@ -469,6 +507,11 @@ class GenericStore:
 
     def _conflict(self, name, why=errors.STALE_OBJECT):
         return errors.conflict(self.kind.plural, self.kind.group, name, why)
+
+
+def _revision(entry) -> int:
+    """The version of a cache entry; 0 for none."""
+    return 0 if entry is None else entry.revision
 
 
 def _lost_race(failure):

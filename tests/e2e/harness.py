@@ -131,10 +131,15 @@ def _stop(testcase, service):
 
 @inlineCallbacks
 def start_server(testcase, *args, data_dir=None):
-    """A running PlatformService on a free loopback port; stopped at test cleanup."""
+    """
+    A running PlatformService on a free loopback port; stopped at test cleanup.  The
+    test case's ``storage_args`` (if any) come first: the same suites run over another
+    backend (``tests/etcd/test_acceptance.py``).
+    """
     data_dir = data_dir or os.path.abspath(testcase.mktemp())
     options = Options()
-    options.parseOptions(["--data-dir", data_dir, "--secure-port", "0", *args])
+    options.parseOptions(["--data-dir", data_dir, "--secure-port", "0",
+                          *getattr(testcase, "storage_args", ()), *args])
     service = PlatformService(options, reactor)
     service.privilegedStartService()
     service.startService()

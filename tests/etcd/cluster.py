@@ -17,6 +17,8 @@ client certificate and key.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
 import shutil
 import signal
@@ -174,3 +176,26 @@ class Cluster:
         for member in self.members:
             member.kill()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+_shared: list = []
+_prefixes = itertools.count()
+
+
+def shared_cluster() -> Cluster:
+    """
+    This process's three-member cluster, started on first use (about a second) and
+    stopped at exit: trial has no module fixtures, and a cluster per test would cost
+    more than most tests.  Tests that share it keep apart with ``fresh_prefix``; a test
+    that stops members starts them again.
+    """
+    if not _shared:
+        _shared.append(Cluster.start(3))
+        atexit.register(_shared[0].stop)
+    return _shared[0]
+
+
+def fresh_prefix() -> str:
+    """An ``--etcd-prefix`` no other test of this process uses."""
+    return f"/registry-{next(_prefixes)}"
+

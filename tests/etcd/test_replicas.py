@@ -3,34 +3,21 @@ Two platformd replicas over one three-member etcd cluster (issue 17): what is wr
 through one is read, listed, paged and watched through the other, with the same
 resource versions; and the faults: a member down, etcd unreachable.
 
-One cluster for the module (about a second to start, stopped at exit; trial has no
-class fixtures); each test gets its own ``--etcd-prefix`` so the replicas of one test see
-none of another's objects, and a test that stops members starts them again.
+The process's shared cluster (``shared_cluster``); each test gets its own
+``--etcd-prefix`` so the replicas of one test see none of another's objects, and a test
+that stops members starts them again.
 """
 
 from __future__ import annotations
-
-import atexit
-import itertools
 
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
+from platformd.storage.etcd3.store import EtcdStorage
 from tests.e2e.harness import Client, open_watch, start_server
-from tests.etcd.cluster import Cluster
-
-_prefixes = itertools.count()
-_shared: list = []
-
-
-def shared_cluster() -> Cluster:
-    """The module's three-member cluster, started on first use."""
-    if not _shared:
-        _shared.append(Cluster.start(3))
-        atexit.register(_shared[0].stop)
-    return _shared[0]
+from tests.etcd.cluster import fresh_prefix, shared_cluster
 
 
 class ReplicasTestCase(TestCase):
@@ -42,8 +29,8 @@ class ReplicasTestCase(TestCase):
     @inlineCallbacks
     def replicas(self, count: int = 2, *args):
         """``count`` servers over the cluster under a prefix of this test's, and clients."""
-        prefix = f"/registry-{next(_prefixes)}"
-        servers = []
+        prefix = fresh_prefix()
+        servers = self.servers = []
         for _ in range(count):
             server = yield start_server(
                 self, "--storage-backend", "etcd3", "--etcd-servers",
@@ -107,6 +94,131 @@ class TwoReplicaTests(ReplicasTestCase):
         yield reader.wait_for(3)
         self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in reader.events],
                          [("ADDED", "w1"), ("DELETED", "w0"), ("ADDED", "w2")])
+        response._transport.loseConnection()
+
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+class BehindTests(ReplicasTestCase):
+    """
+    What upstream reads from etcd itself (a GET without resourceVersion, the object an
+    update starts from, the state a ``sendInitialEvents`` watch begins with) is current
+    on a replica whose cache has not yet heard of another replica's write: B's etcd
+    watch is held while A writes, so without waiting for it B could only answer stale.
+    Each request to B must wait (not answer within 0.3 s), then answer as if B had
+    seen the write.
+    """
+
+    @inlineCallbacks
+    def held_replicas(self):
+        """Replicas A and B; ``hold()`` keeps B's etcd watch deliveries until ``release()``."""
+        held: dict = {}
+        deliver = EtcdStorage._delivered
+
+        def delivered(store, revision, events):
+            if store in held:
+                held[store].append((revision, events))
+            else:
+                deliver(store, revision, events)
+        # Before the replicas start: their watch streams take the method then.
+        self.patch(EtcdStorage, "_delivered", delivered)
+        a, b = yield self.replicas()
+        store = self.servers[1].storage
+
+        def hold():
+            held[store] = []
+
+        def release():
+            for revision, events in held.pop(store):
+                deliver(store, revision, events)
+        return a, b, hold, release
+
+    @inlineCallbacks
+    def answered_after_release(self, request, release):
+        """``request``'s answer, which must not come before ``release()``."""
+        yield deferLater(reactor, 0.3, lambda: None)
+        self.assertFalse(request.called, "answered before the replica caught up")
+        release()
+        response = yield request
+        return response
+
+    @inlineCallbacks
+    def test_get_without_version(self):
+        """GET (unset: Most Recent) waits; resourceVersion=0 (Any) answers at once."""
+        a, b, hold, release = yield self.held_replicas()
+        hold()
+        r = yield a.post(CM, {"metadata": {"name": "one"}, "data": {"k": "v"}})
+        any_version = yield b.get(f"{CM}/one?resourceVersion=0")
+        self.assertEqual(any_version.code, 404)
+        got = yield self.answered_after_release(b.get(f"{CM}/one"), release)
+        self.assertEqual((got.code, got.json()["metadata"]["resourceVersion"]),
+                         (200, r.json()["metadata"]["resourceVersion"]))
+
+    @inlineCallbacks
+    def test_update_with_version_read_elsewhere(self):
+        """A PUT carrying the resourceVersion A answered is no conflict on B."""
+        a, b, hold, release = yield self.held_replicas()
+        r = yield a.post(CM, {"metadata": {"name": "cfg"}, "data": {"n": "1"}})
+        yield b.get(f"{CM}/cfg?resourceVersion=" + r.json()["metadata"]["resourceVersion"])
+        hold()
+        r = yield a.put(f"{CM}/cfg", {**r.json(), "data": {"n": "2"}})
+        self.assertEqual(r.code, 200, r.body)
+        put = b.put(f"{CM}/cfg", {**r.json(), "data": {"n": "3"}})
+        put = yield self.answered_after_release(put, release)
+        self.assertEqual((put.code, put.json()["data"]), (200, {"n": "3"}), put.body)
+
+    @inlineCallbacks
+    def test_patch_of_object_created_elsewhere(self):
+        """A PATCH on B of an object A just created is no 404."""
+        a, b, hold, release = yield self.held_replicas()
+        hold()
+        r = yield a.post(CM, {"metadata": {"name": "new"}})
+        self.assertEqual(r.code, 201, r.body)
+        patched = yield self.answered_after_release(
+            b.patch(f"{CM}/new", {"data": {"k": "v"}}), release)
+        self.assertEqual((patched.code, patched.json()["data"]), (200, {"k": "v"}),
+                         patched.body)
+
+    @inlineCallbacks
+    def test_conflict_on_current_version_stands(self):
+        """A stale resourceVersion is still 409 once B has caught up, as upstream's."""
+        a, b, hold, release = yield self.held_replicas()
+        r = yield a.post(CM, {"metadata": {"name": "old"}})
+        stale = r.json()
+        yield a.put(f"{CM}/old", {**stale, "data": {"n": "2"}})
+        put = yield b.put(f"{CM}/old", {**stale, "data": {"n": "3"}})
+        self.assertEqual((put.code, put.json()["reason"]), (409, "Conflict"))
+
+    @inlineCallbacks
+    def test_unchanged_put_of_overtaken_version(self):
+        """
+        A PUT of the very version B holds, which A has since changed, is 409 (not a
+        no-op answered with B's old version): a write skipped as unchanged stands only
+        on the stored version.
+        """
+        a, b, hold, release = yield self.held_replicas()
+        r = yield a.post(CM, {"metadata": {"name": "same"}, "data": {"n": "1"}})
+        first = r.json()
+        yield b.get(f"{CM}/same?resourceVersion=" + first["metadata"]["resourceVersion"])
+        hold()
+        yield a.put(f"{CM}/same", {**first, "data": {"n": "2"}})
+        put = yield self.answered_after_release(b.put(f"{CM}/same", first), release)
+        self.assertEqual((put.code, put.json()["reason"]), (409, "Conflict"), put.body)
+
+    @inlineCallbacks
+    def test_initial_events_watch(self):
+        """A sendInitialEvents watch without resourceVersion starts with A's write."""
+        a, b, hold, release = yield self.held_replicas()
+        hold()
+        yield a.post(CM, {"metadata": {"name": "seen"}})
+        response, reader = yield open_watch(
+            b, f"{CM}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+               "&allowWatchBookmarks=true")
+        self.assertEqual(response.code, 200)  # the headers go at once; the events wait
+        yield self.answered_after_release(reader.wait_for(2), release)
+        self.assertEqual([(e["type"], e["object"]["metadata"].get("name"))
+                          for e in reader.events[:2]], [("ADDED", "seen"), ("BOOKMARK", None)])
         response._transport.loseConnection()
 
 

@@ -14,7 +14,7 @@ import threading
 
 import grpc
 from twisted.internet import reactor
-from twisted.internet.defer import CancelledError
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import TestCase
 
@@ -347,6 +347,74 @@ class WriteDeliveryTests(EtcdTestCase):
         await _until(lambda: held and held[0][0] >= other)
         release()
         self.assertEqual((store._ahead, store.revision), ({}, other + 1))
+
+
+class SyncTests(EtcdTestCase):
+    """
+    ``sync`` calls share quorum reads: one under way at a time, the calls made during
+    it served by the next, which starts after them.  The tests hold the replies of the
+    store's quorum reads until they say.
+    """
+
+    async def held_reads(self):
+        """A store, the quorum reads it started so far, and ``release()`` for them."""
+        store = await self.make_storage()
+        started, held = [], []
+        unary = store.client.unary
+
+        def counted(method, request, repeatable=False):
+            reply = unary(method, request, repeatable)
+            if method != "Range" or not request.count_only:
+                return reply
+            started.append(request)
+            waiting = Deferred()
+            held.append(lambda: reply.chainDeferred(waiting))
+            return waiting
+        store.client.unary = counted
+
+        def release():
+            while held:
+                held.pop(0)()
+        return store, started, release
+
+    async def test_calls_share_reads(self):
+        """Six calls, two quorum reads: the first call's, and one for the five after it."""
+        store, started, release = await self.held_reads()
+        first = store.sync()
+        later = [store.sync() for _ in range(5)]
+        self.assertEqual(len(started), 1)
+        release()
+        await first
+        self.assertEqual(len(started), 2)
+        self.assertFalse(any(d.called for d in later))
+        release()
+        for d in later:
+            await d
+        self.assertEqual(len(started), 2)
+
+    async def test_later_call_sees_later_write(self):
+        """A call made after a write another server committed sees it, although a read
+        started before the write was still under way."""
+        store, started, release = await self.held_reads()
+        first = store.sync()
+        written = self.kv.Put(rpc_pb2.PutRequest(key=(PREFIX + "/w").encode(), value=b"x"))
+        later = store.sync()
+        release()
+        await first
+        release()
+        await later
+        self.assertGreaterEqual(store.revision, written.header.revision)
+
+    async def test_cancelled_call_forgotten(self):
+        """A call cancelled while it waits for the next read is not answered again."""
+        store, started, release = await self.held_reads()
+        first = store.sync()
+        later = store.sync()
+        later.cancel()
+        self.failureResultOf(later, CancelledError)
+        release()
+        await first
+        self.assertEqual(len(started), 1)  # nobody waits for another read
 
 
 async def _until(condition, timeout: float = 10.0):

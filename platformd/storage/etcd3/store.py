@@ -52,6 +52,7 @@ from typing import Optional
 import attrs
 from twisted.internet.defer import Deferred, ensureDeferred, execute, fail, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from platformd import errors
@@ -135,6 +136,9 @@ class EtcdStorage:
     #: revision → events of this store's writes committed past a revision not yet
     #: delivered (``_committed``): at most one entry per write in flight.
     _ahead: dict = attrs.field(factory=dict, init=False)
+    #: ``sync`` calls waiting for the next quorum read, and whether one is under way.
+    _syncs_due: list = attrs.field(factory=list, init=False)
+    _syncing: bool = attrs.field(default=False, init=False)
 
     # Keys between the interface and etcd.
 
@@ -492,10 +496,47 @@ class EtcdStorage:
     def sync(self):
         """
         Deferred firing once every write committed in the cluster before the call has
-        reached the watches (upstream's ``ConsistentListFromCache``): a quorum read of
-        the current revision; if the watch is behind it, a marker write, delivered after
+        reached the watches (upstream's ``ConsistentListFromCache``; also every GET and
+        update that upstream reads from etcd, ``WatchCache.sync``): a quorum read of the
+        current revision; if the watch is behind it, a marker write, delivered after
         every earlier write, and a wait for it.
+
+        Calls share quorum reads: one is under way at a time, and the calls made while
+        it is wait for the next, which starts when it ends, so each call's read still
+        begins after the call (whatever was committed before the call, it sees).
+        Under load that is one ``Range`` per round trip instead of one per request, as
+        etcd batches its own linearizable reads (ReadIndex).  Cancelling a call (its
+        request's deadline) only stops its wait.
         """
+        def forget(cancelled):
+            if cancelled in self._syncs_due:
+                self._syncs_due.remove(cancelled)
+        synced: Deferred[None] = Deferred(forget)
+        self._syncs_due.append(synced)
+        if not self._syncing:
+            self._next_sync()
+        return synced
+
+    def _next_sync(self):
+        """Start the quorum read every call waiting for one shares, if any wait."""
+        batch, self._syncs_due = self._syncs_due, []
+        self._syncing = bool(batch)
+        if not batch:
+            return
+
+        def settle(result):
+            self._next_sync()  # for the calls made meanwhile, before answering these
+            for synced in batch:
+                if synced.called:  # cancelled
+                    continue
+                if isinstance(result, Failure):
+                    synced.errback(result)
+                else:
+                    synced.callback(None)
+        self._sync_once().addBoth(settle)
+
+    def _sync_once(self) -> Deferred:
+        """One quorum read of the current revision, and the wait for the watch."""
         current = self.client.unary("Range", rpc_pb2.RangeRequest(
             key=self._marker, count_only=True), repeatable=True)
 
