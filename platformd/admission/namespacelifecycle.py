@@ -2,8 +2,10 @@
 ``NamespaceLifecycle`` (upstream's ``plugin/pkg/admission/namespace/lifecycle``): a
 namespaced object needs a namespace that exists, new content needs one that is not
 terminating, and the immortal namespaces cannot be deleted.  It reads namespaces from
-the watch cache, which is never behind an acknowledged write, so upstream's live lookup
-for a namespace missing from its informer is not needed here.
+the watch cache, which is never behind this server's own acknowledged writes; a
+namespace missing from it is looked up again once the cache is up to date (``sync``),
+as upstream looks one missing from its informer up live: another server over the same
+etcd may have just created it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ TERMINATING = "Terminating"
 class NamespaceLifecycle:
     name = "NamespaceLifecycle"
 
-    def __init__(self, namespaces, namespace_kind, immortal=IMMORTAL_NAMESPACES):
+    def __init__(self, namespaces, namespace_kind, sync, immortal=IMMORTAL_NAMESPACES):
         #: The namespaces' ``KindCache``.
         self.namespaces = namespaces
         self.namespace_kind = namespace_kind
+        #: ``WatchCache.sync``: the live lookup.
+        self.sync = sync
         self.immortal = immortal
 
     def handles(self, operation: str) -> bool:
@@ -38,7 +42,13 @@ class NamespaceLifecycle:
             return
         if not a.namespace or a.operation == DELETE:
             return
-        entry = self.namespaces.get(self.namespace_kind.storage_key(None, a.namespace))
+        key = self.namespace_kind.storage_key(None, a.namespace)
+        entry = self.namespaces.get(key)
+        if entry is None:
+            return self.sync().addCallback(lambda _: self._check(a, self.namespaces.get(key)))
+        return self._check(a, entry)
+
+    def _check(self, a, entry) -> None:
         if entry is None:
             raise errors.not_found("namespaces", "", a.namespace)
         if a.operation == CREATE and (entry.obj.get("status") or {}).get("phase") == TERMINATING:

@@ -140,10 +140,10 @@ def builtin() -> Plugins:
 
     plugins = Plugins()
     plugins.register("NamespaceLifecycle", lambda deps, config: NamespaceLifecycle(
-        deps.cache.for_kind(deps.namespace_kind), deps.namespace_kind))
+        deps.cache.for_kind(deps.namespace_kind), deps.namespace_kind, deps.cache.sync))
     plugins.register("ServiceAccount", lambda deps, config: ServiceAccountPlugin(
         deps.cache.for_kind(deps.service_account_kind), deps.service_account_kind,
-        deps.pod_kind, deps.clock))
+        deps.pod_kind, deps.clock, deps.cache.sync))
     for name in ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"):
         plugins.register(name, webhooks.plugin_factory(name))
     plugins.register("ValidatingAdmissionPolicy", policy.plugin_factory())

@@ -6,9 +6,10 @@ validating, for pod creates (no subresource):
   ``spec.serviceAccount`` fills it first, as upstream's v1 conversion does);
 - the service account must exist, else 403 ``pods "p" is forbidden: error looking up
   service account ns/sa: serviceaccount "sa" not found``.  Service accounts are read
-  from the watch cache; for ``default``, which the service-account controller creates
-  in every namespace, a missing one is looked for again up to ten times, 0.1 s apart
-  (upstream's live lookups);
+  from the watch cache, and one missing from it is looked up again once the cache is
+  up to date (upstream's live lookup: another server over the same etcd may have just
+  created it); for ``default``, which the service-account controller creates in every
+  namespace, up to ten times, 0.1 s apart;
 - a pod without ``imagePullSecrets`` gets its service account's;
 - a service account annotated ``platform.io/enforce-mountable-secrets: "true"`` (upstream's
   ``kubernetes.io/...``) limits the pod to the secrets it references: of the secret
@@ -28,6 +29,7 @@ from zope.interface import implementer
 from platformd import errors
 from platformd.admission.interfaces import CREATE, UPDATE, IMutatingPlugin, IValidatingPlugin
 from platformd.admission.namespacelifecycle import _name
+from platformd.deferreds import then
 
 PLUGIN_NAME = "ServiceAccount"
 DEFAULT_SERVICE_ACCOUNT = "default"
@@ -44,12 +46,14 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 class ServiceAccountPlugin:
     name = PLUGIN_NAME
 
-    def __init__(self, service_accounts, service_account_kind, pod_kind, clock):
+    def __init__(self, service_accounts, service_account_kind, pod_kind, clock, sync):
         #: The service accounts' ``KindCache``.
         self.service_accounts = service_accounts
         self.service_account_kind = service_account_kind
         self.pod_kind = pod_kind
         self.clock = clock
+        #: ``WatchCache.sync``: the live lookup.
+        self.sync = sync
 
     def handles(self, operation: str) -> bool:
         return operation in (CREATE, UPDATE)
@@ -67,7 +71,7 @@ class ServiceAccountPlugin:
             return self.validate(a)
         if not spec.get("serviceAccountName"):
             spec["serviceAccountName"] = spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT
-        return _then(self._lookup(a, spec["serviceAccountName"]), self._admit_with, a)
+        return then(self._lookup(a, spec["serviceAccountName"]), self._admit_with, a)
 
     def _admit_with(self, account: dict, a):
         spec = a.obj["spec"]
@@ -91,7 +95,7 @@ class ServiceAccountPlugin:
         if not spec.get("serviceAccountName"):
             name = (pod.get("metadata") or {}).get("name") or ""
             raise _forbidden(a, f"no service account specified for pod {a.namespace}/{name}")
-        return _then(self._lookup(a, spec["serviceAccountName"]), self._validate_with, a)
+        return then(self._lookup(a, spec["serviceAccountName"]), self._validate_with, a)
 
     def _validate_with(self, account: dict, a) -> None:
         if not _enforces_mountable_secrets(account):
@@ -111,20 +115,23 @@ class ServiceAccountPlugin:
         return self._attempt(a, name, attempts)
 
     def _attempt(self, a, name: str, attempts: int):
-        entry = self.service_accounts.get(
-            self.service_account_kind.storage_key(a.namespace, name))
+        entry = self._cached(a, name)
+        if entry is not None:
+            return entry.obj
+        return self.sync().addCallback(self._looked_up, a, name, attempts)
+
+    def _cached(self, a, name: str):
+        return self.service_accounts.get(self.service_account_kind.storage_key(a.namespace, name))
+
+    def _looked_up(self, _, a, name: str, attempts: int):
+        """After the live lookup (the cache up to date): the account, a retry, or 403."""
+        entry = self._cached(a, name)
         if entry is not None:
             return entry.obj
         if attempts <= 1:
             raise _forbidden(a, f"error looking up service account {a.namespace}/{name}: "
                              f'serviceaccount "{name}" not found')
         return deferLater(self.clock, RETRY_INTERVAL, self._attempt, a, name, attempts - 1)
-
-
-def _then(value, callback, *args):
-    if hasattr(value, "addCallback"):
-        return value.addCallback(callback, *args)
-    return callback(value, *args)
 
 
 def _is_mirror(pod: dict) -> bool:

@@ -186,9 +186,12 @@ class GenericStore:
         name = meta["name"]
         key = self.kind.storage_key(meta.get("namespace"), name)
         if ctx.dry_run:
-            if self.cache.get(key) is not None:
-                return fail(self._exists(name))
-            return succeed(obj)
+            # Upstream's dry run reads etcd for the key: up to date, then the cache.
+            def vacant(_):
+                if self.cache.get(key) is not None:
+                    raise self._exists(name)
+                return obj
+            return self.watch_cache.sync().addCallback(vacant)
 
         def exists(failure):
             failure.trap(KeyExistsError)

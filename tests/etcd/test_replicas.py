@@ -207,6 +207,38 @@ class BehindTests(ReplicasTestCase):
         self.assertEqual((put.code, put.json()["reason"]), (409, "Conflict"), put.body)
 
     @inlineCallbacks
+    def test_admission_looks_up_live(self):
+        """
+        A namespace, and a pod's service account, A just created: admission on B looks
+        them up again once up to date (upstream's live lookups), no 404 or 403; a
+        dry-run create of an object A just created is 409 AlreadyExists.
+        """
+        a, b, hold, release = yield self.held_replicas()
+        hold()
+        r = yield a.post("/api/v1/namespaces", {"metadata": {"name": "fresh"}})
+        self.assertEqual(r.code, 201, r.body)
+        created = yield self.answered_after_release(
+            b.post("/api/v1/namespaces/fresh/configmaps", {"metadata": {"name": "cm"}}),
+            release)
+        self.assertEqual(created.code, 201, created.body)
+        hold()
+        r = yield a.post("/api/v1/namespaces/fresh/serviceaccounts",
+                         {"metadata": {"name": "robot"}})
+        self.assertEqual(r.code, 201, r.body)
+        pod = {"metadata": {"name": "p"},
+               "spec": {"serviceAccountName": "robot",
+                        "containers": [{"name": "c", "image": "busybox"}]}}
+        created = yield self.answered_after_release(
+            b.post("/api/v1/namespaces/fresh/pods", pod), release)
+        self.assertEqual(created.code, 201, created.body)
+        hold()
+        yield a.post("/api/v1/namespaces/fresh/configmaps", {"metadata": {"name": "taken"}})
+        dry = yield self.answered_after_release(
+            b.post("/api/v1/namespaces/fresh/configmaps?dryRun=All",
+                   {"metadata": {"name": "taken"}}), release)
+        self.assertEqual((dry.code, dry.json()["reason"]), (409, "AlreadyExists"), dry.body)
+
+    @inlineCallbacks
     def test_initial_events_watch(self):
         """A sendInitialEvents watch without resourceVersion starts with A's write."""
         a, b, hold, release = yield self.held_replicas()
