@@ -415,7 +415,18 @@ class ServiceAccountAuthenticator:
             return None  # upstream's hasCorrectIssuer: someone else's token
         claims = self._verified(token, header)
         audiences = self._audiences(claims, request)
-        user = self._validate(claims)
+        try:
+            user = self._validate(claims)
+        except _NotCached:
+            # Upstream's token getter reads an object its informer lacks from the API
+            # (a live GET): over etcd another server may have just created it.  So: the
+            # cache brought up to date (``WatchCache.sync``), then once more.
+            return self.cache.sync().addCallback(
+                lambda _: self._for(request, audiences, self._validate(claims, live=True)))
+        return self._for(request, audiences, user)
+
+    def _for(self, request, audiences: tuple, user: UserInfo) -> UserInfo:
+        """``user``, the token's audiences noted on ``request`` for the filters."""
         try:
             request.platformd_audiences = audiences
         except AttributeError:
@@ -450,8 +461,12 @@ class ServiceAccountAuthenticator:
                 f"target audiences {_go_quote_list(requested)}")
         return audiences
 
-    def _validate(self, claims: dict) -> UserInfo:
-        """Upstream's ``validator.Validate``: times, then the bound objects."""
+    def _validate(self, claims: dict, live: bool = False) -> UserInfo:
+        """
+        Upstream's ``validator.Validate``: times, then the bound objects, read from the
+        cache; one missing from it raises ``_NotCached`` unless the cache is ``live``
+        (up to date), where it is missing indeed.
+        """
         now = self.clock.seconds()
         expiry, not_before = claims.get("exp"), claims.get("nbf")
         if isinstance(expiry, (int, float)) and now - LEEWAY > expiry:
@@ -466,7 +481,7 @@ class ServiceAccountAuthenticator:
         sa_ref = _claim_ref(private.get("serviceaccount")) or {}
         name, uid = sa_ref.get("name", ""), sa_ref.get("uid", "")
         deleted_before = now - LEEWAY
-        account = lookup(self.cache, _SA_PREFIX, namespace, name)
+        account = self._find(_SA_PREFIX, namespace, name, live)
         if account is None:
             raise AuthenticationError(f'serviceaccounts "{name}" not found')
         if _deleted_before(account, deleted_before):
@@ -479,11 +494,11 @@ class ServiceAccountAuthenticator:
         secret_ref = _claim_ref(private.get("secret"))
         if secret_ref is not None:
             self._check_bound(_SECRET_PREFIX, "secret", "service account secret ref claim",
-                              namespace, secret_ref, deleted_before)
+                              namespace, secret_ref, deleted_before, live)
         pod_ref = _claim_ref(private.get("pod"))
         if pod_ref is not None:
             self._check_bound(_POD_PREFIX, "pod", "service account pod ref claim",
-                              namespace, pod_ref, deleted_before)
+                              namespace, pod_ref, deleted_before, live)
             if pod_ref.get("name") and pod_ref.get("uid"):
                 extra[POD_NAME_KEY] = (pod_ref["name"],)
                 extra[POD_UID_KEY] = (pod_ref["uid"],)
@@ -500,14 +515,25 @@ class ServiceAccountAuthenticator:
                          AUTHENTICATED_GROUP),
                         tuple(sorted(extra.items())))
 
-    def _check_bound(self, prefix, what, claim, namespace, ref, deleted_before) -> None:
-        obj = lookup(self.cache, prefix, namespace, ref.get("name", ""))
+    def _find(self, prefix: str, namespace: str, name: str, live: bool) -> Optional[dict]:
+        obj = lookup(self.cache, prefix, namespace, name)
+        if obj is None and not live:
+            raise _NotCached()
+        return obj
+
+    def _check_bound(self, prefix, what, claim, namespace, ref, deleted_before,
+                     live: bool) -> None:
+        obj = self._find(prefix, namespace, ref.get("name", ""), live)
         if obj is None or _deleted_before(obj, deleted_before):
             raise AuthenticationError("service account token has been invalidated")
         current = obj["metadata"].get("uid", "")
         if current != ref.get("uid", ""):
             raise AuthenticationError(
                 f"{what} UID ({current}) does not match {claim} ({ref.get('uid', '')})")
+
+
+class _NotCached(Exception):
+    """An object a token is bound to is not in the cache, which may be behind."""
 
 
 def _claim_ref(value) -> Optional[dict]:

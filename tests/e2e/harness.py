@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import attrs
 from twisted.internet import reactor, ssl
@@ -151,6 +152,18 @@ def start_server(testcase, *args, data_dir=None):
     service.data_dir = data_dir
     service.port_number = service.port.getHost().port
     returnValue(service)
+
+
+@inlineCallbacks
+def start_beside(testcase, first, *args):
+    """
+    Another server started with a copy of ``first``'s PKI (its CA, serving and client
+    certificates, service-account key), as servers behind one balancer share theirs.
+    """
+    data_dir = os.path.abspath(testcase.mktemp())
+    shutil.copytree(first.pki_dir, os.path.join(data_dir, "pki"))
+    server = yield start_server(testcase, *args, data_dir=data_dir)
+    returnValue(server)
 
 
 @inlineCallbacks

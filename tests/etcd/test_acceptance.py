@@ -18,8 +18,6 @@ second time); ``harness.start_server`` puts the test case's ``storage_args`` fir
 from __future__ import annotations
 
 import itertools
-import os
-import shutil
 
 import grpc
 from twisted.internet.defer import inlineCallbacks
@@ -31,7 +29,7 @@ from tests.e2e import (
     test_clients, test_deletes, test_lists, test_protobuf, test_resources, test_watch_clients,
     test_watch_scope, test_writes,
 )
-from tests.e2e.harness import Client, ServerTestCase, start_server
+from tests.e2e.harness import Client, ServerTestCase, start_beside
 from tests.etcd.cluster import fresh_prefix, shared_cluster
 
 
@@ -76,10 +74,8 @@ class OverTwoReplicas(OverEtcd):
     def setUp(self):
         yield super().setUp()
         first = self.server
-        data_dir = os.path.abspath(self.mktemp())
-        shutil.copytree(first.pki_dir, os.path.join(data_dir, "pki"))
-        second = yield start_server(self, *self.server_args, "--etcd-prefix", self.etcd_prefix,
-                                    data_dir=data_dir)
+        second = yield start_beside(self, first, *self.server_args,
+                                    "--etcd-prefix", self.etcd_prefix)
         self.client = BalancedClient(self, first.pki_dir,
                                      [first.port_number, second.port_number])
 

@@ -16,7 +16,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from platformd.storage.etcd3.store import EtcdStorage
-from tests.e2e.harness import Client, open_watch, start_server
+from tests.e2e.harness import Client, open_watch, start_beside, start_server, token_client
 from tests.etcd.cluster import fresh_prefix, shared_cluster
 
 
@@ -28,14 +28,17 @@ class ReplicasTestCase(TestCase):
 
     @inlineCallbacks
     def replicas(self, count: int = 2, *args):
-        """``count`` servers over the cluster under a prefix of this test's, and clients."""
+        """
+        ``count`` servers over the cluster under a prefix of this test's, sharing the
+        first one's PKI as replicas behind a balancer do, and a client of each.
+        """
         prefix = fresh_prefix()
         servers = self.servers = []
+        args = ("--storage-backend", "etcd3", "--etcd-servers", ",".join(self.cluster.urls),
+                "--etcd-prefix", prefix, "--etcd-compaction-interval", "0", *args)
         for _ in range(count):
-            server = yield start_server(
-                self, "--storage-backend", "etcd3", "--etcd-servers",
-                ",".join(self.cluster.urls), "--etcd-prefix", prefix,
-                "--etcd-compaction-interval", "0", *args)
+            server = yield (start_beside(self, servers[0], *args) if servers
+                            else start_server(self, *args))
             servers.append(server)
         return [Client(self, s.pki_dir, s.port_number) for s in servers]
 
@@ -237,6 +240,31 @@ class BehindTests(ReplicasTestCase):
             b.post("/api/v1/namespaces/fresh/configmaps?dryRun=All",
                    {"metadata": {"name": "taken"}}), release)
         self.assertEqual((dry.code, dry.json()["reason"]), (409, "AlreadyExists"), dry.body)
+
+    @inlineCallbacks
+    def test_tokens_of_account_created_elsewhere(self):
+        """
+        For a service account A just created, B issues a token (upstream's TokenRequest
+        reads the account from etcd), and a token A issued authenticates on B
+        (upstream's token getter reads an account its informer lacks from the API).
+        """
+        a, b, hold, release = yield self.held_replicas()
+        sa = "/api/v1/namespaces/default/serviceaccounts"
+        hold()
+        r = yield a.post(sa, {"metadata": {"name": "minted"}})
+        self.assertEqual(r.code, 201, r.body)
+        minted = yield self.answered_after_release(b.post(f"{sa}/minted/token", {}), release)
+        self.assertEqual(minted.code, 201, minted.body)
+        hold()
+        r = yield a.post(sa, {"metadata": {"name": "robot"}})
+        self.assertEqual(r.code, 201, r.body)
+        r = yield a.post(f"{sa}/robot/token", {})
+        self.assertEqual(r.code, 201, r.body)
+        who = token_client(self, self.servers[1], r.json()["status"]["token"]).post(
+            "/apis/authentication.platform.io/v1/selfsubjectreviews", {})
+        who = yield self.answered_after_release(who, release)
+        self.assertEqual((who.code, who.json()["status"]["userInfo"]["username"]),
+                         (201, "system:serviceaccount:default:robot"), who.body)
 
     @inlineCallbacks
     def test_initial_events_watch(self):

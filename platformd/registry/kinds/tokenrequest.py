@@ -87,8 +87,8 @@ def _invalid(name: str, causes) -> errors.StatusError:
     return errors.invalid("TokenRequest", GROUP, name, causes)
 
 
-def _request(context, obj: dict, server) -> dict:
-    """Upstream's ``TokenREST.Create`` (see module docstring)."""
+def _request(context, obj: dict, server):
+    """Upstream's ``TokenREST.Create`` (see module docstring): a Deferred of the answer."""
     issuer = getattr(server, "token_issuer", None)
     if issuer is None:
         raise errors.not_found_path()
@@ -102,6 +102,14 @@ def _request(context, obj: dict, server) -> dict:
         raise _invalid(name, [fe.invalid("metadata.namespace", meta["namespace"],
                                          "must match the service account namespace if "
                                          "specified")])
+    # Upstream reads the service account (and the bound object) through the registry,
+    # from etcd: over etcd another server may have just created them.
+    return issuer.cache.sync().addCallback(lambda _: _mint(obj, issuer, namespace, name))
+
+
+def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
+    """The rest of ``TokenREST.Create``, on a cache holding every earlier write."""
+    meta = obj["metadata"]
     account = issuer.get(_SA_PREFIX, namespace, name)
     if account is None:
         raise errors.not_found("serviceaccounts", "", name)
