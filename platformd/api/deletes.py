@@ -118,6 +118,10 @@ def delete_collection(call, store, reader):
     """
     options = delete_options(call)
     label_selector, field_selector = selectors(call)
+    if not call.arg("resourceVersion"):
+        # Upstream lists what to delete as a LIST without resourceVersion reads: from
+        # a cache holding every earlier write (``ConsistentListFromCache``).
+        yield reader.cache.sync()
     revision = reader.cache.revision
     entries = store.list(call.info.namespace or None, label_selector, field_selector)
     for entry in entries:

@@ -120,8 +120,8 @@ def _subclass(module, mixin, suffix: str, base: type = TestCase,
 for _module in (test_clients, test_deletes, test_lists, test_protobuf, test_resources,
                 test_watch_clients, test_watch_scope, test_writes):
     _subclass(_module, OverEtcd, "OverEtcd")
-for _module in (test_deletes, test_lists, test_protobuf, test_resources, test_watch_scope,
-                test_writes):
+for _module in (test_deletes, test_lists, test_protobuf, test_resources, test_watch_clients,
+                test_watch_scope, test_writes):
     _subclass(_module, OverTwoReplicas, "OverTwoReplicas", ServerTestCase, _ONE_SERVER)
 
 

@@ -267,6 +267,19 @@ class BehindTests(ReplicasTestCase):
                          (201, "system:serviceaccount:default:robot"), who.body)
 
     @inlineCallbacks
+    def test_delete_collection(self):
+        """A deletecollection on B deletes (and answers with) what A just created."""
+        a, b, hold, release = yield self.held_replicas()
+        hold()
+        for name in ("x", "y"):
+            r = yield a.post(CM, {"metadata": {"name": name}})
+            self.assertEqual(r.code, 201, r.body)
+        deleted = yield self.answered_after_release(b.delete(CM), release)
+        self.assertEqual([i["metadata"]["name"] for i in deleted.json()["items"]], ["x", "y"])
+        listed = yield a.get(CM)
+        self.assertEqual(listed.json()["items"], [])
+
+    @inlineCallbacks
     def test_initial_events_watch(self):
         """A sendInitialEvents watch without resourceVersion starts with A's write."""
         a, b, hold, release = yield self.held_replicas()
