@@ -14,6 +14,7 @@ from zope.interface import implementer
 
 from platformd import errors
 from platformd.admission.interfaces import CREATE, DELETE, IMutatingPlugin
+from platformd.deferreds import then
 
 #: Upstream's immortal namespaces (default, kube-system, kube-public), renamed.
 IMMORTAL_NAMESPACES = frozenset({"default", "platform-system", "platform-public"})
@@ -45,7 +46,7 @@ class NamespaceLifecycle:
         key = self.namespace_kind.storage_key(None, a.namespace)
         entry = self.namespaces.get(key)
         if entry is None:
-            return self.sync().addCallback(lambda _: self._check(a, self.namespaces.get(key)))
+            return then(self.sync(), lambda _: self._check(a, self.namespaces.get(key)))
         return self._check(a, entry)
 
     def _check(self, a, entry) -> None:

@@ -118,7 +118,7 @@ class ServiceAccountPlugin:
         entry = self._cached(a, name)
         if entry is not None:
             return entry.obj
-        return self.sync().addCallback(self._looked_up, a, name, attempts)
+        return then(self.sync(), self._looked_up, a, name, attempts)
 
     def _cached(self, a, name: str):
         return self.service_accounts.get(self.service_account_kind.storage_key(a.namespace, name))

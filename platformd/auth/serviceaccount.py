@@ -52,6 +52,7 @@ from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
+from platformd.deferreds import then
 
 #: The issuer when ``--service-account-issuer`` is not given: upstream's typical value
 #: (``https://kubernetes.default.svc``) with the platform's name.
@@ -421,8 +422,8 @@ class ServiceAccountAuthenticator:
             # Upstream's token getter reads an object its informer lacks from the API
             # (a live GET): over etcd another server may have just created it.  So: the
             # cache brought up to date (``WatchCache.sync``), then once more.
-            return self.cache.sync().addCallback(
-                lambda _: self._for(request, audiences, self._validate(claims, live=True)))
+            return then(self.cache.sync(),
+                        lambda _: self._for(request, audiences, self._validate(claims, live=True)))
         return self._for(request, audiences, user)
 
     def _for(self, request, audiences: tuple, user: UserInfo) -> UserInfo:

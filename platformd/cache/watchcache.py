@@ -28,6 +28,7 @@ import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
 
+from platformd.deferreds import then
 from platformd.model.meta import set_resource_version
 from platformd.storage.interface import DELETE, PUT, Event, IWatch, KeyValue
 
@@ -429,16 +430,17 @@ class WatchCache:
         d.addBoth(lambda result: (call.active() and call.cancel(), result)[1])
         return d
 
-    def sync(self) -> Deferred:
+    def sync(self) -> Optional[Deferred]:
         """
         Deferred firing once the cache holds every write committed before the call, by
         any server over the same storage: ``IStorage.sync`` (with etcd, a quorum read of
-        the current revision, then a wait for the storage's watch to reach it; at once
-        over a storage this server alone writes), then ``advance``.  What upstream reads
+        the current revision, then a wait for the storage's watch to reach it), then
+        ``advance``; None over a storage this server alone writes (nothing to wait for:
+        ``deferreds.then`` goes on at once).  What upstream reads
         from etcd itself (a GET or an update's current object, ``ConsistentListFromCache``
         for lists) is read from the cache after this.
         """
-        return self.storage.sync().addCallback(lambda _: self.advance(self.storage.revision))
+        return then(self.storage.sync(), lambda _: self.advance(self.storage.revision))
 
     def advance(self, revision: int) -> None:
         """

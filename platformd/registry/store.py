@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 
 import orjson
 from twisted.internet.defer import (
-    Deferred, fail, inlineCallbacks, returnValue, succeed,
+    Deferred, fail, inlineCallbacks, maybeDeferred, returnValue, succeed,
 )
 from twisted.logger import Logger
 
@@ -191,7 +191,7 @@ class GenericStore:
                 if self.cache.get(key) is not None:
                     raise self._exists(name)
                 return obj
-            return self.watch_cache.sync().addCallback(vacant)
+            return maybeDeferred(then, self.watch_cache.sync(), vacant)
 
         def exists(failure):
             failure.trap(KeyExistsError)
@@ -284,7 +284,7 @@ class GenericStore:
 
     def _current(self, key: str):
         """Deferred of the stored version of ``key`` (or None): the cache, synced."""
-        return self.watch_cache.sync().addCallback(lambda _: self.cache.get(key))
+        return then(self.watch_cache.sync(), lambda _: self.cache.get(key))
 
     def _carry_out(self, ctx, key: str, current, outcome, fresh: bool):
         """
@@ -326,8 +326,7 @@ class GenericStore:
             set_resource_version(new["metadata"], str(current.revision))
             if fresh:
                 return succeed(True)
-            return self._current(key).addCallback(
-                lambda latest: _revision(latest) == current.revision)
+            return then(self._current(key), lambda latest: _revision(latest) == current.revision)
         d = self.storage.update(key, value, current.revision)
         d.addCallback(self._stored, new)
         return d.addCallbacks(lambda _: True, _lost_race)

@@ -218,8 +218,10 @@ class IStorage(Interface):
         """
         Deferred firing once every write committed before the call, by this server or
         any other over the same data, has reached the watches (so ``revision`` is at
-        least the newest such write).  A store that is the only writer of its data
-        (memory, SQLite) is always there; etcd asks the cluster (``storage/etcd3``).
+        least the newest such write), or None when that holds already: a store that is
+        the only writer of its data (memory, SQLite) is always there, and answers None
+        so that a read it precedes stays free of Deferreds; etcd asks the cluster
+        (``storage/etcd3``).
         This is what lets a consistent read be served from the watch cache (upstream's
         ``ConsistentListFromCache``).
         """

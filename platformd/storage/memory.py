@@ -104,7 +104,7 @@ class MemoryStorage:
         return watch
 
     def sync(self):
-        return succeed(None)  # the only writer: every write has reached the watches
+        return None  # the only writer: every write has reached the watches
 
     def needs_rewrite(self, key):
         return key in self._values.stale_keys

@@ -40,7 +40,7 @@ from contextlib import suppress
 from typing import Optional
 
 import attrs
-from twisted.internet.defer import Deferred, DeferredList, fail, succeed
+from twisted.internet.defer import Deferred, DeferredList, fail
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
@@ -378,7 +378,7 @@ class SQLiteStorage:
         return watch
 
     def sync(self):
-        return succeed(None)  # the only writer: every write has reached the watches
+        return None  # the only writer: every write has reached the watches
 
     def needs_rewrite(self, key):
         return key in self._values.stale_keys

@@ -16,6 +16,7 @@ The kind is not served on its own (it is the ``token`` subresource of
 from __future__ import annotations
 
 from platformd import errors
+from platformd.deferreds import then
 from platformd.model import fielderrors as fe
 from platformd.model.schema import INT64, STRING, TIME, ListOf, Prop, Struct
 from platformd.model.times import rfc3339
@@ -104,7 +105,7 @@ def _request(context, obj: dict, server):
                                          "specified")])
     # Upstream reads the service account (and the bound object) through the registry,
     # from etcd: over etcd another server may have just created them.
-    return issuer.cache.sync().addCallback(lambda _: _mint(obj, issuer, namespace, name))
+    return then(issuer.cache.sync(), lambda _: _mint(obj, issuer, namespace, name))
 
 
 def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
