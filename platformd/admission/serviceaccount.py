@@ -121,7 +121,8 @@ class ServiceAccountPlugin:
         return then(self.sync(), self._looked_up, a, name, attempts)
 
     def _cached(self, a, name: str):
-        return self.service_accounts.get(self.service_account_kind.storage_key(a.namespace, name))
+        key = self.service_account_kind.storage_key(a.namespace, name)
+        return self.service_accounts.get(key)
 
     def _looked_up(self, _, a, name: str, attempts: int):
         """After the live lookup (the cache up to date): the account, a retry, or 403."""

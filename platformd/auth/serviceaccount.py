@@ -422,8 +422,8 @@ class ServiceAccountAuthenticator:
             # Upstream's token getter reads an object its informer lacks from the API
             # (a live GET): over etcd another server may have just created it.  So: the
             # cache brought up to date (``WatchCache.sync``), then once more.
-            return then(self.cache.sync(),
-                        lambda _: self._for(request, audiences, self._validate(claims, live=True)))
+            return then(self.cache.sync(), lambda _: self._for(
+                request, audiences, self._validate(claims, live=True)))
         return self._for(request, audiences, user)
 
     def _for(self, request, audiences: tuple, user: UserInfo) -> UserInfo:

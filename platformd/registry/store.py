@@ -13,8 +13,8 @@ Every change of an existing object is one compare-and-swap loop,
 from the current object to an outcome (write this, remove it, keep it), the loop
 writes it on the condition that the object is still the one read, and on a race reads
 again and asks again, at most ``RETRIES`` times; a refusal decided on a cached version
-another server has overtaken is decided again on the newer one.  Update, every patch kind, apply,
-status writes, delete and finalizer removal are all such functions.  A write is
+another server has overtaken is decided again on the newer one.  Update, every patch
+kind, apply, status writes, delete and finalizer removal are all such functions.  A write is
 answered once the watch cache holds it (read-your-writes, whatever order the backend
 reports in).
 """
@@ -283,13 +283,13 @@ class GenericStore:
                               "too many concurrent writers; try again")
 
     def _current(self, key: str):
-        """Deferred of the stored version of ``key`` (or None): the cache, synced."""
+        """The stored version of ``key`` (or None), or a Deferred of it: the cache, synced."""
         return then(self.watch_cache.sync(), lambda _: self.cache.get(key))
 
     def _carry_out(self, ctx, key: str, current, outcome, fresh: bool):
         """
-        Deferred[bool]: False when another writer got in first (or, ``current`` not
-        ``fresh``, may have).
+        Whether the outcome was carried out (a bool, or a Deferred of it): False when
+        another writer got in first (or, ``current`` not ``fresh``, may have).
         """
         if isinstance(outcome, Keep):
             return succeed(True)
@@ -326,7 +326,8 @@ class GenericStore:
             set_resource_version(new["metadata"], str(current.revision))
             if fresh:
                 return succeed(True)
-            return then(self._current(key), lambda latest: _revision(latest) == current.revision)
+            return then(self._current(key),
+                        lambda latest: _revision(latest) == current.revision)
         d = self.storage.update(key, value, current.revision)
         d.addCallback(self._stored, new)
         return d.addCallbacks(lambda _: True, _lost_race)
