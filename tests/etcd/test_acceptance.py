@@ -34,14 +34,20 @@ from tests.etcd.cluster import fresh_prefix, shared_cluster
 
 
 class OverEtcd:
-    """Mixed into a suite: its servers over the shared cluster, a fresh prefix each."""
+    """
+    Mixed into a suite: its servers over the shared cluster, under a prefix of the
+    test's own (every server a test starts shares it, as they would share a data
+    directory).
+    """
 
-    #: The prefix of the last server started.
-    etcd_prefix = ""
+    @property
+    def etcd_prefix(self) -> str:
+        if "_etcd_prefix" not in self.__dict__:
+            self._etcd_prefix = fresh_prefix()
+        return self._etcd_prefix
 
     @property
     def storage_args(self) -> tuple:
-        self.etcd_prefix = fresh_prefix()
         return ("--storage-backend", "etcd3",
                 "--etcd-servers", ",".join(shared_cluster().urls),
                 "--etcd-prefix", self.etcd_prefix, "--etcd-compaction-interval", "0")
@@ -65,8 +71,8 @@ class BalancedClient(Client):
 
 class OverTwoReplicas(OverEtcd):
     """
-    Mixed into a ``ServerTestCase`` suite: a second replica over the first one's prefix,
-    sharing its PKI (as replicas behind one balancer must, ``docs/etcd.md``), and the
+    Mixed into a ``ServerTestCase`` suite: a second replica over the test's prefix,
+    sharing the first one's PKI (as replicas behind one balancer must, ``docs/etcd.md``), and the
     suite's client a ``BalancedClient`` over both.
     """
 
@@ -74,8 +80,7 @@ class OverTwoReplicas(OverEtcd):
     def setUp(self):
         yield super().setUp()
         first = self.server
-        second = yield start_beside(self, first, *self.server_args,
-                                    "--etcd-prefix", self.etcd_prefix)
+        second = yield start_beside(self, first, *self.server_args)
         self.client = BalancedClient(self, first.pki_dir,
                                      [first.port_number, second.port_number])
 
