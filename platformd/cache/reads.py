@@ -65,7 +65,10 @@ class ICacheReader(Interface):
     clock = Attribute("The clock the cache keeps time by.")
 
     def sync():
-        """Deferred firing once the cache holds every write committed before the call."""
+        """
+        Deferred firing once the cache holds every write committed before the call, or
+        None when it does already (``WatchCache.sync``).
+        """
 
     def list(kind, namespace, plan, resource_version, continue_token, limit):
         """Deferred[Listing] (spec 4.9's list table; 410, 504 as it says)."""
