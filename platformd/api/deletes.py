@@ -15,9 +15,9 @@ from __future__ import annotations
 from twisted.internet.defer import inlineCallbacks, returnValue
 
 from platformd import errors
-from platformd.api import responses, writeoptions
+from platformd.api import listoptions, responses, writeoptions
+from platformd.api.reads import selected
 from platformd.api.body import read_body
-from platformd.api.selectors import from_call as selectors
 from platformd.codecs.interface import CodecError
 from platformd.model import fielderrors as fe
 
@@ -117,13 +117,14 @@ def delete_collection(call, store, reader):
     listed, at the list's resourceVersion, in the negotiated encoding and view.
     """
     options = delete_options(call)
-    label_selector, field_selector = selectors(call)
-    if not call.arg("resourceVersion"):
-        # Upstream lists what to delete as a LIST without resourceVersion reads: from
-        # a cache holding every earlier write (``ConsistentListFromCache``).
-        yield reader.cache.sync()
-    revision = reader.cache.revision
-    entries = store.list(call.info.namespace or None, label_selector, field_selector)
+    # Upstream lists what to delete as a LIST with the request's list options reads
+    # (the resourceVersion's plan, selectors; a limit only pages, so everything
+    # selected goes): without a resourceVersion, from a cache holding every write
+    # committed before (``ConsistentListFromCache``).
+    listed = listoptions.parse(call, reader.gates, watch=False)
+    listing = yield reader.cache.list(call.kind, call.info.namespace, listed.list_plan(),
+                                      listed.resource_version, listed.continue_token)
+    entries = selected(listing, listed)
     for entry in entries:
         meta = entry.obj["metadata"]
         try:
@@ -131,8 +132,8 @@ def delete_collection(call, store, reader):
         except errors.StatusError as e:
             if e.code != 404:  # gone meanwhile: that is what we wanted
                 raise
-    result = reader.render(call, call.kind, {"resourceVersion": str(revision), "continue": ""},
-                           entries)
+    result = reader.render(call, call.kind,
+                           {"resourceVersion": str(listing.revision), "continue": ""}, entries)
     if not isinstance(result, bytes):
         result = yield result
     returnValue(result)

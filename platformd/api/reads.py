@@ -134,6 +134,16 @@ def _pieces(head: bytes, page: list):
     yield b"]}"
 
 
+def selected(listing, options) -> list:
+    """Every entry of ``listing`` from its start on that ``options``' selectors choose."""
+    entries = listing.entries
+    index = _bisect_key(entries, listing.start) if listing.start else 0
+    if not options.filtered:
+        return entries[index:]
+    matches = options.matches
+    return [entry for entry in entries[index:] if matches(entry.obj)]
+
+
 def _page(entries: list, start: str, options):
     """(items of this page, start key of the next page or None, items after this page)."""
     limit = options.limit

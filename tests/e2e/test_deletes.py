@@ -114,6 +114,29 @@ class DeleteTests(WritesTestCase):
         self.assertEqual(r.json()["kind"], "Status")
 
     @inlineCallbacks
+    def test_delete_collection_list_options(self):
+        """
+        deletecollection lists what to delete as a LIST with its options does: a
+        version from before a create leaves that object (Exact), a version not reached
+        is 504, options a LIST refuses are 422, and a limit only pages.
+        """
+        first = yield self.create("a")
+        rv = first["metadata"]["resourceVersion"]
+        yield self.create("b")
+        r = yield self.expect(self.client.delete(
+            f"{RB}?resourceVersion={rv}&resourceVersionMatch=Exact&dryRun=All"), 200)
+        self.assertEqual(([i["metadata"]["name"] for i in r.json()["items"]],
+                          r.json()["metadata"]["resourceVersion"]), (["a"], rv))
+        r = yield self.expect(self.client.delete(f"{RB}?resourceVersion={int(rv) + 1000}"), 504)
+        self.assertIn("Too large resource version", r.json()["message"])
+        r = yield self.expect(self.client.delete(f"{RB}?resourceVersionMatch=NotOlderThan"), 422)
+        self.assertIn("resourceVersionMatch is forbidden unless", r.json()["message"])
+        r = yield self.expect(self.client.delete(f"{RB}?limit=1"), 200)
+        self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["a", "b"])
+        r = yield self.expect(self.client.get(RB), 200)
+        self.assertEqual(r.json()["items"], [])
+
+    @inlineCallbacks
     def test_delete_collection_answers_with_the_list(self):
         """deletecollection answers with the deleted objects as a RoleBindingList (dry
         run too, deleting nothing); its options reach every object."""
