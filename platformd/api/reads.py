@@ -12,6 +12,8 @@ JSON, Protobuf and CBOR lists are assembled from each object's already-encoded b
 
 from __future__ import annotations
 
+from typing import Optional
+
 from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 
 from platformd.api import listoptions, responses, views
@@ -71,7 +73,8 @@ class Reader:
         listing = yield self.cache.list(kind, call.info.namespace, options.list_plan(),
                                         options.resource_version, options.continue_token,
                                         options.limit)
-        page, next_start, remaining = _page(listing.entries, listing.start, options)
+        page, next_start, remaining = _page(listing.entries, listing.start, options,
+                                            options.limit)
         meta = {"resourceVersion": str(listing.revision), "continue": ""}
         if next_start is not None:
             meta["continue"] = self.cache.continue_token(listing, next_start)
@@ -136,17 +139,14 @@ def _pieces(head: bytes, page: list):
 
 def selected(listing, options) -> list:
     """Every entry of ``listing`` from its start on that ``options``' selectors choose."""
-    entries = listing.entries
-    index = _bisect_key(entries, listing.start) if listing.start else 0
-    if not options.filtered:
-        return entries[index:]
-    matches = options.matches
-    return [entry for entry in entries[index:] if matches(entry.obj)]
+    return _page(listing.entries, listing.start, options, None)[0]
 
 
-def _page(entries: list, start: str, options):
-    """(items of this page, start key of the next page or None, items after this page)."""
-    limit = options.limit
+def _page(entries: list, start: str, options, limit: Optional[int]):
+    """
+    (items of this page, start key of the next page or None, items after this page);
+    with no ``limit``, every selected item from ``start`` on.
+    """
     index = 0
     if start:
         index = _bisect_key(entries, start)

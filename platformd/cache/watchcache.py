@@ -436,9 +436,9 @@ class WatchCache:
         any server over the same storage: ``IStorage.sync`` (with etcd, a quorum read of
         the current revision, then a wait for the storage's watch to reach it), then
         ``advance``; None over a storage this server alone writes (nothing to wait for:
-        ``deferreds.then`` goes on at once).  What upstream reads
-        from etcd itself (a GET or an update's current object, ``ConsistentListFromCache``
-        for lists) is read from the cache after this.
+        ``deferreds.then`` goes on at once).  What upstream reads from etcd itself (a GET
+        or an update's current object, ``ConsistentListFromCache`` for lists) is read
+        from the cache after this.
         """
         return then(self.storage.sync(), lambda _: self.advance(self.storage.revision))
 

@@ -14,9 +14,9 @@ from the current object to an outcome (write this, remove it, keep it), the loop
 writes it on the condition that the object is still the one read, and on a race reads
 again and asks again, at most ``RETRIES`` times; a refusal decided on a cached version
 another server has overtaken is decided again on the newer one.  Update, every patch
-kind, apply, status writes, delete and finalizer removal are all such functions.  A write is
-answered once the watch cache holds it (read-your-writes, whatever order the backend
-reports in).
+kind, apply, status writes, delete and finalizer removal are all such functions.  A
+write is answered once the watch cache holds it (read-your-writes, whatever order the
+backend reports in).
 """
 
 from __future__ import annotations
