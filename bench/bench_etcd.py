@@ -1,6 +1,7 @@
 """
 The etcd3 backend's capacity (issue 17): creates/s (concurrency 16), single-object
-GETs/s (concurrency 32) and LISTs/s of a namespace's 1,000 RoleBindings (concurrency 8,
+GETs/s (concurrency 32; without resourceVersion, current across replicas, and with
+``resourceVersion=0``, the cache as it stands) and LISTs/s of a namespace's 1,000 RoleBindings (concurrency 8,
 in a namespace of their own, so the creates before do not add to them) through 1 and
 2 platformd replicas over a 3-member etcd cluster on this machine (fsync on), next to
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
@@ -10,7 +11,8 @@ SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rate
 
 After the table it prints where the creates' CPU went: milliseconds per create in the
 platformd servers and in the three etcd members (the machine's two cores bound what
-both together can do).  ``--raw`` measures etcd alone instead: creates as platformd
+both together can do), and the quorum reads (etcd ``Range``s) per GET without
+resourceVersion.  ``--raw`` measures etcd alone instead: creates as platformd
 makes them, from 16 and then 64 Python threads, and the members' CPU per ``Txn``.
 
 ``--fanout`` measures instead the watch fan-out of ``bench_lists_watches.py`` (500
@@ -35,6 +37,7 @@ import shutil
 import sys
 import threading
 import time
+import urllib.request
 
 import grpc
 
@@ -86,12 +89,29 @@ def cpu_per(pids: list, run) -> tuple:
                     for pid, b in zip(pids, before)]
 
 
+def ranges(cluster: Cluster) -> float:
+    """The ``Range`` calls the members have answered (their gRPC metrics), all together."""
+    total = 0.0
+    for member in cluster.members:
+        with urllib.request.urlopen(member.url + "/metrics", timeout=5,
+                                    context=member.context) as reply:
+            for line in reply.read().decode().splitlines():
+                if line.startswith(_RANGES):
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+_RANGES = 'grpc_server_handled_total{grpc_code="OK",grpc_method="Range"'
+
+
 def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, tokens: str,
-            members: list) -> str:
+            cluster: Cluster) -> str:
     """
     One row of the table; returns where the creates' CPU went (per create: every
-    platformd server together, every etcd member together).
+    platformd server together, every etcd member together) and the quorum reads per
+    GET without resourceVersion.
     """
+    members = [m.process.pid for m in cluster.members]
     ports = [free_port() for _ in range(servers)]
     procs = []
     try:
@@ -116,11 +136,16 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
                             [binding(f"list-{i:04}") for i in range(1000)], 8)
         assert not failures, failures[:3]
         auth = ["-H", f"Authorization: Bearer {TOKEN}"]
+        read = ranges(cluster)
         gets = wrk_all(ports, [f"-c{32 // servers}", *auth], seconds, f"{LISTED}/list-0000")
+        reads = (ranges(cluster) - read) / max(gets * seconds, 1)
+        any_gets = wrk_all(ports, [f"-c{32 // servers}", *auth], seconds,
+                           f"{LISTED}/list-0000?resourceVersion=0")
         lists = wrk_all(ports, [f"-c{8 // servers}", *auth], seconds, LISTED)
-        print(f"| {label} | {creates:,.0f} | {gets:,.0f} | {lists:,.0f} |", flush=True)
+        print(f"| {label} | {creates:,.0f} | {gets:,.0f} | {any_gets:,.0f} | {lists:,.0f} |",
+              flush=True)
         return (f"{label}: CPU per create: platformd {sum(cpu[:servers]):.2f} ms, "
-                f"etcd members {sum(cpu[servers:]):.2f} ms")
+                f"etcd members {sum(cpu[servers:]):.2f} ms; etcd Ranges per GET {reads:.2f}")
     finally:
         for proc in procs:
             stop_server(proc)
@@ -227,16 +252,16 @@ def main():
             for in_flight in (16, 64):
                 print(measure_raw(cluster, opts.seconds, in_flight), flush=True)
             return
-        print("| backend | creates/s | GETs/s | LISTs/s (1,000 RoleBindings) |")
-        print("|---|---|---|---|")
-        members = [m.process.pid for m in cluster.members]
+        print("| backend | creates/s | GETs/s | GETs/s, resourceVersion=0 |"
+              " LISTs/s (1,000 RoleBindings) |")
+        print("|---|---|---|---|---|")
         etcd = etcd_flags(cluster)
         over = "etcd (3 members, TLS)" if opts.tls else "etcd (3 members)"
-        cpu = [measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens, members),
+        cpu = [measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens, cluster),
                measure(f"{over}, 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
-                       opts.seconds, tmp, tokens, members),
+                       opts.seconds, tmp, tokens, cluster),
                measure(f"{over}, 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
-                       opts.seconds, tmp, tokens, members)]
+                       opts.seconds, tmp, tokens, cluster)]
         print("\n".join(cpu))
     finally:
         cluster.stop()
