@@ -3,6 +3,8 @@ The ClusterRole aggregation controller (``registry/bootstrap/aggregation.py``) o
 in-memory server: it follows the watch cache and writes only when the union changes.
 """
 
+from twisted.internet.defer import Deferred
+
 from platformd.context import internal
 from platformd.registry.bootstrap import ClusterRoleAggregator
 from platformd.registry.bootstrap.aggregation import MANAGER
@@ -147,3 +149,17 @@ class AggregationTests(BootstrapCase):
         self.create_role("cms", {LABEL: "true"}, [READ_CMS])
         self.stub.flush()
         self.assertEqual(self.rules(), [READ_PODS])
+
+    def test_write_failing_after_stop_is_quiet(self):
+        """
+        A write under way when the controller stops, failed by the storage stopping
+        after it (server shutdown), is neither logged as a failure nor retried.
+        """
+        pending = Deferred()
+        self.roles.update = lambda *args, **kw: pending
+        self.aggregator.start()
+        self.stub.flush()
+        self.aggregator.stop()
+        pending.errback(RuntimeError("EtcdStorage stopped"))
+        self.assertEqual(self.flushLoggedErrors(RuntimeError), [])
+        self.assertEqual(self.aggregator._retries, {})

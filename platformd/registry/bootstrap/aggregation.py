@@ -149,6 +149,8 @@ class ClusterRoleAggregator:
                     try:
                         yield self.sync(name)
                     except Exception:
+                        if not self._following:
+                            return  # stopped meanwhile, and the storage with it
                         log.failure("aggregating ClusterRole {name} failed; retrying",
                                     name=name)
                         self._retry(name)
