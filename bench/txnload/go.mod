@@ -1,0 +1,3 @@
+module platformd/bench/txnload
+
+go 1.24
