@@ -58,6 +58,7 @@ from common import (  # noqa: E402
     stop_server, tls_context, wait_ready, wrk, write_tokens,
 )
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from platformd.storage.etcd3.client import shared, targets  # noqa: E402
 from tests.etcd.cluster import Cluster  # noqa: E402
 
 from bench_api import CREATE_LUA  # noqa: E402
@@ -178,7 +179,7 @@ def measure_raw(cluster: Cluster, seconds: int, in_flight: int) -> str:
     RoleBinding-sized value) from ``in_flight`` Python threads making blocking calls
     over one ``round_robin`` channel; the rate and the members' CPU per ``Txn``.
     """
-    address = "ipv4:" + ",".join(url.removeprefix("http://") for url in cluster.urls)
+    [address] = shared(targets(cluster.urls)[0])  # the channel a replica would have
     channel = grpc.insecure_channel(address, [("grpc.lb_policy_name", "round_robin")])
     kv = rpc_pb2_grpc.KVStub(channel)
     counts = [0] * in_flight
@@ -224,6 +225,7 @@ def measure_raw_go(cluster: Cluster, seconds: int, in_flight: int, program: str)
 
 
 def raw_row(what: str, cluster: Cluster, run) -> str:
+    """The table row of ``run()`` (rate, Txns), whichever client made the ``Txn``s."""
     rate, cpu = cpu_per([m.process.pid for m in cluster.members], run)
     return (f"| etcd alone, {what} | {rate:,.0f} Txn/s | "
             f"{sum(cpu):.2f} ms of the members' CPU per Txn |")
