@@ -60,7 +60,10 @@ class RequestDeadline:
         # upstream's timeout writer keeps the handler's own headers apart.
         outer_headers = list(ctx.request.responseHeaders.getAllRawHeaders())
         result = proceed(ctx)
-        if not isinstance(result, Deferred) or result.called:
+        # A Deferred that has fired may still wait: one whose callback returned another,
+        # unfired Deferred is paused on it (a write whose chain began with ``succeed``
+        # waiting for its storage call).  Only a fired, unpaused one holds its answer.
+        if not isinstance(result, Deferred) or (result.called and not result.paused):
             return result
         return _Race(ctx.request, result, outer_headers).start(self.clock, timeout)
 

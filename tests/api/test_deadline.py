@@ -6,7 +6,7 @@ work cancelled, and a response already under way aborted.
 
 from __future__ import annotations
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -58,6 +58,26 @@ class DeadlineTests(SynchronousTestCase):
             b"Audit-Id": [b"a1"], b"Content-Type": [b"text/plain; charset=utf-8"],
             b"Content-Length": [b"%d" % len(deadline.TIMEOUT_BODY)]})
         self.assertEqual(len(self.cancelled), 1)
+
+    def test_fired_work_waiting_on_more_is_timed(self):
+        """
+        Work whose Deferred has fired but waits on another (a write chained after
+        ``succeed`` on its storage call) is timed like unfired work: the 504 at the
+        deadline, and the call it waits on cancelled.
+        """
+        inner = Deferred(self.cancelled.append)
+        answer = run(self.limit, request(), lambda ctx: succeed(None).addCallback(
+            lambda _: inner))
+        self.assertFalse(answer.called)
+        self.clock.advance(60)
+        self.assertEqual(self.successResultOf(answer), deadline.TIMEOUT_BODY)
+        self.assertEqual(self.cancelled, [inner])
+
+    def test_fired_work_answers_at_once(self):
+        """Work that has its answer already is passed on as it is, with no timer."""
+        work = succeed(b"served")
+        self.assertIs(run(self.limit, request(), lambda ctx: work), work)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_answer_in_time(self):
         work = Deferred()

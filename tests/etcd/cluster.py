@@ -61,7 +61,7 @@ def free_ports(count: int) -> list:
 
 @attrs.define
 class Member:
-    """One etcd process: started, killed (SIGKILL) and started again on its data."""
+    """One etcd process: started, paused, killed (SIGKILL) and started again on its data."""
 
     name: str
     client_port: int
@@ -104,6 +104,14 @@ class Member:
         with urllib.request.urlopen(self.url + "/metrics", timeout=5,
                                     context=self.context) as reply:
             return b"\netcd_server_is_leader 1" in reply.read()
+
+    def pause(self):
+        """SIGSTOP: connections stay open and nothing answers (a hung disk or host)."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        """SIGCONT after ``pause``."""
+        self.process.send_signal(signal.SIGCONT)
 
     def kill(self):
         """SIGKILL, as a crash; the data directory stays."""

@@ -1,7 +1,7 @@
 """
 Two platformd replicas over one three-member etcd cluster (issue 17): what is written
 through one is read, listed, paged and watched through the other, with the same
-resource versions; and the faults: a member down, etcd unreachable.
+resource versions; and the faults: a member down, etcd unreachable or unresponsive.
 
 The process's shared cluster (``shared_cluster``); each test gets its own
 ``--etcd-prefix`` so the replicas of one test see none of another's objects, and a test
@@ -15,6 +15,7 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
+from platformd.api import deadline
 from platformd.storage.etcd3.store import EtcdStorage
 from tests.e2e.harness import Client, open_watch, start_beside, start_server, token_client
 from tests.etcd.cluster import fresh_prefix, shared_cluster
@@ -316,6 +317,46 @@ class FaultTests(ReplicasTestCase):
         finally:
             member.start()
             member.wait_ready()
+
+    @inlineCallbacks
+    def test_etcd_unresponsive(self):
+        """
+        With every member stopped (SIGSTOP: the connections stay open and nothing
+        answers, as with a hung disk or host), a create, an update, a delete, a GET and
+        a LIST asking for ``timeout=2s`` each answer upstream's timeout handler's 504
+        after 2 s, not after the server's request timeout; once the members go on,
+        writes succeed again.  (A write answered 504 may yet be applied, as upstream's
+        may.)
+        """
+        [a] = yield self.replicas(1, "--request-timeout", "40s")
+        path = "/api/v1/namespaces/default/configmaps"
+        r = yield a.post(path, {"metadata": {"name": "held"}})
+        self.assertEqual(r.code, 201, r.body)
+        for member in self.cluster.members:
+            member.pause()
+        try:
+            for ask in (lambda: a.post(path + "?timeout=2s", {"metadata": {"name": "late"}}),
+                        lambda: a.put(path + "/held?timeout=2s",
+                                      {"metadata": {"name": "held"}, "data": {"k": "v"}}),
+                        lambda: a.delete(path + "/held?timeout=2s"),
+                        lambda: a.get(path + "/held?timeout=2s"),
+                        lambda: a.get(path + "?timeout=2s")):
+                started = reactor.seconds()
+                r = yield ask()
+                took = reactor.seconds() - started
+                self.assertEqual((r.code, r.body), (504, deadline.TIMEOUT_BODY))
+                self.assertTrue(2 <= took < 10, took)
+        finally:
+            for member in self.cluster.members:
+                member.resume()
+            for member in self.cluster.members:
+                member.wait_ready()
+        for _ in range(100):  # the members elect again, perhaps
+            r = yield a.post(path, {"metadata": {"name": "after"}})
+            if r.code == 201:
+                break
+            yield deferLater(reactor, 0.1, lambda: None)
+        self.assertEqual(r.code, 201, r.body)
 
     @inlineCallbacks
     def readiness(self, client, code: int):
