@@ -324,8 +324,8 @@ class FaultTests(ReplicasTestCase):
         With every member stopped (SIGSTOP: the connections stay open and nothing
         answers, as with a hung disk or host), a create, an update, a delete, a GET and
         a LIST asking for ``timeout=2s`` each answer upstream's timeout handler's 504
-        after 2 s, not after the server's request timeout; once the members go on,
-        writes succeed again.  (A write answered 504 may yet be applied, as upstream's
+        after 2 s, not after the server's request timeout, and ``/readyz/etcd`` fails;
+        once the members go on, writes succeed again.  (A write answered 504 may yet be applied, as upstream's
         may.)
         """
         [a] = yield self.replicas(1, "--request-timeout", "40s")
@@ -346,6 +346,9 @@ class FaultTests(ReplicasTestCase):
                 took = reactor.seconds() - started
                 self.assertEqual((r.code, r.body), (504, deadline.TIMEOUT_BODY))
                 self.assertTrue(2 <= took < 10, took)
+            ready = yield a.get("/readyz/etcd")
+            self.assertEqual((ready.code, ready.body),
+                             (500, b"internal server error: storage did not answer in time\n"))
         finally:
             for member in self.cluster.members:
                 member.resume()
