@@ -319,6 +319,34 @@ class FaultTests(ReplicasTestCase):
             member.wait_ready()
 
     @inlineCallbacks
+    def test_one_member_unresponsive(self):
+        """
+        With a follower of three stopped (SIGSTOP: its connections stay open and it
+        answers nothing), GETs and LISTs go on: a quorum read that went to it is made
+        again to the next member after ``HEDGE_AFTER`` (``Client.hedged``), where it would
+        have held every consistent read of the replica until keepalive (40 s) dropped
+        the connection.
+        """
+        [a] = yield self.replicas(1, "--request-timeout", "40s")
+        path = "/api/v1/namespaces/default/configmaps"
+        r = yield a.post(path, {"metadata": {"name": "held"}})
+        self.assertEqual(r.code, 201, r.body)
+        member = next(m for m in self.cluster.members if not m.is_leader())
+        member.pause()
+        try:
+            for _ in range(6):  # 12 quorum reads: some go to the stopped member
+                started = reactor.seconds()
+                got = yield a.get(path + "/held?timeout=5s")
+                listed = yield a.get(path + "?timeout=5s")
+                self.assertEqual((got.code, listed.code), (200, 200), got.body)
+                self.assertEqual([i["metadata"]["name"] for i in listed.json()["items"]],
+                                 ["held"])
+                self.assertLess(reactor.seconds() - started, 2.5)
+        finally:
+            member.resume()
+            member.wait_ready()
+
+    @inlineCallbacks
     def test_etcd_unresponsive(self):
         """
         With every member stopped (SIGSTOP: the connections stay open and nothing

@@ -360,17 +360,17 @@ class SyncTests(EtcdTestCase):
         """A store, the quorum reads it started so far, and ``release()`` for them."""
         store = await self.make_storage()
         started, held = [], []
-        unary = store.client.unary
+        hedged = store.client.hedged
 
-        def counted(method, request, repeatable=False):
-            reply = unary(method, request, repeatable)
+        def counted(method, request):
+            reply = hedged(method, request)
             if method != "Range" or not request.count_only:
                 return reply
             started.append(request)
             waiting = Deferred()
             held.append(lambda: reply.chainDeferred(waiting))
             return waiting
-        store.client.unary = counted
+        store.client.hedged = counted
 
         def release():
             while held:

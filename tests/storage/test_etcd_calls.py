@@ -15,7 +15,8 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.errors import StatusError
-from platformd.storage.etcd3.client import _NOT_SENT, REQUIRE_LEADER, Client, pick, targets
+from platformd.storage.etcd3.client import (
+    _NOT_SENT, HEDGE_AFTER, REQUIRE_LEADER, Client, pick, targets)
 from tests.etcd.cluster import free_ports
 
 
@@ -84,7 +85,9 @@ class _KV:
         self.Call = method
 
 
-class UnaryCallTests(SynchronousTestCase):
+class _CallTestCase(SynchronousTestCase):
+    """A client of one endpoint whose stub's ``Call`` is a ``_Method``."""
+
     def setUp(self):
         self.clock = _Clock()
         self.client = Client(self.clock, ["http://127.0.0.1:1"], timeout=10)
@@ -92,6 +95,8 @@ class UnaryCallTests(SynchronousTestCase):
         self.method = _Method()
         self.client.endpoints[0].kv = _KV(self.method)
 
+
+class UnaryCallTests(_CallTestCase):
     def test_attempt(self):
         """A call waits for a member, carries hasleader and the time left as deadline."""
         self.clock.advance(3)
@@ -186,6 +191,89 @@ class UnaryCallTests(SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
         self.clock.advance(1)
         self.assertEqual(len(self.method.attempts), 1)
+
+
+class HedgedCallTests(_CallTestCase):
+    """
+    ``Client.hedged``: a call unanswered for ``HEDGE_AFTER`` is made again (to the next
+    member in turn), the first answer wins and the others are cancelled.
+    """
+
+    def futures(self) -> list:
+        return [attempt[-1] for attempt in self.method.attempts]
+
+    def test_answer_in_time_is_one_call(self):
+        d = self.client.hedged("Call", "read")
+        self.clock.advance(HEDGE_AFTER - 0.001)
+        self.method.finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")
+        self.assertEqual(len(self.method.attempts), 1)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_slow_call_is_made_again(self):
+        """A member that hangs: the second call answers, the first is cancelled."""
+        d = self.client.hedged("Call", "read")
+        self.clock.advance(HEDGE_AFTER)
+        self.assertEqual(len(self.method.attempts), 2)
+        self.assertEqual(self.method.attempts[1][:4],
+                         ("read", 10 - HEDGE_AFTER, True, REQUIRE_LEADER))
+        self.clock.advance(HEDGE_AFTER)
+        self.assertEqual(len(self.method.attempts), 3)
+        self.futures()[1].finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")
+        first, _, third = self.futures()
+        self.assertTrue(first.cancelled and third.cancelled)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_failure_waits_for_the_others(self):
+        """A call that fails is not the answer while another is under way."""
+        d = self.client.hedged("Call", "read")
+        self.clock.advance(HEDGE_AFTER)
+        self.futures()[0].finish(_Error(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: no"))
+        self.assertNoResult(d)
+        self.futures()[1].finish("reply")
+        self.assertEqual(self.successResultOf(d), "reply")
+
+    def test_failure_alone_is_the_answer(self):
+        """A refusal with no other call under way fails at once; no call follows."""
+        d = self.client.hedged("Call", "read")
+        self.method.finish(_Error(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: no"))
+        self.assertEqual(self.failureResultOf(d, StatusError).value.message, "etcdserver: no")
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_unanswered_to_the_deadline(self):
+        """No member answers: 504 once the last call's deadline is past, nothing left."""
+        d = self.client.hedged("Call", "read")
+        made = round(10 / HEDGE_AFTER)  # one every HEDGE_AFTER, none at the deadline
+        for _ in range(made + 2):
+            self.clock.advance(HEDGE_AFTER)
+        self.assertEqual([attempt[1] for attempt in self.method.attempts],
+                         [10 - n * HEDGE_AFTER for n in range(made)])
+        for future in self.futures():  # grpcio ends each at the deadline
+            self.clock.advance(0.01)
+            future.finish(_Error(grpc.StatusCode.DEADLINE_EXCEEDED))
+        self.assertEqual(self.failureResultOf(d, StatusError).value.code, 504)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_none_made_once_closed(self):
+        """Once the client has stopped, no call is made again; the one under way (ended
+        by the channel's close) is the answer."""
+        d = self.client.hedged("Call", "read")
+        self.client.stop()
+        self.clock.advance(HEDGE_AFTER)
+        self.assertEqual(len(self.method.attempts), 1)
+        self.method.finish(_Error(grpc.StatusCode.CANCELLED, "Channel closed!"))
+        self.assertEqual(self.failureResultOf(d, StatusError).value.code, 500)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_cancel(self):
+        """Cancelling (the last waiter's deadline) cancels every call and the timer."""
+        d = self.client.hedged("Call", "read")
+        self.clock.advance(HEDGE_AFTER)
+        d.cancel()
+        self.failureResultOf(d, CancelledError)
+        self.assertTrue(all(f.cancelled for f in self.futures()))
+        self.assertEqual(self.clock.getDelayedCalls(), [])
 
 
 READY, IDLE = grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.IDLE

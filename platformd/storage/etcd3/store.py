@@ -537,8 +537,8 @@ class EtcdStorage:
 
     def _sync_once(self) -> Deferred:
         """One quorum read of the current revision, and the wait for the watch."""
-        current = self.client.unary("Range", rpc_pb2.RangeRequest(
-            key=self._marker, count_only=True), repeatable=True)
+        current = self.client.hedged("Range", rpc_pb2.RangeRequest(
+            key=self._marker, count_only=True))
 
         def wait(reply):
             if self.revision >= reply.header.revision:
@@ -548,9 +548,9 @@ class EtcdStorage:
 
     def _mark(self) -> Deferred:
         """Write the marker key; Deferred of the write's revision."""
-        # Repeatable: writing the marker twice is as good as once.
-        return self.client.unary("Put", rpc_pb2.PutRequest(key=self._marker),
-                                 repeatable=True).addCallback(self._marked)
+        # Hedged (made again when slow): writing the marker twice is as good as once.
+        return self.client.hedged("Put", rpc_pb2.PutRequest(key=self._marker)).addCallback(
+            self._marked)
 
     def _marked(self, reply) -> int:
         self._committed(reply.header.revision, [])
