@@ -105,6 +105,15 @@ class Member:
                                     context=self.context) as reply:
             return b"\netcd_server_is_leader 1" in reply.read()
 
+    def watch_streams(self) -> int:
+        """The watch streams this member serves (its ``etcd_debugging_mvcc_watch_stream_total``)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5,
+                                    context=self.context) as reply:
+            for line in reply.read().decode().splitlines():
+                if line.startswith("etcd_debugging_mvcc_watch_stream_total "):
+                    return int(float(line.split()[1]))
+        raise AssertionError("no etcd_debugging_mvcc_watch_stream_total")
+
     def pause(self):
         """SIGSTOP: connections stay open and nothing answers (a hung disk or host)."""
         self.process.send_signal(signal.SIGSTOP)

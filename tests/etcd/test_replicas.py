@@ -16,7 +16,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from platformd.api import deadline
-from platformd.storage.etcd3.store import EtcdStorage
+from platformd.storage.etcd3.store import STALL_AFTER, EtcdStorage
 from tests.e2e.harness import Client, open_watch, start_beside, start_server, token_client
 from tests.etcd.cluster import fresh_prefix, shared_cluster
 
@@ -33,15 +33,23 @@ class ReplicasTestCase(TestCase):
         ``count`` servers over the cluster under a prefix of this test's, sharing the
         first one's PKI as replicas behind a balancer do, and a client of each.
         """
-        prefix = fresh_prefix()
-        servers = self.servers = []
-        args = ("--storage-backend", "etcd3", "--etcd-servers", ",".join(self.cluster.urls),
-                "--etcd-prefix", prefix, "--etcd-compaction-interval", "0", *args)
-        for _ in range(count):
-            server = yield (start_beside(self, servers[0], *args) if servers
-                            else start_server(self, *args))
-            servers.append(server)
-        return [Client(self, s.pki_dir, s.port_number) for s in servers]
+        self.server_args = ("--storage-backend", "etcd3",
+                            "--etcd-servers", ",".join(self.cluster.urls),
+                            "--etcd-prefix", fresh_prefix(), "--etcd-compaction-interval", "0",
+                            *args)
+        first = yield start_server(self, *self.server_args)
+        self.servers = [first]
+        clients = [Client(self, first.pki_dir, first.port_number)]
+        for _ in range(count - 1):
+            clients.append((yield self.another()))
+        return clients
+
+    @inlineCallbacks
+    def another(self):
+        """One more replica beside those ``replicas`` started, and a client of it."""
+        server = yield start_beside(self, self.servers[0], *self.server_args)
+        self.servers.append(server)
+        return Client(self, server.pki_dir, server.port_number)
 
 
 class TwoReplicaTests(ReplicasTestCase):
@@ -345,6 +353,37 @@ class FaultTests(ReplicasTestCase):
         finally:
             member.resume()
             member.wait_ready()
+
+    @inlineCallbacks
+    def test_watch_member_unresponsive(self):
+        """
+        The member that holds replica A's watch stops answering (SIGSTOP) while B writes:
+        A hears nothing of B's write, so a consistent GET on A waits for A's watch.
+        After ``STALL_AFTER`` without a word while it waits, A opens its watch again on
+        another member, and the GET answers, where keepalive would have taken 40-55 s.
+        """
+        before = [m.watch_streams() for m in self.cluster.members]
+        [a] = yield self.replicas(1)
+        grown = [m for m, was in zip(self.cluster.members, before) if m.watch_streams() > was]
+        self.assertEqual(len(grown), 1)  # A's one stream (its prefix's and compactions')
+        [held] = grown
+        b = yield self.another()
+        path = "/api/v1/namespaces/default/configmaps"
+        held.pause()
+        try:
+            for n in range(20):  # a write that goes to the stopped member times out
+                name = f"from-b-{n}"
+                r = yield b.post(path + "?timeout=1s", {"metadata": {"name": name}})
+                if r.code == 201:
+                    break
+            self.assertEqual(r.code, 201, r.body)
+            started = reactor.seconds()
+            got = yield a.get(f"{path}/{name}?timeout=30s")
+            self.assertEqual(got.code, 200, got.body)
+            self.assertLess(reactor.seconds() - started, 4 * STALL_AFTER)
+        finally:
+            held.resume()
+            held.wait_ready()
 
     @inlineCallbacks
     def test_etcd_unresponsive(self):

@@ -34,7 +34,9 @@ The marker key (``prefix + "#platformd-progress"``, inside the watched range, ou
 every interface key) is how the store learns that a watch has reached a revision when no
 event is due: it writes the marker and waits for the watch to deliver that write.
 ``sync`` (consistent reads from the cache, upstream's ``ConsistentListFromCache``) and
-the end of a history read use it.  Upstream asks etcd for a progress notification
+the end of a history read use it.  While the store waits on its watch so (or for an
+event behind another replica's), a watch silent for ``STALL_AFTER`` is opened again on
+the next member: the one it was on may hang with its connection open.  Upstream asks etcd for a progress notification
 instead, on etcd releases that answer it correctly (3.4.31, 3.5.13 and later); Debian's
 3.4.23 does not.
 
@@ -47,7 +49,7 @@ compactions made by any replica.  Below it, reads and watches fail with
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import attrs
 from twisted.internet.defer import Deferred, ensureDeferred, execute, fail, succeed
@@ -90,6 +92,11 @@ _AHEAD = 10_000
 _PAGE = 10_000
 #: How long ``stop`` waits for each watch thread (they end in milliseconds).
 _JOIN = 5.0
+#: A watch that delivers nothing this long (seconds) while the store waits on it (a
+#: write's event behind another replica's, a sync's marker) is opened again, on the next
+#: member: the one it was on may hang with the connection open, which keepalive notices
+#: only after 40 s.  A live watch, however far behind, delivers something sooner.
+STALL_AFTER = 3.0
 
 _EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
 _CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
@@ -114,7 +121,7 @@ class EtcdStorage:
     attrs for the declared state; ``eq=False`` because a store is an identity.
     """
 
-    reactor: object
+    reactor: Any  # IReactorTime, IReactorFromThreads
     client: Client
     #: etcd's key prefix (``--etcd-prefix``) and the interface key root it stands for.
     prefix: str = "/registry"
@@ -139,6 +146,10 @@ class EtcdStorage:
     #: ``sync`` calls waiting for the next quorum read, and whether one is under way.
     _syncs_due: list = attrs.field(factory=list, init=False)
     _syncing: bool = attrs.field(default=False, init=False)
+    #: How many times the watch has delivered, and the check that it goes on doing so
+    #: while the store waits on it (``_await_watch``).
+    _heard: int = attrs.field(default=0, init=False)
+    _stall: Any = attrs.field(default=None, init=False)  # IDelayedCall
 
     # Keys between the interface and etcd.
 
@@ -189,6 +200,8 @@ class EtcdStorage:
         running when the process exits.  The joins are short: every wait in those
         threads ends on the stop event or on the channel's close.
         """
+        if self._stall is not None and self._stall.active():
+            self._stall.cancel()
         streams = [s for s in [self._stream, *self._catching_up] if s is not None]
         for stream in streams:
             stream.stop()
@@ -353,6 +366,8 @@ class EtcdStorage:
         if revision > self.revision and len(self._ahead) < _AHEAD:
             self._ahead[revision] = events
             self._deliver_ahead()
+            if self._ahead:
+                self._await_watch()
 
     def _deliver_ahead(self):
         ahead = self._ahead
@@ -374,7 +389,24 @@ class EtcdStorage:
         reached: Deferred[None] = Deferred(forget)
         entry = (revision, reached)
         self._waiting.append(entry)
+        self._await_watch()
         return reached
+
+    def _await_watch(self):
+        """The store waits on its watch: make sure it is heard from (``STALL_AFTER``)."""
+        if self._stall is None or not self._stall.active():
+            self._stall = self.reactor.callLater(STALL_AFTER, self._check_stall, self._heard)
+
+    def _check_stall(self, heard: int):
+        awaited = [revision for revision, _ in self._waiting if revision > self.revision]
+        if not (awaited or self._ahead) or self._stream is None:
+            return  # nothing waits on the watch any more (a new watch's history may)
+        if self._heard == heard:
+            log.warn("the etcd watch delivered nothing for {s}s while revision {rev} was"
+                     " awaited; opening it again", s=STALL_AFTER,
+                     rev=min(awaited + list(self._ahead)))
+            self._stream.reopen()
+        self._await_watch()
 
     # Watches.
 
@@ -445,6 +477,7 @@ class EtcdStorage:
 
     def _delivered(self, revision: int, events: list):
         """The store's watch delivered ``events`` up to ``revision`` (a response)."""
+        self._heard += 1
         if revision <= self.revision:
             return
         if events and events[0].revision <= self.revision:

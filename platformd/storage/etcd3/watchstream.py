@@ -117,6 +117,17 @@ class WatchStream:
         if call is not None:
             call.cancel()
 
+    def reopen(self):
+        """
+        End the stream under way; the thread opens another (on the client's next
+        endpoint) from the revision it had reached, as after a broken stream.  For a
+        stream that has gone silent on a member that hangs (``EtcdStorage``'s
+        ``STALL_AFTER``).
+        """
+        call = self._call
+        if call is not None:
+            call.cancel()
+
     def join(self, timeout: float) -> bool:
         """
         After ``stop``: wait up to ``timeout`` for the thread to end; whether it did.
