@@ -106,7 +106,7 @@ class Member:
             return b"\netcd_server_is_leader 1" in reply.read()
 
     def watch_streams(self) -> int:
-        """The watch streams this member serves (its ``etcd_debugging_mvcc_watch_stream_total``)."""
+        """The watch streams this member serves (``etcd_debugging_mvcc_watch_stream_total``)."""
         with urllib.request.urlopen(self.url + "/metrics", timeout=5,
                                     context=self.context) as reply:
             for line in reply.read().decode().splitlines():

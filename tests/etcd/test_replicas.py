@@ -392,8 +392,8 @@ class FaultTests(ReplicasTestCase):
         answers, as with a hung disk or host), a create, an update, a delete, a GET and
         a LIST asking for ``timeout=2s`` each answer upstream's timeout handler's 504
         after 2 s, not after the server's request timeout, and ``/readyz/etcd`` fails;
-        once the members go on, writes succeed again.  (A write answered 504 may yet be applied, as upstream's
-        may.)
+        once the members go on, writes succeed again.  (A write answered 504 may yet be
+        applied, as upstream's may.)
         """
         [a] = yield self.replicas(1, "--request-timeout", "40s")
         path = "/api/v1/namespaces/default/configmaps"

@@ -266,6 +266,13 @@ class HedgedCallTests(_CallTestCase):
         self.assertEqual(self.failureResultOf(d, StatusError).value.code, 500)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
+    def test_asked_after_stop(self):
+        """A call asked of a stopped client fails at once, unsent."""
+        self.client.stop()
+        self.failureResultOf(self.client.hedged("Call", "read"), CancelledError)
+        self.assertEqual(self.method.attempts, [])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
     def test_cancel(self):
         """Cancelling (the last waiter's deadline) cancels every call and the timer."""
         d = self.client.hedged("Call", "read")

@@ -417,8 +417,10 @@ class _Hedged:
         return self.result
 
     def _attempt(self):
-        if self.client.closed:
-            return  # the calls under way end with the channels, and so does this one
+        if self.client.closed:  # the calls under way end with the channels
+            if not self._calls:
+                self.result.errback(CancelledError())  # asked after ``stop``
+            return
         reactor = self.client.reactor
         call = _UnaryCall(reactor, self.client.endpoint, self.method, self.request, True,
                           self.deadline).start()

@@ -34,11 +34,11 @@ The marker key (``prefix + "#platformd-progress"``, inside the watched range, ou
 every interface key) is how the store learns that a watch has reached a revision when no
 event is due: it writes the marker and waits for the watch to deliver that write.
 ``sync`` (consistent reads from the cache, upstream's ``ConsistentListFromCache``) and
-the end of a history read use it.  While the store waits on its watch so (or for an
-event behind another replica's), a watch silent for ``STALL_AFTER`` is opened again on
-the next member: the one it was on may hang with its connection open.  Upstream asks etcd for a progress notification
+the end of a history read use it.  Upstream asks etcd for a progress notification
 instead, on etcd releases that answer it correctly (3.4.31, 3.5.13 and later); Debian's
-3.4.23 does not.
+3.4.23 does not.  While the store waits on its watch so (or for an event behind another
+replica's), a watch silent for ``STALL_AFTER`` is opened again on the next member: the
+one it was on may hang with its connection open.
 
 Compaction: ``compact(rev)`` compacts etcd.  The periodic compaction every replica
 runs (``compactor.py``, upstream's ``compact.go``) records each compaction in the key
