@@ -380,7 +380,8 @@ class FaultTests(ReplicasTestCase):
             started = reactor.seconds()
             got = yield a.get(f"{path}/{name}?timeout=30s")
             self.assertEqual(got.code, 200, got.body)
-            self.assertLess(reactor.seconds() - started, 4 * STALL_AFTER)
+            # A reopened watch may land on the stopped member again: a few turns.
+            self.assertLess(reactor.seconds() - started, 6 * STALL_AFTER)
         finally:
             held.resume()
             held.wait_ready()
