@@ -330,7 +330,8 @@ class FaultTests(ReplicasTestCase):
     def test_one_member_unresponsive(self):
         """
         With a follower of three stopped (SIGSTOP: its connections stay open and it
-        answers nothing), GETs and LISTs go on: a quorum read that went to it is made
+        answers nothing), GETs and LISTs go on and ``/readyz/etcd`` passes: a quorum
+        read (or the health check's) that went to it is made
         again to the next member after ``HEDGE_AFTER`` (``Client.hedged``), where it would
         have held every consistent read of the replica until keepalive (40 s) dropped
         the connection.
@@ -350,6 +351,9 @@ class FaultTests(ReplicasTestCase):
                 self.assertEqual([i["metadata"]["name"] for i in listed.json()["items"]],
                                  ["held"])
                 self.assertLess(reactor.seconds() - started, 2.5)
+            for _ in range(4):  # one after another: each read to the next member
+                ready = yield a.get("/readyz/etcd")
+                self.assertEqual((ready.code, ready.body), (200, b"ok"))
         finally:
             member.resume()
             member.wait_ready()

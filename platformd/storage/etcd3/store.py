@@ -217,8 +217,9 @@ class EtcdStorage:
     # Reads.
 
     def get(self, key):
-        read = self.client.unary("Range",
-                                 rpc_pb2.RangeRequest(key=self._etcd_key(key)), repeatable=True)
+        # One key (the health checks' read): small, so hedged, lest a hung member fail
+        # the checks whose read went to it.
+        read = self.client.hedged("Range", rpc_pb2.RangeRequest(key=self._etcd_key(key)))
         return read.addCallback(lambda reply: self._with_values(self._first, reply.kvs))
 
     def _first(self, kvs) -> Optional[KeyValue]:
