@@ -285,7 +285,8 @@ class Client:
         """
         return deferToThreadPool(self.reactor, self._pool, work, *args)
 
-    def unary(self, method: str, request, repeatable: bool = False) -> Deferred:
+    def unary(self, method: str, request, repeatable: bool = False,
+              deadline: Optional[float] = None) -> Deferred:
         """
         On the reactor: Deferred of the reply to KV's ``method`` (``"Txn"``, ``"Range"``
         ...) with ``request``, each attempt made to the endpoint ``endpoint`` then picks,
@@ -296,11 +297,14 @@ class Client:
         ``repeatable`` call (a read) on any ``UNAVAILABLE``; a write only when it cannot
         have been applied: the member refused it before proposing it (``etcdserver: no
         leader``, the answer to ``hasleader`` during an election), or grpcio never sent
-        it (``_NOT_SENT``).  Cancelling
-        the Deferred (a request's deadline, a health check's timeout) cancels the call.
+        it (``_NOT_SENT``).  Cancelling the Deferred (a request's deadline, a health
+        check's timeout) cancels the call.  The deadline is ``timeout`` from now unless
+        given (``hedged``'s calls share their first one's).
         """
+        if deadline is None:
+            deadline = self.reactor.seconds() + self.timeout
         return _UnaryCall(self.reactor, self.endpoint, method, request, repeatable,
-                          self.reactor.seconds() + self.timeout).start()
+                          deadline).start()
 
     def hedged(self, method: str, request) -> Deferred:
         """
@@ -421,10 +425,9 @@ class _Hedged:
             if not self._calls:
                 self.result.errback(CancelledError())  # asked after ``stop``
             return
-        reactor = self.client.reactor
-        call = _UnaryCall(reactor, self.client.endpoint, self.method, self.request, True,
-                          self.deadline).start()
+        call = self.client.unary(self.method, self.request, True, self.deadline)
         self._calls.append(call)
+        reactor = self.client.reactor
         if reactor.seconds() + HEDGE_AFTER < self.deadline:
             self._next = reactor.callLater(HEDGE_AFTER, self._attempt)
         call.addBoth(self._answered, call)
