@@ -6,7 +6,7 @@ in a namespace of their own, so the creates before do not add to them) through 1
 2 platformd replicas over a 3-member etcd cluster on this machine (fsync on), next to
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
-    PYTHONPATH=. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
+    PYTHONPATH=src:. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
                                             [--raw] [--tls] [--pin]
 
 After the table it prints where the creates' CPU went: milliseconds per create in the

@@ -5,7 +5,7 @@ connections (and 1, as a client that does not open more would), and over HTTP/2 
 connections of 1 stream and 1 connection of 10 streams (client-go's way: one connection
 for everything).  Prints requests/s per case.
 
-    PYTHONPATH=. /tmp/ci-check/.tox/py/bin/python bench/bench_http2.py [seconds]
+    PYTHONPATH=src:. /tmp/ci-check/.tox/py/bin/python bench/bench_http2.py [seconds]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Large-list memory benchmark (issue 5): the server's peak resident memory while it serves
 one LIST of ~100 MB.
 
-    PYTHONPATH=. python bench/bench_large_list.py [--mib 100] [--object-kib 400]
+    PYTHONPATH=src:. python bench/bench_large_list.py [--mib 100] [--object-kib 400]
         [--threads 4] [--slow-chunk 65536] [--slow-pause 0.005] [--cbor]
 
 A scratch platformd (``twistd -n platformd``, fresh data directory, HTTPS) gets ``--mib``

@@ -3,7 +3,7 @@ List, paging, watch fan-out and memory benchmarks: client and server on the same
 machine, HTTPS with keep-alive and a bearer token, one scratch platformd started the way
 bench_api.py starts it (``twistd -n platformd``, fresh data directory).
 
-    PYTHONPATH=. python bench/bench_lists_watches.py [--runs 3] [--py-spy OUT.txt]
+    PYTHONPATH=src:. python bench/bench_lists_watches.py [--runs 3] [--py-spy OUT.txt]
         [--only list|walk|fanout|memory ...] [--watchers 500] [--rate 50] [--keep-log F]
 
 1. LIST of 1,000 RoleBindings in one namespace.  Each object is realistic: four labels,

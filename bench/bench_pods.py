@@ -2,7 +2,7 @@
 The node-local pods socket (issue 6): client and server on the same 2-core machine, one
 scratch platformd started with ``twistd -n platformd --feature-gates PodsAPI=true``.
 
-    PYTHONPATH=. python bench/bench_pods.py [--seconds 5]
+    PYTHONPATH=src:. python bench/bench_pods.py [--seconds 5]
 
 1. ListPods with 110 pods bound to the node (the kubelet's default pod limit) and 200
    more bound elsewhere: requests/s for 1 and for 4 client threads, each calling in a

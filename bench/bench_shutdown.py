@@ -1,7 +1,7 @@
 """
 kill -TERM under watch and write load: does any watcher have to relist?
 
-    PYTHONPATH=. python bench/bench_shutdown.py [--watches 1000] [--writers 4]
+    PYTHONPATH=src:. python bench/bench_shutdown.py [--watches 1000] [--writers 4]
 
 A scratch ``twistd platformd`` (fresh data directory); ``--watches`` watches of one
 namespace's ConfigMaps, each on its own TLS connection (``allowWatchBookmarks=true``,

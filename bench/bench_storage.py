@@ -1,7 +1,7 @@
 """
 Creates per second through SQLiteStorage, with 16 and with 256 creates in flight.
 
-Run from the project root: ``PYTHONPATH=. python bench/bench_storage.py [--creates N]
+Run from the project root: ``PYTHONPATH=src:. python bench/bench_storage.py [--creates N]
 [--dir DIR]``.  One process, the real reactor, a fresh database file per run in a
 temporary directory under ``--dir`` (default: here, a real disk rather than a tmpfs).
 Each of the ``concurrency`` lanes issues its next create as soon as the previous one is

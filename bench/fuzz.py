@@ -4,7 +4,7 @@ many requests as asked, against a scratch platformd on loopback (CBOR gate on), 
 as the suite judges (``tests/fuzz/check.py``): no 5xx, every error a Status in its
 encoding, the server serving afterwards.
 
-    PYTHONPATH=. python bench/fuzz.py [--count 20000] [--seed 1] [--etcd]
+    PYTHONPATH=src:. python bench/fuzz.py [--count 20000] [--seed 1] [--etcd]
 
 ``--etcd`` runs the server over a one-member etcd (``tests/etcd/cluster.py``) instead of
 SQLite: the same judgement of the etcd3 backend's answers.

@@ -1,7 +1,7 @@
 """
-Regenerate the Python code under ``platformd/protos`` from the ``.proto`` sources under
-``proto/``: ``python -m platformd.protos.generate`` (needs grpcio-tools; see
-docs/protobuf.md).
+Regenerate the Python code under ``src/platformd/protos`` from the ``.proto`` sources under
+``proto/``: ``PYTHONPATH=src python -m platformd.protos.generate`` from the checkout (needs
+grpcio-tools; see docs/protobuf.md).
 
 protoc names a generated module after its ``.proto`` path and imports its dependencies
 by that path (``from platform.api.core.v1 import generated_pb2``).  A top-level package
@@ -23,14 +23,16 @@ import sys
 PROTO_ROOT = "proto"
 #: The Python package the code is generated into, and its directory.
 PACKAGE = "platformd.protos"
-PACKAGE_DIR = os.path.join("platformd", "protos")
+PACKAGE_DIR = os.path.join("src", "platformd", "protos")
 #: The first path segment of every .proto: ours, etcd's v3 API (proto/etcd/README.md) and
 #: konnectivity's client protocol (proto/konnectivity/README.md).
 PROTO_NAMESPACES = ("platform", "etcd", "konnectivity")
 
 
 def repository_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    """The checkout this module was imported from (``src/platformd/protos/generate.py``)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
 
 
 def proto_sources(root: str) -> list:
@@ -96,14 +98,6 @@ def _rename_modules(text: str) -> str:
                       flags=re.MULTILINE)
         text = text.replace(f"(DESCRIPTOR, '{ns}.", f"(DESCRIPTOR, '{PACKAGE}.{ns}.")
     return text
-
-
-def packages(out_dir: str) -> list:
-    """The dotted names of the generated packages (for setup.cfg's ``packages``)."""
-    return sorted(
-        PACKAGE + "." + os.path.relpath(directory, out_dir).replace(os.sep, ".")
-        for directory, _dirs, _files in walk(out_dir)
-        if "__pycache__" not in directory)
 
 
 def main() -> None:
