@@ -110,6 +110,8 @@ class TwoReplicaTests(ReplicasTestCase):
 
 
 CM = "/api/v1/namespaces/default/configmaps"
+RBAC_GROUP = "rbac.authorization.platform.io"
+RB = f"/apis/{RBAC_GROUP}/v1/namespaces/default/rolebindings"
 
 
 class BehindTests(ReplicasTestCase):
@@ -191,6 +193,30 @@ class BehindTests(ReplicasTestCase):
             b.patch(f"{CM}/new", {"data": {"k": "v"}}), release)
         self.assertEqual((patched.code, patched.json()["data"]), (200, {"k": "v"}),
                          patched.body)
+
+    @inlineCallbacks
+    def test_put_of_object_created_elsewhere(self):
+        """
+        A PUT on B of a RoleBinding A just created (a kind whose update may create): the
+        create B tries first fails, and the update decided again starts from the PUT's
+        body (issue 26: refused for ``metadata.uid`` too, the uid the create had drawn).
+        """
+        a, b, hold, release = yield self.held_replicas()
+        for name, role, expected in (("changed", "other", (422, ["roleRef"])),
+                                     ("kept", "viewer", (200, None))):
+            hold()
+            r = yield a.post(RB, {"metadata": {"name": name},
+                                  "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role",
+                                              "name": "viewer"},
+                                  "subjects": [{"kind": "User", "name": "alice"}]})
+            self.assertEqual(r.code, 201, r.body)
+            body = r.json()
+            body["roleRef"]["name"] = role
+            put = yield self.answered_after_release(b.put(f"{RB}/{name}", body), release)
+            causes = put.json().get("details", {}).get("causes")
+            self.assertEqual((put.code, causes and [c["field"] for c in causes]), expected,
+                             put.body)
+        self.assertEqual(put.json()["metadata"]["uid"], body["metadata"]["uid"])  # "kept"
 
     @inlineCallbacks
     def test_conflict_on_current_version_stands(self):

@@ -346,7 +346,8 @@ class GenericStore:
         """
         Deferred[(dict, created: bool)]: replace the object with ``updated(current)``
         (``current`` a dict, or None when there is no object; upstream's
-        ``UpdatedObjectInfo``): the PUT body, the patched object, the applied one.  A
+        ``UpdatedObjectInfo``): the PUT body, the patched object, the applied one; the
+        store changes a copy of it, so it may give the same object to every attempt.  A
         resourceVersion in the new object other than the current one is 409 (a stale
         write); none makes the write unconditional.  An absent object is created when
         the kind creates on update (or ``force_allow_create``: apply), authorized as
@@ -380,8 +381,16 @@ class GenericStore:
         return d.addCallback(lambda outcome: (outcome.obj, outcome.created))
 
     def _named(self, obj: dict, namespace: Optional[str], name: str) -> dict:
-        """The object with its type, namespace and the URL's name (400 on a mismatch)."""
-        obj = _with_type(self.kind, obj)
+        """
+        A copy of ``obj`` with its type, namespace and the URL's name (400 on a
+        mismatch).  A copy because an attempt of the update loop changes the object it
+        decides on (a create draws its uid, defaulting, admission) and the attempt
+        decided again after it must start from the caller's object as it was: a PUT to a
+        replica whose cache had not yet heard of the object tried a create, lost, and
+        then updated with the uid the create had drawn (422 ``metadata.uid``, issue
+        26).  Upstream's ``UpdatedObjectInfo`` copies a PUT's body for the same reason.
+        """
+        obj = _with_type(self.kind, orjson.loads(orjson.dumps(obj)))
         meta = obj.setdefault("metadata", {})
         self._check_namespace(meta, namespace)
         if meta.get("name", name) != name:
