@@ -1,6 +1,6 @@
 """
 Go's text forms that upstream's messages are made of: ``%q`` of a string
-(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), the text of an
+(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), ``%#v`` of a ``[]string``, the text of an
 aggregated error (``utilerrors.NewAggregate(errs).Error()``) and of an ``*os.PathError``.  At the bottom of the
 layers: validation, authorization and the flags all word errors with them.
 """
@@ -39,6 +39,11 @@ def quote(text: str) -> str:
 def quote_list(items) -> str:
     """``%q`` of a ``[]string``: ``["a" "b"]`` (``[]`` when empty)."""
     return "[" + " ".join(quote(item) for item in items) + "]"
+
+
+def string_slice(items) -> str:
+    """``%#v`` of a ``[]string``: ``[]string{"a", "b"}`` (``[]string{}`` when empty)."""
+    return "[]string{" + ", ".join(quote(item) for item in items) + "}"
 
 
 def aggregate(messages) -> str:

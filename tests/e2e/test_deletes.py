@@ -88,6 +88,64 @@ class DeleteTests(WritesTestCase):
         self.assertEqual(r.json()["status"], "Success")
 
     @inlineCallbacks
+    def test_no_new_finalizers_while_deleting(self):
+        """
+        Once deletion has started, a finalizer cannot be added by any write (PUT, the
+        three patch kinds, apply; any kind): 422 on metadata.finalizers, the new ones
+        named sorted (apimachinery ``ValidateNoNewFinalizers``); keeping, reordering and
+        removing the old ones is fine.
+        """
+        yield self.create("fin", ["example.com/hold"])
+        marked = (yield self.expect(self.client.delete(f"{RB}/fin"), 200)).json()
+        added = ["example.com/hold", "example.com/other"]
+        put = dict(marked, metadata=dict(marked["metadata"], finalizers=added))
+        writes = (
+            self.client.put(f"{RB}/fin", put),
+            self.client.patch(f"{RB}/fin", {"metadata": {"finalizers": added}}),
+            self.client.patch(f"{RB}/fin", [{"op": "add", "path": "/metadata/finalizers/-",
+                                             "value": "example.com/other"}],
+                              content_type="application/json-patch+json"),
+            self.client.patch(f"{RB}/fin", {"metadata": {"finalizers": ["example.com/other"]}},
+                              content_type="application/strategic-merge-patch+json"),
+            self.apply(f"{RB}/fin", {"kind": "RoleBinding",
+                                     "apiVersion": "rbac.authorization.platform.io/v1",
+                                     "metadata": {"name": "fin", "finalizers": added}},
+                       "applier", force=True),
+        )
+        detail = ("Forbidden: no new finalizers can be added if the object is being deleted, "
+                  'found new finalizers []string{"example.com/other"}')
+        for write in writes:
+            r = yield self.expect(write, 422)
+            self.assertEqual(r.json(), {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": 'RoleBinding.rbac.authorization.platform.io "fin" is invalid: '
+                           f"metadata.finalizers: {detail}",
+                "reason": "Invalid",
+                "details": {"name": "fin", "group": "rbac.authorization.platform.io",
+                            "kind": "RoleBinding", "causes": [{
+                                "reason": "FieldValueForbidden", "message": detail,
+                                "field": "metadata.finalizers"}]},
+                "code": 422})
+        r = yield self.expect(self.client.get(f"{RB}/fin"), 200)
+        self.assertEqual(r.json()["metadata"]["finalizers"], ["example.com/hold"])
+
+        yield self.expect(self.client.post(CM, {"metadata": {"name": "c", "finalizers": [
+            "b.io/x", "a.io/y"]}}), 201)
+        yield self.expect(self.client.delete(f"{CM}/c"), 200)
+        yield self.expect(self.client.patch(f"{CM}/c", {"metadata": {"finalizers": [
+            "a.io/y", "b.io/x"]}}), 200)  # reordered: nothing new
+        r = yield self.expect(self.client.patch(f"{CM}/c", {"metadata": {"finalizers": [
+            "z.io/new", "a.io/y", "c.io/new", "c.io/new"]}}), 422, "Invalid")
+        self.assertEqual(r.json()["message"], (
+            'ConfigMap "c" is invalid: [metadata.finalizers: Forbidden: no new finalizers can '
+            'be added if the object is being deleted, found new finalizers []string{"c.io/new", '
+            '"z.io/new"}, metadata.finalizers[3]: Duplicate value: "c.io/new"]'))
+        yield self.expect(self.client.patch(f"{CM}/c", {"metadata": {"finalizers": [
+            "a.io/y"]}}), 200)
+        yield self.expect(self.client.patch(f"{CM}/c", {"metadata": {"finalizers": None}}), 200)
+        yield self.expect(self.client.get(f"{CM}/c"), 404)
+
+    @inlineCallbacks
     def test_dry_run_marks_nothing(self):
         """A dry-run Foreground delete answers with the marked object; nothing changes."""
         created = yield self.create("dry")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from platformd import gotext
 from platformd.model import fielderrors as fe
 from platformd.model.schema import (
     BOOLEAN, INT64, STRING, TIME, ListOf, MapOf, Prop, Struct,
@@ -214,8 +215,20 @@ def validate_object_meta(meta: dict, name_rule, namespaced: bool) -> list:
 
 
 def validate_object_meta_update(new: dict, old: dict) -> list:
-    """Causes for metadata fields that may not change on update."""
+    """
+    Causes for metadata an update may not change: upstream's
+    ``ValidateObjectMetaAccessorUpdate`` (apimachinery ``api/validation/objectmeta.go``),
+    finalizers first.  Once deletion has started no finalizer may be added, only removed
+    (``ValidateNoNewFinalizers``: the new ones named sorted, as ``sets.String.List``):
+    one added then could hold the object back for ever.
+    """
     causes = []
+    if old.get("deletionTimestamp") is not None:
+        added = sorted(set(new.get("finalizers") or ()) - set(old.get("finalizers") or ()))
+        if added:
+            causes.append(fe.forbidden(
+                "metadata.finalizers", "no new finalizers can be added if the object is "
+                f"being deleted, found new finalizers {gotext.string_slice(added)}"))
     for field in ("uid", "creationTimestamp"):
         if new.get(field) != old.get(field):
             causes.append(fe.invalid(f"metadata.{field}", new.get(field), "field is immutable"))
