@@ -12,7 +12,9 @@ import json
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from tests.e2e.harness import Client, open_watch, start_token_server, token_client
+from tests.e2e.harness import (
+    Client, ServerTestCase, open_watch, start_token_server, token_client,
+)
 
 RBAC = "/apis/rbac.authorization.platform.io/v1"
 
@@ -115,3 +117,77 @@ class RBACTests(TestCase):
         self.assertEqual(r.code, 403)
         self.assertIn('role.rbac.authorization.platform.io "nope" not found',
                       json.loads(r.body)["message"])
+
+
+def invalid(kind: str, name: str, causes: list) -> dict:
+    """The 422 Status upstream answers for ``causes`` (reason, field, message) of a binding."""
+    rendered = [f"{field}: {message}" for _, field, message in causes]
+    summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f'{kind}.rbac.authorization.platform.io "{name}" is invalid: {summary}',
+            "reason": "Invalid",
+            "details": {"name": name, "group": "rbac.authorization.platform.io", "kind": kind,
+                        "causes": [{"reason": reason, "message": message, "field": field}
+                                   for reason, field, message in causes]},
+            "code": 422}
+
+
+class BindingValidationTests(ServerTestCase):
+    """A binding's roleRef refused with upstream's causes (pkg/apis/rbac/validation)."""
+
+    @inlineCallbacks
+    def test_role_ref_missing(self):
+        """Without a roleRef (absent or empty) a RoleBinding or ClusterRoleBinding is
+        refused for its kind and name, not "roleRef: Required value"; its apiGroup is
+        defaulted, so not reported."""
+        for body in ({}, {"roleRef": {}}):
+            r = yield self.client.post(f"{RBAC}/namespaces/default/rolebindings",
+                                       dict(body, metadata={"name": "noref"}))
+            self.assertEqual((r.code, r.json()), (422, invalid("RoleBinding", "noref", [
+                ("FieldValueNotSupported", "roleRef.kind",
+                 'Unsupported value: "": supported values: "Role", "ClusterRole"'),
+                ("FieldValueRequired", "roleRef.name", "Required value")])))
+            r = yield self.client.post(f"{RBAC}/clusterrolebindings",
+                                       dict(body, metadata={"name": "noref"}))
+            self.assertEqual((r.code, r.json()), (422, invalid("ClusterRoleBinding", "noref", [
+                ("FieldValueNotSupported", "roleRef.kind",
+                 'Unsupported value: "": supported values: "ClusterRole"'),
+                ("FieldValueRequired", "roleRef.name", "Required value")])))
+
+    @inlineCallbacks
+    def test_role_ref_api_group_and_subjects(self):
+        """Another apiGroup is not supported; an empty User name is required; causes in
+        upstream's order."""
+        r = yield self.client.post(f"{RBAC}/namespaces/default/rolebindings", {
+            "metadata": {"name": "grp"},
+            "roleRef": {"apiGroup": "example.com", "kind": "Role", "name": "x"},
+            "subjects": [{"kind": "User", "name": ""}]})
+        self.assertEqual((r.code, r.json()), (422, invalid("RoleBinding", "grp", [
+            ("FieldValueNotSupported", "roleRef.apiGroup",
+             'Unsupported value: "example.com": supported values: '
+             '"rbac.authorization.platform.io"'),
+            ("FieldValueRequired", "subjects[0].name", "Required value")])))
+
+    @inlineCallbacks
+    def test_role_ref_immutable(self):
+        """A changed roleRef (PUT, or a patch dropping it) is refused showing the new one
+        as upstream's json.Marshal of its internal RoleRef."""
+        path = f"{RBAC}/namespaces/default/rolebindings/fixed"
+        r = yield self.client.put(path, {"metadata": {"name": "fixed"},
+                                         "roleRef": {"kind": "ClusterRole", "name": "view"}})
+        self.assertEqual(r.code, 201, r.body)
+        obj = r.json()
+        obj["roleRef"]["name"] = "edit"
+        r = yield self.client.put(path, obj)
+        self.assertEqual((r.code, r.json()), (422, invalid("RoleBinding", "fixed", [
+            ("FieldValueInvalid", "roleRef",
+             'Invalid value: {"APIGroup":"rbac.authorization.platform.io",'
+             '"Kind":"ClusterRole","Name":"edit"}: cannot change roleRef')])))
+        r = yield self.client.patch(path, {"roleRef": None})
+        self.assertEqual((r.code, r.json()), (422, invalid("RoleBinding", "fixed", [
+            ("FieldValueNotSupported", "roleRef.kind",
+             'Unsupported value: "": supported values: "Role", "ClusterRole"'),
+            ("FieldValueRequired", "roleRef.name", "Required value"),
+            ("FieldValueInvalid", "roleRef",
+             'Invalid value: {"APIGroup":"rbac.authorization.platform.io","Kind":"",'
+             '"Name":""}: cannot change roleRef')])))

@@ -235,18 +235,8 @@ def _tls(tls: Optional[TLSConfig]) -> list:
     return causes
 
 
-def _go_tcp(tcp: TCPTransport) -> "_GoValue":
+def _go_tcp(tcp: TCPTransport) -> fielderrors.GoValue:
     """The TCP transport as Go's ``%#v`` prints the dereferenced struct (a set TLSConfig
     pointer's address, which Go prints, is left out)."""
     tls = "(*apiserver.TLSConfig)(nil)" if tcp.tls is None else "(*apiserver.TLSConfig)(...)"
-    return _GoValue(f"apiserver.TCPTransport{{URL:{gotext.go_quote(tcp.url)}, TLSConfig:{tls}}}")
-
-
-@attrs.frozen
-class _GoValue:
-    """A value printed as is (not quoted) in a field error."""
-
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
+    return fielderrors.GoValue(f"apiserver.TCPTransport{{URL:{gotext.go_quote(tcp.url)}, TLSConfig:{tls}}}")

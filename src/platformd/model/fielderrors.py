@@ -9,8 +9,37 @@ from __future__ import annotations
 
 import json
 
+import attrs
+
 from platformd.errors import Cause
 from platformd.gotext import go_quote
+
+
+@attrs.frozen
+class GoValue:
+    """A bad value shown as it is (not quoted): one upstream prints from a Go struct."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def go_json(value) -> GoValue:
+    """
+    A struct as a bad value, as apimachinery's ``field.Error.ErrorBody`` shows it (v0.36):
+    Go's ``json.Marshal`` of it (compact; ``<``, ``>``, ``&``, U+2028 and U+2029
+    escaped).  An internal type has no JSON tags, so ``value``'s keys are its Go field
+    names.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in _HTML_ESCAPES:
+        text = text.replace(char, escaped)
+    return GoValue(text)
+
+
+_HTML_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                 ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 
 
 def _quote(value) -> str:

@@ -14,7 +14,9 @@ from typing import Callable, Optional
 
 import attrs
 
-from platformd.model.meta import LIST_META, OBJECT_META, validate_object_meta
+from platformd.model.meta import (
+    LIST_META, OBJECT_META, validate_object_meta, validate_object_meta_update,
+)
 from platformd.model.schema import STRING, ListOf, Prop, Struct
 from platformd.registry import deletion
 from platformd.registry.tables import DEFAULT
@@ -61,6 +63,10 @@ class ResourceType:
     validate: Callable = _no_causes
     #: ``validate_update(new, old) -> causes`` beyond ``validate(new)``.
     validate_update: Callable = _no_causes
+    #: Whether an update's metadata changes are checked after the new object as a whole,
+    #: as the RBAC kinds' ``ValidateRoleBindingUpdate`` and friends order them; most
+    #: kinds check them first (``ValidateConfigMapUpdate``).
+    metadata_update_last: bool = False
     #: ``prepare_for_create(obj)``: server-owned initial state (for example ``status``).
     prepare_for_create: Callable = _nothing
     #: ``prepare_for_update(new, old)``: what an update of the main resource may not
@@ -177,3 +183,12 @@ class ResourceType:
         causes = validate_object_meta(obj.get("metadata") or {}, self.name_rule, self.namespaced)
         causes.extend(self.validate(obj))
         return causes
+
+    def validate_update_all(self, new: dict, old: dict) -> list:
+        """Every cause for ``new`` replacing ``old``, in upstream's order for the kind:
+        metadata changes and ``new`` as a new object (``metadata_update_last``), then
+        the kind's ``validate_update``."""
+        changes = validate_object_meta_update(new["metadata"], old["metadata"])
+        whole = self.validate_all(new)
+        ordered = whole + changes if self.metadata_update_last else changes + whole
+        return ordered + self.validate_update(new, old)

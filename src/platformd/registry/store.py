@@ -35,7 +35,7 @@ from platformd.admission.interfaces import CREATE, DELETE, UPDATE, AdmissionAttr
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.deferreds import then
 from platformd.ids import random_uuid
-from platformd.model.meta import set_resource_version, validate_object_meta_update
+from platformd.model.meta import set_resource_version
 from platformd.model.times import rfc3339
 from platformd.patch import managedfields
 from platformd.patch.managedfields import Manager
@@ -437,9 +437,7 @@ class GenericStore:
         kind = self.kind
         new = attributes.obj
         meta = new["metadata"]
-        causes = validate_object_meta_update(meta, current.obj["metadata"])
-        causes += kind.validate_all(new)
-        causes += kind.validate_update(new, current.obj)
+        causes = kind.validate_update_all(new, current.obj)
         if causes:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
         if manager is not None:

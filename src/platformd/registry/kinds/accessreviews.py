@@ -144,19 +144,9 @@ def access_review_fields(spec: Struct, status: Struct = None) -> dict:
 
 # Validation (upstream's pkg/apis/authorization/validation).
 
-class _GoValue:
-    """A bad value field.Error prints with ``%#v`` (a struct): shown as it is."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __str__(self):
-        return self.text
-
-
-def _go_struct(type_name: str, fields: dict) -> _GoValue:
+def _go_struct(type_name: str, fields: dict) -> fe.GoValue:
     inner = ", ".join(f"{name}:{fe.go_quote(value)}" for name, value in fields.items())
-    return _GoValue(f"{type_name}{{{inner}}}")
+    return fe.GoValue(f"{type_name}{{{inner}}}")
 
 
 def _go_map(value) -> str:
@@ -166,12 +156,12 @@ def _go_map(value) -> str:
     return f"map[string]string{{{inner}}}"
 
 
-def go_object_meta(meta: dict) -> _GoValue:
+def go_object_meta(meta: dict) -> fe.GoValue:
     """``%#v`` of an ObjectMeta holding only names, labels and annotations (the rest nil)."""
     strings = ", ".join(f"{go}:{fe.go_quote(meta.get(json) or '')}" for go, json in (
         ("Name", "name"), ("GenerateName", "generateName"), ("Namespace", "namespace"),
         ("SelfLink", "selfLink"), ("UID", "uid"), ("ResourceVersion", "resourceVersion")))
-    return _GoValue(
+    return fe.GoValue(
         f"v1.ObjectMeta{{{strings}, Generation:{meta.get('generation') or 0}, "
         "CreationTimestamp:time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC), "
         "DeletionTimestamp:<nil>, DeletionGracePeriodSeconds:(*int64)(nil), "
@@ -180,7 +170,7 @@ def go_object_meta(meta: dict) -> _GoValue:
         "ManagedFields:[]v1.ManagedFieldsEntry(nil)}")
 
 
-def non_resource_value(attributes: dict) -> _GoValue:
+def non_resource_value(attributes: dict) -> fe.GoValue:
     return _go_struct("authorization.NonResourceAttributes",
                       {"Path": attributes.get("path", ""), "Verb": attributes.get("verb", "")})
 

@@ -56,7 +56,7 @@ def rbac_kind(kind, plural, namespaced, fields, doc, own_presence, **kw) -> Reso
     return ResourceType(
         group=GROUP, version=VERSION, kind=kind, plural=plural, singular=kind.lower(),
         namespaced=namespaced, fields=fields, doc=doc, name_rule=path_segment,
-        definition_prefix=PREFIX, allow_create_on_update=True,
+        definition_prefix=PREFIX, allow_create_on_update=True, metadata_update_last=True,
         presence=presence(PROTO, kind, own_presence), **kw)
 
 
@@ -96,8 +96,13 @@ POLICY_RULE_PRESENCE = {"PolicyRule": ""}
 # Bindings.
 
 def _default_binding(obj: dict) -> None:
-    role_ref = obj.get("roleRef")
-    if isinstance(role_ref, dict) and not role_ref.get("apiGroup"):
+    """
+    Upstream's ``SetDefaults_RoleBinding``: the roleRef's apiGroup (the struct is always
+    there in Go, so a binding without one gets ``{apiGroup}`` and is then refused for
+    its kind and name), and each User and Group subject's.
+    """
+    role_ref = obj.setdefault("roleRef", {})
+    if not role_ref.get("apiGroup"):
         role_ref["apiGroup"] = GROUP
     for subject in obj.get("subjects") or ():
         if not subject.get("apiGroup") and subject.get("kind") in ("User", "Group"):
@@ -126,10 +131,10 @@ def _validate_subject(subject: dict, path: str, namespaced: bool) -> list:
 
 
 def _binding_validator(role_kinds: tuple, namespaced: bool):
+    """Upstream's ``ValidateRoleBinding`` / ``ValidateClusterRoleBinding`` past metadata:
+    the roleRef's apiGroup, kind and name, then each subject."""
     def validate(obj: dict) -> list:
-        role_ref = obj.get("roleRef")
-        if role_ref is None:
-            return [fe.required("roleRef")]
+        role_ref = obj["roleRef"]
         causes = []
         if role_ref.get("apiGroup") != GROUP:
             causes.append(fe.not_supported("roleRef.apiGroup", role_ref.get("apiGroup", ""), [GROUP]))
@@ -147,8 +152,12 @@ def _binding_validator(role_kinds: tuple, namespaced: bool):
 
 
 def _validate_binding_update(new: dict, old: dict) -> list:
-    if new.get("roleRef") != old.get("roleRef"):
-        return [fe.invalid("roleRef", new.get("roleRef"), "cannot change roleRef")]
+    """The roleRef is immutable; the new one is shown as the internal ``rbac.RoleRef``."""
+    ref = new["roleRef"]
+    if ref != old.get("roleRef"):
+        shown = fe.go_json({"APIGroup": ref.get("apiGroup", ""), "Kind": ref.get("kind", ""),
+                            "Name": ref.get("name", "")})
+        return [fe.invalid("roleRef", shown, "cannot change roleRef")]
     return []
 
 
