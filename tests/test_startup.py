@@ -13,6 +13,7 @@ import sys
 from twisted.application import service
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.endpoints import serverFromString
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -175,15 +176,17 @@ class ListeningTests(TestCase):
             s.bind(("127.0.0.1", 0))
             s.listen()
             port = s.getsockname()[1]
-            listener = ListenerService(reactor, f"tcp:{port}:interface=127.0.0.1",
-                                       Factory, address=f"127.0.0.1:{port}")
+            listener = ListenerService(
+                reactor, serverFromString(reactor, f"tcp:{port}:interface=127.0.0.1"),
+                Factory, address=f"127.0.0.1:{port}")
             e = self.assertRaises(StartupError, listener.privilegedStartService)
         self.assertIn(f"cannot listen on 127.0.0.1:{port}", str(e))
         self.failureResultOf(listener.listening(), StartupError)
 
     def test_listens_and_stops(self):
-        """Any description: listening gives the port; stopping stops listening."""
-        listener = ListenerService(reactor, "tcp:0:interface=127.0.0.1", Factory)
+        """Any endpoint: listening gives the port; stopping stops listening."""
+        listener = ListenerService(reactor, serverFromString(reactor, "tcp:0:interface=127.0.0.1"),
+                                   Factory, address="127.0.0.1:0")
         listener.privilegedStartService()
         self.assertEqual(self.successResultOf(listener.listening()), listener.port)
         self.assertTrue(listener.port.getHost().port)

@@ -3,11 +3,10 @@ Listening for HTTPS through Twisted endpoints.
 
 ``listen_description(options)`` turns ``--bind-address`` and ``--secure-port`` into an
 endpoint description (``tcp:6443:interface=127.0.0.1:backlog=1024``; IPv6 colons
-escaped, ``interface=\\:\\:1``).  ``ListenerService`` listens on *any* description with
-any factory.  ``activated_socket`` finds a socket handed over by
-systemd's socket activation (``LISTEN_FDS``/``LISTEN_PID`` naming this process), adopted
-through Twisted's ``systemd:`` endpoint; the daemon listens there instead of
-``--secure-port``.
+escaped, ``interface=\\:\\:1``).  ``ListenerService`` listens on *any* stream server
+endpoint with any factory.  ``activated_socket`` finds the socket a supervisor handed
+over (socket activation, ``activation.py``), adopted as it is; the daemon listens there
+instead of ``--secure-port``.
 
 Stopping is in two steps, as upstream's graceful termination: ``stop_listening`` (no new
 connections), then ``drain``: a connection is closed as soon as it has no request in
@@ -30,12 +29,13 @@ import attrs
 from twisted.application import service
 from twisted.internet import error as net_error
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
-from twisted.internet.endpoints import quoteStringArgument, serverFromString
+from twisted.internet.endpoints import AdoptedStreamServerEndpoint, quoteStringArgument
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 
+from platformd.activation import initial_environment, passed
 from platformd.startup import StartupError
 from platformd.tlstransport import PlatformTLSTransport
 
@@ -57,38 +57,48 @@ def listen_description(options) -> str:
 
 #: How often ``drain`` looks for connections that have become idle.
 DRAIN_POLL = 0.05
-SYSTEMD_FIRST_SOCKET = "systemd:domain={domain}:index=0"
 
 
 @attrs.frozen
 class Inherited:
-    """The socket systemd passed: its endpoint description and address."""
+    """The socket a supervisor passed: the endpoint adopting it, and its address."""
 
-    description: str
+    endpoint: AdoptedStreamServerEndpoint
     host: str
     port: int
 
 
 def activated_socket(reactor) -> Optional[Inherited]:
     """
-    The first socket systemd passed to this process, or None when it passed none.
-    Twisted reads ``LISTEN_FDS``/``LISTEN_PID`` (checking that the PID is ours) and
-    ``LISTEN_FDNAMES`` (which systemd always sets; without it Twisted ignores the
-    sockets) when ``twisted.internet.endpoints`` is imported, and removes them from the
-    environment; its ``systemd:`` parser is the one place that still knows.  The address family
+    The socket passed to this process to serve HTTPS on, or None when none was passed
+    (``activation.py`` finds them).  One passed socket is the HTTPS listener, whatever
+    its name (names are optional, and an operator may give the unit's socket any).
+    Several are refused (``StartupError``): platformd serves one listener and cannot
+    tell which of them is meant, and listening on one while the others' clients wait
+    unanswered would be worse.  So is a socket that is not TCP.  The address family
     (``INET`` or ``INET6``) and the address come from the socket itself.
     """
-    try:
-        endpoint = serverFromString(reactor, SYSTEMD_FIRST_SOCKET.format(domain="INET"))
-    except IndexError:  # nothing inherited
+    sockets = passed(initial_environment(), os.getpid())
+    if not sockets:
         return None
-    with socket.socket(fileno=os.dup(endpoint.fileno)) as inherited:
+    if len(sockets) > 1:
+        raise StartupError(
+            f"{len(sockets)} sockets were passed (LISTEN_FDS, named "
+            f"{':'.join(s.name for s in sockets)}) and platformd serves HTTPS on one: "
+            "pass only that one")
+    [only] = sockets
+    try:
+        inherited = socket.socket(fileno=os.dup(only.fd))
+    except OSError as e:
+        raise StartupError(f"the passed socket (descriptor {only.fd}) cannot be used:"
+                           f" {e.strerror}") from None
+    with inherited:
         if inherited.type != socket.SOCK_STREAM or inherited.family not in (
                 socket.AF_INET, socket.AF_INET6):
-            raise StartupError("the socket passed by systemd is not a TCP socket")
+            raise StartupError("the passed socket is not a TCP socket")
         host, port = inherited.getsockname()[:2]
         family = inherited.family
-    return Inherited(SYSTEMD_FIRST_SOCKET.format(domain=family.name[len("AF_"):]), host, port)
+    return Inherited(AdoptedStreamServerEndpoint(reactor, only.fd, family), host, port)
 
 
 def tls_factory(tls_options, site) -> TLSMemoryBIOFactory:
@@ -100,7 +110,7 @@ def tls_factory(tls_options, site) -> TLSMemoryBIOFactory:
 
 class ListenerService(service.Service):
     """
-    Listens on an endpoint description in ``privilegedStartService`` (before twistd
+    Listens on a stream server endpoint in ``privilegedStartService`` (before twistd
     drops privileges, and first of all so a port in use fails at once); stops listening
     and closes every open connection in ``stopService``.
 
@@ -108,20 +118,19 @@ class ListenerService(service.Service):
     files only at start (constructing a service does no I/O).
 
     Endpoint ``listen()`` returns a Deferred.  The stream endpoints (tcp, ssl, unix,
-    systemd) fire it before returning; when it has failed by then, this raises
+    adopted) fire it before returning; when it has failed by then, this raises
     ``StartupError`` at once, naming ``address``.  ``listening()`` is a Deferred of the
     listening port for an endpoint that answers later; it fails with ``StartupError``.
     """
 
     name = "https"
 
-    def __init__(self, reactor, description: str, make_factory: Callable,
-                 address: str | None = None):
+    def __init__(self, reactor, endpoint, make_factory: Callable, address: str):
         self.reactor = reactor
-        self.description = description
+        self.endpoint = endpoint
         self.make_factory = make_factory
         #: How errors name what could not be listened on.
-        self.address = address or description
+        self.address = address
         self.factory = None
         #: The ``IListeningPort`` once listening.
         self.port = None
@@ -132,7 +141,7 @@ class ListenerService(service.Service):
     def privilegedStartService(self):
         super().privilegedStartService()
         self.factory = self.make_factory()
-        d = serverFromString(self.reactor, self.description).listen(self.factory)
+        d = self.endpoint.listen(self.factory)
         d.addBoth(self._arrived)
         if isinstance(self._outcome, Failure):
             self._outcome.raiseException()  # StartupError: the port is in use

@@ -24,8 +24,9 @@ loading the cache); API requests before "ready" are answered 503.
 
 Under systemd (``Type=notify``, sdnotify.py) each boot step is a ``STATUS=`` line,
 ``READY=1`` follows the ``ready`` step, and the watchdog is pinged while running.  With
-socket activation the first socket systemd passed is served instead of
-``--secure-port``.  SIGHUP checks the reloadable configuration files at once.
+socket activation the one socket passed is served instead of ``--secure-port``
+(``listening.activated_socket``).  SIGHUP checks the reloadable configuration files at
+once.
 
 ``stopService`` (SIGTERM) is upstream's graceful termination: ``STOPPING=1``; ``/readyz``
 fails for ``--shutdown-delay-duration`` while requests are still served; then no new
@@ -49,6 +50,7 @@ import socket
 
 from twisted.application import service
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
@@ -100,7 +102,8 @@ class PlatformService(service.MultiService):
         #: tests start in their own process.
         self.handle_signals = handle_signals
         inherited = activated_socket(reactor)
-        #: Where HTTPS is served: the socket systemd passed, or --bind-address:--secure-port.
+        #: Where HTTPS is served: the socket passed (socket activation), or
+        #: --bind-address:--secure-port.
         self.host, self.serving_port = (
             (inherited.host, inherited.port) if inherited
             else (options["bind-address"], options["secure-port"]))
@@ -131,7 +134,8 @@ class PlatformService(service.MultiService):
         api.request_deadline.maximum = options["request-timeout"]
         self.site = make_site(self.components.resource())
         self.listener = ListenerService(
-            reactor, inherited.description if inherited else listen_description(options),
+            reactor, inherited.endpoint if inherited
+            else serverFromString(reactor, listen_description(options)),
             lambda: tls_factory(self.tls, self.site), address=f"{bind}:{port}")
         self.listener.setServiceParent(self)
         #: The ``--authentication-config`` and ``--authorization-config`` reloaders, made

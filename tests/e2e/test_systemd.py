@@ -1,7 +1,8 @@
 """
 platformd under systemd, proven with real processes: a ``twistd platformd`` subprocess
 notifies a datagram socket standing in for systemd's ``NOTIFY_SOCKET``; a listening
-socket passed by ``systemd-socket-activate`` (LISTEN_FDS) is served over HTTPS; the unit
+socket passed by ``systemd-socket-activate`` (LISTEN_FDS), named or not, is served over
+HTTPS, several are refused, and those passed to another process are ignored; the unit
 files pass ``systemd-analyze verify``.
 """
 
@@ -21,6 +22,7 @@ from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.authz.helpers import document
 from tests.e2e.daemon import ROOT, Connection, Server, free_port, write_tokens
+from tests.etcd.cluster import free_ports
 
 TOKEN = "systemd-token"
 RBAC = {"type": "RBAC", "name": "rbac"}
@@ -139,46 +141,66 @@ class ReloadTests(TestCase):
 
 
 class SocketActivationTests(TestCase):
+    """
+    Sockets passed as systemd's ``sd_listen_fds`` describes (docs/operations.md): by
+    ``systemd-socket-activate``, which starts platformd at the first connection, with
+    names (``--fdname``, as systemd always passes them) or without.
+    """
+
     timeout = 90
 
     def setUp(self):
         if shutil.which("systemd-socket-activate") is None:
             raise SkipTest("systemd-socket-activate is not installed")
 
-    def test_serves_https_on_the_passed_socket(self):
+    def activated(self, *options, sockets: int = 1):
         """
-        With a socket passed as LISTEN_FDS, HTTPS is served on it, --secure-port is not
-        bound, admin.kubeconfig names the passed socket's port and kubectl works with it.
+        platformd under ``systemd-socket-activate`` listening on ``sockets`` free ports
+        (``options`` its own, e.g. ``--fdname``), spawned; ``server.port`` the first
+        passed socket's, ``server.secure_port`` the ``--secure-port`` it is given.
         """
-        passed, secure_port = free_port(), free_port()
-        # --fdname: LISTEN_FDNAMES, which systemd always sets (Twisted ignores passed
-        # sockets without it).
-        wrapper = ["systemd-socket-activate", "-l", f"127.0.0.1:{passed}",
-                   "--fdname=platformd.socket",
+        secure_port, *passed = free_ports(1 + sockets)  # all different
+        wrapper = ["systemd-socket-activate", *options,
+                   *(f"--listen=127.0.0.1:{port}" for port in passed),
                    "-E", "PYTHONPATH", "-E", "PYTHONHASHSEED", "-E", "PATH"]
         server = _server(self, port=secure_port, wrapper=wrapper)
+        server.secure_port, server.port = secure_port, passed[0]
         server.spawn()
-        server.port = passed
-        # systemd-socket-activate starts platformd at the first connection.
+        return server
+
+    def served(self, server) -> None:
+        """Wait until /readyz answers 200 on the passed socket (the first connection
+        starts platformd)."""
         deadline = time.monotonic() + 30
         while True:
             try:
                 status, _ = server.connection().request("GET", "/readyz")
                 if status == 200:
-                    break
+                    return
             except OSError:
                 pass
             self.assertLess(time.monotonic(), deadline, "not served on the passed socket")
             time.sleep(0.05)
 
+    def assertNotListening(self, port: int) -> None:
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+    def test_serves_https_on_the_passed_socket(self):
+        """
+        With a socket passed as LISTEN_FDS, HTTPS is served on it, --secure-port is not
+        bound, admin.kubeconfig names the passed socket's port and kubectl works with it.
+        """
+        server = self.activated("--fdname=platformd.socket")
+        self.served(server)
+
         status, body = server.connection().request_json("GET", "/api/v1/namespaces/default")
         self.assertEqual((status, body["metadata"]["name"]), (200, "default"))
-        with self.assertRaises(ConnectionRefusedError):
-            socket.create_connection(("127.0.0.1", secure_port), timeout=5).close()
+        self.assertNotListening(server.secure_port)
 
         kubeconfig = os.path.join(server.data_dir, "admin.kubeconfig")
         with open(kubeconfig) as f:
-            self.assertIn(f"server: https://127.0.0.1:{passed}\n", f.read())
+            self.assertIn(f"server: https://127.0.0.1:{server.port}\n", f.read())
         if shutil.which("kubectl"):
             out = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "namespace",
                                   "default", "-o", "name"], capture_output=True, text=True,
@@ -186,6 +208,45 @@ class SocketActivationTests(TestCase):
             self.assertEqual((out.returncode, out.stdout), (0, "namespace/default\n"),
                              out.stderr)
 
+        server.signal(signal.SIGTERM)
+        self.assertEqual(server.wait(), 0)
+
+    def test_unnamed_socket(self):
+        """One socket passed without LISTEN_FDNAMES is served all the same."""
+        server = self.activated()
+        self.served(server)
+        self.assertNotListening(server.secure_port)
+        server.signal(signal.SIGTERM)
+        self.assertEqual(server.wait(), 0)
+
+    def test_several_sockets_refused(self):
+        """
+        Two sockets (named or not): platformd cannot tell which one is its HTTPS
+        listener, so it says so in one line and exits 1, listening nowhere else.
+        """
+        for options in ((), ("--fdname=a:b",)):
+            server = self.activated(*options, sockets=2)
+            with self.assertRaises(OSError):  # starts it, which then refuses
+                server.connection().request("GET", "/readyz")
+            self.assertEqual(server.wait(), 1)
+            self.assertEqual(
+                server.output.splitlines()[-1],
+                "platformd: 2 sockets were passed (LISTEN_FDS, named "
+                f"{'a:b' if options else 'unknown:unknown'}) and platformd serves HTTPS on"
+                " one: pass only that one")
+            self.assertNotListening(server.secure_port)
+
+
+class InheritedVariablesTests(TestCase):
+    timeout = 90
+
+    def test_sockets_passed_to_another_process_ignored(self):
+        """
+        LISTEN_FDS with another process's LISTEN_PID (inherited from a parent they were
+        meant for) passes nothing to this one: --secure-port is served.
+        """
+        server = _server(self, env={"LISTEN_PID": "1", "LISTEN_FDS": "1"})
+        server.start()
         server.signal(signal.SIGTERM)
         self.assertEqual(server.wait(), 0)
 
