@@ -145,13 +145,15 @@ def not_acceptable(types) -> StatusError:
     )
 
 
-def no_route_accepts() -> StatusError:
+def no_route_accepts(types) -> StatusError:
     """
-    406 when no route produces what Accept asks for: go-restful's service error, which
-    upstream's serviceErrorHandler turns into NewGenericServerResponse(406, "406: Not
-    Acceptable") (so ``details: {}``).
+    406 when no route produces what Accept asks for: go-restful's service error
+    (``RouterJSR311.detectRoute``, listing what the route produces, ``types``), which
+    upstream's serviceErrorHandler turns into ``NewGenericServerResponse(406, …)`` (so
+    ``details: {}``).
     """
-    return StatusError(406, "NotAcceptable", "406: Not Acceptable", empty_details=True)
+    return StatusError(406, "NotAcceptable", "406: Not Acceptable\n\nAvailable "
+                       f"representations: {', '.join(types)}", empty_details=True)
 
 
 def unsupported_media_type(types) -> StatusError:

@@ -39,7 +39,9 @@ def kubectl_binary():
     return candidate if os.path.exists(candidate) else shutil.which("kubectl")
 
 
-class KubectlTests(TestCase):
+class KubectlCase(TestCase):
+    """A real server of its own per test, and stock kubectl with its admin kubeconfig."""
+
     timeout = 120
 
     @inlineCallbacks
@@ -51,13 +53,22 @@ class KubectlTests(TestCase):
         self.home = os.path.abspath(self.mktemp())
         os.makedirs(self.home)
 
-    def run_kubectl(self, *args, stdin=None):
-        env = dict(os.environ, HOME=self.home, KUBECACHEDIR=os.path.join(self.home, "cache"))
-        env.pop("KUBECONFIG", None)
+    def kubectl_command(self, *args, env=None):
+        """(argv, environment) of ``kubectl args`` (``env`` added to the environment)."""
+        environment = dict(os.environ, HOME=self.home,
+                           KUBECACHEDIR=os.path.join(self.home, "cache"), **(env or {}))
+        environment.pop("KUBECONFIG", None)
         kubeconfig = os.path.join(self.server.data_dir, "admin.kubeconfig")
-        return deferToThread(subprocess.run, [self.kubectl, "--kubeconfig", kubeconfig, *args],
-                             input=stdin, capture_output=True, text=True, env=env, timeout=60)
+        return [self.kubectl, "--kubeconfig", kubeconfig, *args], environment
 
+    def run_kubectl(self, *args, stdin=None, env=None):
+        """``kubectl args`` run to its end (a Deferred of the ``CompletedProcess``)."""
+        argv, environment = self.kubectl_command(*args, env=env)
+        return deferToThread(subprocess.run, argv, input=stdin, capture_output=True,
+                             text=True, env=environment, timeout=60)
+
+
+class KubectlTests(KubectlCase):
     @inlineCallbacks
     def test_create_get_explain(self):
         """kubectl creates a RoleBinding from YAML with default validation, reads it back,
@@ -139,10 +150,7 @@ class KubectlTests(TestCase):
     @inlineCallbacks
     def test_patch_types(self):
         """kubectl patch with --type json, merge and strategic."""
-        # (kubectl's `create configmap` generator speaks upstream's Protobuf media type,
-        # which a platform server does not serve; a manifest goes as JSON.)
-        r = yield self.run_kubectl("create", "-f", "-", stdin=(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: '1'\n"))
+        r = yield self.run_kubectl("create", "configmap", "c", "--from-literal=a=1")
         self.assertEqual(r.returncode, 0, r.stderr)
         for kind, patch in (("json", '[{"op":"add","path":"/data/b","value":"2"}]'),
                             ("merge", '{"data":{"c":"3"}}'),

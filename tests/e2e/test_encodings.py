@@ -19,6 +19,7 @@ from platformd.api import reads
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.protobufcodec import PROTOBUF, ProtobufCodec
+from platformd.registry import catalog
 from tests.e2e.harness import ServerTestCase, open_watch
 from tests.codecs.test_limits import YAML_BOMB
 from tests.e2e.test_clients import kubectl_binary
@@ -193,10 +194,6 @@ class MetadataTests(EncodingTestCase):
         self.assertEqual(body["kind"], "PartialObjectMetadataList")
         self.assertEqual(set(body["items"][0]), {"kind", "apiVersion", "metadata"})
         self.assertTrue(body["metadata"]["resourceVersion"])
-        r = yield self.get(f"{RB}/m", META_LIST)
-        self.assertEqual(r.code, 406)
-        r = yield self.get(RB, META)
-        self.assertEqual(r.code, 406)
         r = yield self.get(f"{RB}/m", META.replace("application/json", "application/yaml"))
         self.assertIn(b"kind: PartialObjectMetadata", r.body)
         _, reader = yield open_watch(self.client, f"{RB}?watch=1", accept=META)
@@ -223,6 +220,63 @@ class MetadataTests(EncodingTestCase):
                          {"platform.io/initial-events-end": "true"})
         self.assertTrue(bookmark["metadata"]["resourceVersion"])
         reader.transport.stopProducing()
+
+
+class MetadataShapeTests(EncodingTestCase):
+    """
+    A metadata view of the other shape than what is read is chosen, then refused, with
+    the message of upstream's ``asPartialObjectMetadata(List)`` naming the Go type read.
+    """
+
+    @staticmethod
+    def not_acceptable(message):
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": "NotAcceptable", "code": 406}
+
+    @inlineCallbacks
+    def test_partial_object_metadata_of_a_list(self):
+        """Every kind's list, whatever follows in Accept: 406 naming its Go list type."""
+        kinds = [k for k in catalog.builtin().kinds if k.review is None]
+        self.assertEqual(len(kinds), len(LIST_TYPES))
+        for kind in kinds:
+            path = (f"/apis/{kind.group}/{kind.version}" if kind.group else "/api/v1") + (
+                f"/namespaces/default/{kind.plural}" if kind.namespaced else f"/{kind.plural}")
+            for accept in (META, META + ", application/json",
+                           META.replace("meta.platform.io", "meta.k8s.io")):
+                r = yield self.get(path, accept)
+                self.assertEqual((r.code, r.json()), (406, self.not_acceptable(
+                    "you requested PartialObjectMetadata, but the requested object is a list "
+                    f"({LIST_TYPES[kind.kind]})")), (path, accept))
+
+    @inlineCallbacks
+    def test_partial_object_metadata_list_of_an_object(self):
+        """One object asked for as a list: 406 naming its Go type, once it is read."""
+        yield self.client.post(RB, binding("m"))
+        for path, go_type in ((f"{RB}/m", "*rbac.RoleBinding"),
+                              ("/api/v1/namespaces/default", "*core.Namespace")):
+            r = yield self.get(path, META_LIST + ", application/json")
+            self.assertEqual((r.code, r.json()), (406, self.not_acceptable(
+                "you requested PartialObjectMetadataList, but the requested object is not a "
+                f"list ({go_type})")), path)
+        r = yield self.get(f"{RB}/missing", META_LIST)
+        self.assertEqual(r.code, 404)
+
+
+#: The Go type upstream's list handler reads for each kind: its registry's internal list.
+LIST_TYPES = {
+    "Namespace": "*core.NamespaceList", "Pod": "*core.PodList",
+    "ConfigMap": "*core.ConfigMapList", "Secret": "*core.SecretList",
+    "ServiceAccount": "*core.ServiceAccountList", "Role": "*rbac.RoleList",
+    "ClusterRole": "*rbac.ClusterRoleList", "RoleBinding": "*rbac.RoleBindingList",
+    "ClusterRoleBinding": "*rbac.ClusterRoleBindingList",
+    "MutatingWebhookConfiguration":
+        "*admissionregistration.MutatingWebhookConfigurationList",
+    "ValidatingAdmissionPolicy": "*admissionregistration.ValidatingAdmissionPolicyList",
+    "ValidatingAdmissionPolicyBinding":
+        "*admissionregistration.ValidatingAdmissionPolicyBindingList",
+    "ValidatingWebhookConfiguration":
+        "*admissionregistration.ValidatingWebhookConfigurationList",
+}
 
 
 class GzipTests(EncodingTestCase):
@@ -313,6 +367,16 @@ class CBORTests(EncodingTestCase):
         self.assertEqual(cbor2.loads(r.body)["kind"], "ConfigMapList")
         r = yield self.get(f"{CM}/cb", "application/cbor;as=PartialObjectMetadata;g=meta.platform.io;v=v1")
         self.assertEqual(cbor2.loads(r.body)["kind"], "PartialObjectMetadata")
+
+    @inlineCallbacks
+    def test_routes_produce_cbor(self):
+        """The 406 of a route lists CBOR too, last, as upstream's serializers order it."""
+        r = yield self.get(CM, "text/csv")
+        self.assertEqual(r.json()["message"], (
+            "406: Not Acceptable\n\nAvailable representations: application/json, "
+            "application/yaml, application/vnd.platform.protobuf, application/cbor, "
+            "application/json;stream=watch, application/vnd.platform.protobuf;stream=watch, "
+            "application/cbor;stream=watch"))
 
     @inlineCallbacks
     def same_as_json(self, path, **headers):
@@ -447,24 +511,49 @@ class DiscoveryEncodingTests(EncodingTestCase):
             self.assertEqual((r.code, r.header("Content-Type")), (200, "application/json"))
 
 
+OBJECT_ROUTE = "application/json, application/yaml, application/vnd.platform.protobuf"
+LIST_ROUTE = (OBJECT_ROUTE + ", application/json;stream=watch, "
+              "application/vnd.platform.protobuf;stream=watch")
+
+
 class RouteAcceptTests(EncodingTestCase):
+    @staticmethod
+    def no_route(produced):
+        """go-restful's 406 as upstream's serviceErrorHandler writes it."""
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "406: Not Acceptable\n\nAvailable representations: " + produced,
+                "reason": "NotAcceptable", "details": {}, "code": 406}
+
     @inlineCallbacks
     def test_wildcard_forms(self):
         """go-restful's Route.matchesAccept decides first: only */* or a produced type
         selects a route, so application/*, text/* and a lone * are upstream's service
-        error 406 "406: Not Acceptable" with empty details; a list naming a produced type
-        anywhere is served."""
-        for accept in ("application/*", "text/*", "*", "text/html, application/*;q=0.9"):
+        error 406 listing what the route produces, with empty details; a list naming a
+        produced type anywhere is served."""
+        for accept in ("application/*", "text/*", "*", "text/html, application/*;q=0.9",
+                       "text/csv"):
             r = yield self.client.get(CM, headers={"Accept": accept})
-            self.assertEqual(r.code, 406, accept)
-            self.assertEqual(r.json(), {
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": "406: Not Acceptable", "reason": "NotAcceptable", "details": {},
-                "code": 406}, accept)
+            self.assertEqual((r.code, r.json()), (406, self.no_route(LIST_ROUTE)), accept)
         for accept in ("*/*", "application/*, application/json", "text/html, */*;q=0.1",
                        "application/json;as=Table;g=meta.platform.io;v=v1"):
             r = yield self.client.get(CM, headers={"Accept": accept})
             self.assertEqual(r.code, 200, accept)
+
+    @inlineCallbacks
+    def test_what_each_route_produces(self):
+        """An object's routes produce the served media types; a list or watch route their
+        watch forms too (upstream's installer: ``mediaTypes`` / ``allMediaTypes``)."""
+        yield self.client.post(CM, {"metadata": {"name": "c"}})
+        for method, path, produced in (
+                ("GET", f"{CM}/c", OBJECT_ROUTE), ("GET", f"{CM}?watch=1", LIST_ROUTE),
+                ("GET", "/api/v1/configmaps", LIST_ROUTE), ("POST", CM, OBJECT_ROUTE),
+                ("DELETE", f"{CM}/c", OBJECT_ROUTE), ("DELETE", CM, OBJECT_ROUTE),
+                ("POST", "/apis/authorization.platform.io/v1/selfsubjectaccessreviews",
+                 OBJECT_ROUTE)):
+            r = yield self.client.request(method, path, {"metadata": {"name": "x"}}
+                                          if method == "POST" else None,
+                                          headers={"Accept": "text/csv"})
+            self.assertEqual((r.code, r.json()), (406, self.no_route(produced)), (method, path))
 
     @inlineCallbacks
     def test_q_zero_still_served(self):

@@ -5,9 +5,7 @@ wrong-magic refusal, fallback to JSON, and the metadata-only view.
 
 from twisted.internet.defer import inlineCallbacks
 
-from platformd.codecs.protobufcodec import (
-    PROTOBUF, PROTOBUF_WATCH, ProtobufCodec, read_watch_frames,
-)
+from platformd.codecs.protobufcodec import PROTOBUF, ProtobufCodec, read_watch_frames
 from tests.e2e.harness import ServerTestCase, open_watch
 from tests.e2e.test_encodings import RB, binding
 
@@ -65,7 +63,8 @@ class ProtobufTests(ServerTestCase):
         yield self.post("first")
         response, reader = yield open_watch(self.client, f"{RB}?watch=1&timeoutSeconds=1",
                                             accept=PROTOBUF, raw=True)
-        self.assertEqual(response.headers.getRawHeaders("Content-Type"), [PROTOBUF_WATCH])
+        self.assertEqual(response.headers.getRawHeaders("Content-Type"),
+                         [PROTOBUF + ";stream=watch"])
         yield self.post("second")
         data = yield reader.finished
         events = read_watch_frames(data)

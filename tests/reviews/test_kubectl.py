@@ -8,15 +8,11 @@ alias, authorized as the platform group), so they work unchanged.
 """
 
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import TestCase
 
 from tests.e2e import test_clients
 
-class KubectlReviewTests(TestCase):
-    timeout = test_clients.KubectlTests.timeout
-    setUp = test_clients.KubectlTests.setUp
-    run_kubectl = test_clients.KubectlTests.run_kubectl
 
+class KubectlReviewTests(test_clients.KubectlCase):
     @inlineCallbacks
     def test_explain_and_create(self):
         r = yield self.run_kubectl("explain", "selfsubjectaccessreviews.spec.resourceAttributes")

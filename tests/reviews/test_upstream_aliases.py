@@ -1,8 +1,10 @@
 """
-The access reviews' compatibility aliases at upstream's group names
-(``authorization.k8s.io``, ``authentication.k8s.io``: ``catalog.builtin``), in
-``application/vnd.kubernetes.protobuf`` as unmodified kubectl sends and asks for them,
-and that media type refused everywhere else with the usual 415/406.
+Upstream's names as unmodified kubectl sends them: the media type
+``application/vnd.kubernetes.protobuf`` (another name of the served Protobuf encoding,
+``negotiation.ALIASES``: read and written wherever Protobuf is, its name echoed in the
+answer, never listed in the 415/406 messages) and the access reviews' compatibility aliases
+at upstream's group names (``authorization.k8s.io``, ``authentication.k8s.io``:
+``catalog.builtin``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,8 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd import errors
 from platformd.codecs.negotiation import Negotiator
-from platformd.codecs.protobufcodec import (
-    KUBERNETES_PROTOBUF, PROTOBUF, ProtobufCodec, upstream_review_codec,
-)
-from platformd.registry import core
-from platformd.registry.kinds import configmap, selfsubjectaccessreview
+from platformd.codecs.protobufcodec import KUBERNETES_PROTOBUF, PROTOBUF, ProtobufCodec
+from platformd.registry.kinds import configmap
 from tests.stub import StubServer
 
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -45,7 +44,7 @@ class AliasTests(SynchronousTestCase):
         self.stub = StubServer()
         self.addCleanup(self.stub.stop)
         self.client = self.stub.client(user="jane", groups=("devs",))
-        self.codec = upstream_review_codec()
+        self.codec = ProtobufCodec()
 
     def post(self, path, body, accept=KUBECTL_ACCEPT, content_type=KUBERNETES_PROTOBUF):
         return self.client.post(path, body, content_type=content_type,
@@ -114,36 +113,71 @@ class AliasTests(SynchronousTestCase):
                       + ";as=Table;g=meta.k8s.io;v=v1")
         self.assertEqual(r.code, 406, r.body)
 
-    def test_errors_are_json(self):
-        """An error is not the review: JSON, as for every other unknown type."""
+    def test_errors_in_the_asked_encoding(self):
+        """An error is written as the client asked, under the name it asked with."""
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                 "spec": {}}
         r = self.post(SSAR, self.codec.encode(body))
+        self.assertEqual((r.code, r.header("Content-Type")), (422, KUBERNETES_PROTOBUF))
+        self.assertEqual(self.codec.decode(r.body)["message"],
+                         'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
+                         'spec.resourceAttributes: Invalid value: "null": exactly one of '
+                         "nonResourceAttributes or resourceAttributes must be specified")
+        r = self.post(SSAR, self.codec.encode(body), accept="application/json")
         self.assertEqual((r.code, r.header("Content-Type")), (422, "application/json"))
-        self.assertEqual(r.json()["message"], 'SelfSubjectAccessReview.authorization.k8s.io "" '
-                         'is invalid: spec.resourceAttributes: Invalid value: "null": exactly '
-                         "one of nonResourceAttributes or resourceAttributes must be specified")
         # The envelope names the group of the path, as upstream's decoder wants it.
-        platform = ProtobufCodec().encode({**body, "apiVersion": "authorization.platform.io/v1"})
-        r = self.post(SSAR, platform)
-        self.assertEqual(r.code, 400, r.body)
-        self.assertIn("no Protobuf message for authorization.platform.io/v1", r.json()["message"])
+        platform = self.codec.encode({**body, "apiVersion": "authorization.platform.io/v1"})
+        r = self.post(SSAR, platform, accept="application/json")
+        self.assertEqual((r.code, r.json()["message"]), (400, (
+            "the API version in the data (authorization.platform.io/v1) does not match the "
+            "expected API version (authorization.k8s.io/v1)")))
 
-    def test_refused_elsewhere(self):
-        """Everywhere but the aliases: the unchanged 415 and 406."""
-        for path in (CONFIGMAPS, PLATFORM_SSAR):
-            r = self.post(path, KUBECTL_SSAR, accept="application/json")
-            self.assertEqual((r.code, r.json()["reason"], r.json()["message"]),
-                             (415, "UnsupportedMediaType", UNSUPPORTED), path)
-            r = self.post(path, {}, accept=KUBERNETES_PROTOBUF, content_type="application/json")
-            self.assertEqual((r.code, r.json()["message"]), (406, "406: Not Acceptable"), path)
-        r = self.client.get(CONFIGMAPS, headers={"Accept": KUBERNETES_PROTOBUF})
-        self.assertEqual((r.code, r.json()["message"]), (406, "406: Not Acceptable"))
-        r = self.client.get(CONFIGMAPS, headers={"Accept": KUBECTL_ACCEPT})
-        self.assertEqual((r.code, r.header("Content-Type")), (200, "application/json"))
-        # Our own Protobuf does not answer at the aliases' upstream group names.
-        r = self.post(SSAR, KUBECTL_SSAR, accept=PROTOBUF + ",application/json")
-        self.assertEqual((r.code, r.header("Content-Type")), (201, "application/json"))
+    def test_media_type_everywhere_protobuf_is(self):
+        """
+        Upstream's Protobuf name is the platform's Protobuf: a ConfigMap created, read and
+        listed in it, the same bytes under either name, the name asked for echoed.
+        """
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+              "data": {"a": "1"}}
+        r = self.post(CONFIGMAPS, self.codec.encode(cm))
+        self.assertEqual((r.code, r.header("Content-Type")), (201, KUBERNETES_PROTOBUF), r.body)
+        self.assertEqual(self.codec.decode(r.body)["data"], {"a": "1"})
+        for path in (CONFIGMAPS, CONFIGMAPS + "/c"):
+            alias = self.client.get(path, headers={"Accept": KUBECTL_ACCEPT})
+            self.assertEqual((alias.code, alias.header("Content-Type")),
+                             (200, KUBERNETES_PROTOBUF), path)
+            own = self.client.get(path, headers={"Accept": PROTOBUF})
+            self.assertEqual(own.header("Content-Type"), PROTOBUF)
+            self.assertEqual(alias.body, own.body, path)
+        view = KUBERNETES_PROTOBUF + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+        r = self.client.get(CONFIGMAPS + "/c", headers={"Accept": view})
+        self.assertEqual((r.code, r.header("Content-Type")), (200, view))
+        self.assertEqual(self.codec.decode(r.body)["apiVersion"], "meta.k8s.io/v1")
+        # The platform's own review path takes it too.
+        r = self.post(PLATFORM_SSAR, self.codec.encode(
+            {"apiVersion": "authorization.platform.io/v1", "kind": "SelfSubjectAccessReview",
+             "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}))
+        self.assertEqual((r.code, r.header("Content-Type")), (201, KUBERNETES_PROTOBUF))
+        # Our own Protobuf answers at the aliases' upstream group names as well.
+        r = self.post(SSAR, KUBECTL_SSAR, accept=PROTOBUF)
+        self.assertEqual((r.code, r.header("Content-Type")), (201, PROTOBUF))
+
+    def test_messages_name_only_platform_types(self):
+        """The 415 and 406 messages list the canonical media types, never the alias."""
+        r = self.post(CONFIGMAPS, b"<ConfigMap/>", accept="application/json",
+                      content_type="application/xml")
+        self.assertEqual((r.code, r.json()["reason"], r.json()["message"]),
+                         (415, "UnsupportedMediaType", UNSUPPORTED))
+        r = self.client.get(CONFIGMAPS, headers={"Accept": "text/csv"})
+        self.assertEqual((r.code, r.json()["message"]), (406, (
+            "406: Not Acceptable\n\nAvailable representations: application/json, "
+            "application/yaml, application/vnd.platform.protobuf, application/json;"
+            "stream=watch, application/vnd.platform.protobuf;stream=watch")))
+        r = self.client.get(CONFIGMAPS, headers={
+            "Accept": KUBERNETES_PROTOBUF + ";as=Table;g=meta.k8s.io;v=v1"})
+        self.assertEqual((r.code, r.json()["message"]), (406, (
+            "only the following media types are accepted: application/json, "
+            "application/yaml, application/vnd.platform.protobuf")))
 
     def test_not_discovered(self):
         groups = [g["name"] for g in self.client.get("/apis").json()["groups"]]
@@ -152,37 +186,34 @@ class AliasTests(SynchronousTestCase):
 
 
 class NegotiatorTests(SynchronousTestCase):
-    """``Negotiator.alias_codecs``: offered only for the kinds they serve."""
+    """``Negotiator`` with ``ALIASES``: another name of a codec it serves."""
 
     def setUp(self):
         self.negotiator = Negotiator([ProtobufCodec()])
-        self.alias = attrs.evolve(selfsubjectaccessreview.KIND, group="authorization.k8s.io")
 
     def test_for_request(self):
-        codec = self.negotiator.for_request(KUBERNETES_PROTOBUF + "; charset=x", self.alias)
-        self.assertEqual(codec.media_type, KUBERNETES_PROTOBUF)
-        for kind in (None, selfsubjectaccessreview.KIND, configmap.KIND, core.NAMESPACE):
-            with self.assertRaises(errors.StatusError) as e:
-                self.negotiator.for_request(KUBERNETES_PROTOBUF, kind)
-            self.assertEqual(e.exception.code, 415)
+        codec = self.negotiator.for_request(KUBERNETES_PROTOBUF + "; charset=x")
+        self.assertIs(codec, self.negotiator.codecs[PROTOBUF])
 
-    def test_pick_and_errors(self):
+    def test_answers_echo_the_name(self):
         negotiator = self.negotiator
-        self.assertEqual(negotiator.pick(KUBERNETES_PROTOBUF, (), self.alias).codec.media_type,
-                         KUBERNETES_PROTOBUF)
-        for kind in (None, selfsubjectaccessreview.KIND):
-            with self.assertRaises(errors.StatusError) as e:
-                negotiator.pick(KUBERNETES_PROTOBUF, (), kind)
-            self.assertEqual(str(e.exception.message), "only the following media types are "
-                             "accepted: application/vnd.platform.protobuf")
-        self.assertEqual(negotiator.error_choice(KUBERNETES_PROTOBUF).codec.media_type, PROTOBUF)
+        for accept in (KUBERNETES_PROTOBUF, KUBECTL_ACCEPT):
+            choice = negotiator.pick(accept, (), configmap.KIND)
+            self.assertEqual((choice.codec.media_type, choice.media_type),
+                             (PROTOBUF, KUBERNETES_PROTOBUF))
+            self.assertEqual(negotiator.error_choice(accept).media_type, KUBERNETES_PROTOBUF)
+            self.assertTrue(negotiator.route_accepts(accept))
+        self.assertEqual(negotiator.pick(PROTOBUF).media_type, PROTOBUF)
         self.assertEqual(negotiator.media_types, [PROTOBUF])
-        self.assertTrue(negotiator.route_accepts(KUBERNETES_PROTOBUF, self.alias))
-        self.assertFalse(negotiator.route_accepts(KUBERNETES_PROTOBUF))
-        self.assertFalse(negotiator.route_accepts(KUBERNETES_PROTOBUF,
-                                                  selfsubjectaccessreview.KIND))
+        with self.assertRaises(errors.StatusError) as e:
+            negotiator.pick(KUBERNETES_PROTOBUF, (), attrs.evolve(configmap.KIND, kind="Other"))
+        self.assertEqual(str(e.exception.message), "only the following media types are "
+                         "accepted: application/vnd.platform.protobuf")
 
     def test_only_with_protobuf(self):
-        """A server without Protobuf has no alias either."""
-        self.assertEqual(Negotiator().alias_codecs, {})
-
+        """A server without Protobuf does not take its alias either."""
+        negotiator = Negotiator()
+        self.assertFalse(negotiator.route_accepts(KUBERNETES_PROTOBUF))
+        with self.assertRaises(errors.StatusError) as e:
+            negotiator.for_request(KUBERNETES_PROTOBUF)
+        self.assertEqual(e.exception.code, 415)

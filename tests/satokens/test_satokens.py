@@ -22,7 +22,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.auth import serviceaccount as sa
 from platformd.auth.authenticators import AuthenticatorChain
-from platformd.codecs.protobufcodec import PROTOBUF, ProtobufCodec
+from platformd.codecs.protobufcodec import KUBERNETES_PROTOBUF, PROTOBUF, ProtobufCodec
 from tests.stub import HeaderAuthenticator, StubServer
 
 ISSUER = "https://platform.default.svc"
@@ -129,6 +129,28 @@ class TokenRequestTests(TokenTestCase):
                          'TokenRequest.authentication.platform.io "build" is invalid: '
                          'metadata.namespace: Invalid value: "kube": must match the service '
                          "account namespace if specified")
+
+    def test_upstream_group_version(self):
+        """
+        A body naming upstream's ``authentication.k8s.io/v1`` (kubectl create token's, in
+        upstream's Protobuf media type) is taken, and the answer names it back; any other
+        version is refused naming the platform's.
+        """
+        codec = ProtobufCodec()
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 600}}
+        self.assertEqual(self.mint(**body)["apiVersion"], "authentication.k8s.io/v1")
+        r = self.admin.post(TOKEN, codec.encode(body), content_type=KUBERNETES_PROTOBUF,
+                            headers={"Accept": KUBERNETES_PROTOBUF})
+        self.assertEqual((r.code, r.header("Content-Type")), (201, KUBERNETES_PROTOBUF))
+        answer = codec.decode(r.body)
+        self.assertEqual((answer["apiVersion"], answer["kind"]),
+                         ("authentication.k8s.io/v1", "TokenRequest"))
+        self.assertTrue(answer["status"]["token"])
+        r = self.mint(code=400, **dict(body, apiVersion="authentication.example.io/v1"))
+        self.assertEqual(r["message"], "the API version in the data "
+                         "(authentication.example.io/v1) does not match the expected API "
+                         "version (authentication.platform.io/v1)")
 
     def test_missing_service_account(self):
         body = self.mint(path=f"{NS}/serviceaccounts/nope/token", code=404)

@@ -23,6 +23,7 @@ from platformd import errors
 from platformd.api import deadline, deletes, filters, responses, reviews, views, writes
 from platformd.api.health import HealthChecks
 from platformd.api.site import DirectResource
+from platformd.api.watch import STREAM, WATCH_MEDIA
 from platformd.api.call import Call
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.codecs.jsoncodec import JSON
@@ -256,9 +257,16 @@ class APIServer:
         return handler(call, self)
 
     def _check_route_accepts(self, call) -> None:
-        """go-restful's route selection: path (404), method (405), then Accept (406)."""
+        """
+        go-restful's route selection: path (404), method (405), then Accept (406, naming
+        what the route produces: the served media types, and for a list or watch route
+        also their watch forms, as upstream's installer declares them).
+        """
         if not self.negotiator.route_accepts(call.accept):
-            raise errors.no_route_accepts()
+            types = self.negotiator.media_types
+            if call.info.verb in ("list", "watch"):
+                types = types + [t + STREAM for t in types if t in WATCH_MEDIA]
+            raise errors.no_route_accepts(types)
 
     def _non_resource(self, call):
         request = call.request
@@ -278,7 +286,7 @@ class APIServer:
             body = codec.encode(document.value, True)
         else:
             body = document.encoded(codec)
-        return responses.write(request, 200, body, codec.media_type)
+        return responses.write(request, 200, body, choice.media_type)
 
 
 def _size(result, request) -> int:

@@ -35,10 +35,12 @@ def read_body(call) -> bytes:
 
 
 def decode_object(call, level: str, schema, kind_name: str, api_version: str,
-                  data: bytes = None) -> dict:
-    """The body as a pruned object of ``schema``; warnings go on the call."""
-    # The route's kind: upstream's Protobuf media type is consumed by the review aliases.
-    codec = call.negotiator.for_request(call.request.getHeader(b"content-type"), call.kind)
+                  data: bytes = None, other_versions=()) -> dict:
+    """
+    The body as a pruned object of ``schema``; warnings go on the call.  Its apiVersion,
+    if given, must be ``api_version`` or one of ``other_versions``.
+    """
+    codec = call.negotiator.for_request(call.request.getHeader(b"content-type"))
     if data is None:
         data = read_body(call)
     if not data.strip():
@@ -54,7 +56,7 @@ def decode_object(call, level: str, schema, kind_name: str, api_version: str,
         raise cannot_handle(str(e)) from None
     if not isinstance(value, dict):
         raise cannot_handle("the body must be an object")
-    _check_type(value, kind_name, api_version)
+    _check_type(value, kind_name, api_version, other_versions)
     ctx = DecodeContext()
     try:
         obj = schema.decode(value, "", ctx)
@@ -86,7 +88,7 @@ def _version(api_version: str) -> str:
     return api_version.rsplit("/", 1)[-1]
 
 
-def _check_type(value: dict, kind_name: str, api_version: str) -> None:
+def _check_type(value: dict, kind_name: str, api_version: str, other_versions) -> None:
     """A body of another kind or version is refused, as upstream's decoder refuses it."""
     kind = value.get("kind")
     version = value.get("apiVersion")
@@ -94,7 +96,7 @@ def _check_type(value: dict, kind_name: str, api_version: str) -> None:
         raise errors.bad_request(
             f'the kind "{kind}" of the body does not match the kind "{kind_name}" '
             "served at this path")
-    if version not in (None, "") and version != api_version:
+    if version not in (None, "", api_version, *other_versions):
         raise errors.bad_request(
             f'the API version in the data ({version}) does not match the expected API '
             f"version ({api_version})")

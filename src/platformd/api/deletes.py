@@ -15,7 +15,7 @@ from __future__ import annotations
 from twisted.internet.defer import inlineCallbacks, returnValue
 
 from platformd import errors
-from platformd.api import listoptions, responses, writeoptions
+from platformd.api import listoptions, responses, views, writeoptions
 from platformd.api.reads import selected
 from platformd.api.body import read_body
 from platformd.codecs.interface import CodecError
@@ -132,7 +132,7 @@ def delete_collection(call, store, reader):
         except errors.StatusError as e:
             if e.code != 404:  # gone meanwhile: that is what we wanted
                 raise
-    result = reader.render(call, call.kind,
+    result = reader.render(call, call.pick(views.LIST_VIEWS), call.kind,
                            {"resourceVersion": str(listing.revision), "continue": ""}, entries)
     if not isinstance(result, bytes):
         result = yield result

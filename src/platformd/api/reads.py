@@ -50,8 +50,9 @@ class Reader:
             lambda _: self._get_now(call, store))
 
     def _get_now(self, call, store):
-        choice = call.pick(views.GET_VIEWS)
+        choice = call.pick(views.READ_VIEWS)
         entry = store.get(call.info.namespace or None, call.info.name)
+        views.check_shape(choice, call.kind, is_list=False)
         codec = choice.codec
         if choice.view is None and codec.media_type == JSON and not call.indented(choice):
             body = entry.json
@@ -82,18 +83,19 @@ class Reader:
                 meta["remainingItemCount"] = remaining
         if options.shard is not None:
             meta["shardInfo"] = {"selector": options.shard.text}
-        result = self.render(call, kind, meta, page)
+        choice = call.pick(views.READ_VIEWS)
+        views.check_shape(choice, kind, is_list=True)
+        result = self.render(call, choice, kind, meta, page)
         if isinstance(result, Deferred):
             result = yield result
         returnValue(result)
 
-    def render(self, call, kind, meta: dict, page: list):
+    def render(self, call, choice, kind, meta: dict, page: list):
         """
-        The list in the negotiated form.  Plain JSON, Protobuf and CBOR are assembled
-        from each object's cached bytes; above ``STREAM_THRESHOLD`` they are streamed
-        piece by piece instead of being joined into one string.
+        The list in the negotiated form ``choice``.  Plain JSON, Protobuf and CBOR are
+        assembled from each object's cached bytes; above ``STREAM_THRESHOLD`` they are
+        streamed piece by piece instead of being joined into one string.
         """
-        choice = call.pick(views.LIST_VIEWS)
         media = responses.content_type(choice)
         codec = choice.codec
         if choice.view is None and IItemCodec.providedBy(codec):

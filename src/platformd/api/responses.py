@@ -53,7 +53,7 @@ def write_value(call, code: int, value) -> bytes:
         call.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
     choice = call.pick(views.GET_VIEWS)
     codec = choice.codec
-    media = codec.media_type
+    media = choice.media_type
     if choice.view is not None and value.get("kind") != "Status":
         value = views.object_view(choice, call.kind, value, views.include_object(call, choice),
                                   time.time())
@@ -65,9 +65,9 @@ def write_error(request, error: errors.StatusError, choice) -> bytes:
     """The error's ``Status`` as ``choice`` (a plain ``Choice``) says, indented if asked."""
     if error.retry_after is not None:
         request.responseHeaders.setRawHeaders(b"Retry-After", [str(error.retry_after).encode()])
-    codec = choice.codec
-    body = codec.encode(error.to_status(), choice.pretty or query.pretty_requested(request))
-    return write(request, error.code, body, codec.media_type)
+    body = choice.codec.encode(error.to_status(),
+                               choice.pretty or query.pretty_requested(request))
+    return write(request, error.code, body, choice.media_type)
 
 
 def success_status(kind, name: str, uid: str = "") -> dict:
@@ -102,7 +102,10 @@ def compressed(call, body: bytes) -> bytes:
 
 
 def content_type(choice) -> str:
-    """The Content-Type of a response in ``choice`` (views carry as/g/v, as upstream)."""
+    """
+    The Content-Type of a response in ``choice``: the media type as the client named it
+    (an alias is echoed); views carry as/g/v, as upstream.
+    """
     if choice.view is None:
-        return choice.codec.media_type
-    return f"{choice.codec.media_type};as={choice.view};g={choice.group};v=v1"
+        return choice.media_type
+    return f"{choice.media_type};as={choice.view};g={choice.group};v=v1"

@@ -10,9 +10,7 @@ method on the collection 405, then the Accept header (406).
 
 The aliases at upstream's group names (``catalog.builtin``: ``authorization.k8s.io``,
 ``authentication.k8s.io``, for unmodified ``kubectl auth``) are served by the same code:
-``call.kind.api_version`` names the alias's group, so the answer does too, and their
-routes also consume and produce ``application/vnd.kubernetes.protobuf``
-(``Negotiator.alias_codecs``).
+``call.kind.api_version`` names the alias's group, so the answer does too.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from platformd import errors
 from platformd.api import responses, views, writeoptions
 from platformd.api.body import decode_object
 from platformd.deferreds import then
+from platformd.registry.catalog import upstream_api_version
 
 
 def serve(call, route_accepts, server=None):
@@ -33,8 +32,7 @@ def serve(call, route_accepts, server=None):
         raise errors.not_found_path()
     if info.verb != "create":
         raise errors.method_not_allowed()
-    if not call.negotiator.route_accepts(call.accept, kind):
-        route_accepts(call)  # not even the alias's own media type: the server-wide refusal
+    route_accepts(call)
     call.pick(views.GET_VIEWS)
     return create(call, server)
 
@@ -64,7 +62,8 @@ def serve_subresource(call, route_accepts, server):
     """
     A POST to a create-only subresource (``ResourceType.subresources``:
     ``serviceaccounts/<name>/token``): ``call.kind`` is the subresource's kind; the body
-    is decoded as it, defaulted, and answered 201 with what its ``review`` hook makes
+    (which may name the kind's group by its upstream name, ``upstream_api_version``) is
+    decoded as it, defaulted, and answered 201 with what its ``review`` hook makes
     (the hook checks the body's name and namespace against the URL, as upstream's
     ``TokenREST``).  Any other method is 405, then Accept (406).
     """
@@ -75,8 +74,12 @@ def serve_subresource(call, route_accepts, server):
     call.pick(views.GET_VIEWS)
     options = writeoptions.parse(call)
     call.context.dry_run = options.dry_run
-    obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version)
-    obj["kind"], obj["apiVersion"] = kind.kind, kind.api_version
+    upstream = upstream_api_version(kind.api_version)
+    obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version,
+                        other_versions=(upstream,))
+    # The answer names the version the body named: a typed client (``kubectl create
+    # token``) sends and decodes only upstream's, ``authentication.k8s.io/v1``.
+    obj["kind"], obj["apiVersion"] = kind.kind, obj.get("apiVersion") or kind.api_version
     obj.setdefault("metadata", {})
     kind.default(obj)
     return then(_run(kind, call.context, obj, server), _answer, call)

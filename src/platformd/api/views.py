@@ -16,6 +16,39 @@ INCLUDE_OBJECT = ("None", "Metadata", "Object")
 GET_VIEWS = frozenset({TABLE, METADATA})
 LIST_VIEWS = frozenset({TABLE, METADATA_LIST})
 WATCH_VIEWS = frozenset({TABLE, METADATA})
+#: What a get or a list may be answered as: both metadata views, whatever is read, as
+#: upstream's ``RequestScope.AllowsConversion`` allows them (``check_shape`` follows).
+READ_VIEWS = frozenset({TABLE, METADATA, METADATA_LIST})
+
+
+def check_shape(choice, kind, is_list: bool) -> None:
+    """
+    Refuse a metadata view of the other shape than what was read (one object, or a
+    list when ``is_list``) with the 406 of upstream's ``asPartialObjectMetadata`` /
+    ``asPartialObjectMetadataList``, which names the Go type read (``_go_type``).
+    """
+    if is_list and choice.view == METADATA:
+        raise _not_acceptable("you requested PartialObjectMetadata, but the requested object "
+                              f"is a list ({_go_type(kind, 'List')})")
+    if not is_list and choice.view == METADATA_LIST:
+        raise _not_acceptable("you requested PartialObjectMetadataList, but the requested "
+                              f"object is not a list ({_go_type(kind)})")
+
+
+def _go_type(kind, suffix: str = "") -> str:
+    """
+    What Go's ``%T`` prints for the object upstream's handler read: the registry's
+    internal type (``*rbac.RoleBindingList``), whose package
+    (``k8s.io/kubernetes/pkg/apis/<package>``) is named for the group's first label,
+    ``core`` for the legacy group.
+    """
+    package = kind.group.split(".", 1)[0] or "core"
+    return f"*{package}.{kind.kind}{suffix}"
+
+
+def _not_acceptable(message: str) -> errors.StatusError:
+    """Upstream's ``errNotAcceptable`` (handlers/response.go): no details."""
+    return errors.StatusError(406, "NotAcceptable", message)
 
 
 def partial(obj: dict, group: str = META_GROUP) -> dict:

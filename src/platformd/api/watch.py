@@ -45,6 +45,9 @@ BOOKMARK_INTERVAL = 60.0
 #: The media types a watch can be streamed in (CBOR as a CBOR sequence, Protobuf as
 #: length-prefixed WatchEvent messages).
 WATCH_MEDIA = (JSON, cborcodec.CBOR, protobufcodec.PROTOBUF)
+#: The parameter upstream names a stream form with (a Protobuf watch's Content-Type, and
+#: the watch forms a list route produces).
+STREAM = ";stream=watch"
 
 
 class FrameEncoder:
@@ -66,7 +69,7 @@ class FrameEncoder:
         self.cbor = media == cborcodec.CBOR
         self.protobuf = media == protobufcodec.PROTOBUF
         self.content_type = (cborcodec.CBOR_SEQ if self.cbor
-                             else protobufcodec.PROTOBUF_WATCH if self.protobuf
+                             else choice.media_type + STREAM if self.protobuf
                              else responses.content_type(choice))
         self.key = (responses.content_type(choice), include if choice.view else "")
         self.table = choice.view == views.TABLE

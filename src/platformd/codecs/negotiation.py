@@ -12,13 +12,12 @@ YAML) is skipped, so a client that lists a plain type after it falls back to it;
 Protobuf) is skipped for the others, so ``Accept: <protobuf>, application/json``
 answers a kind without a message in JSON.
 
-Alias codecs (``alias_codecs``: ``application/vnd.kubernetes.protobuf``, upstream's name
-for the Protobuf encoding) are the one narrow exception to "identifiers say platform":
-offered only for the kinds they serve (the access reviews' aliases at
-``authorization.k8s.io``/``authentication.k8s.io``, so unmodified ``kubectl auth`` works),
-for request bodies (``for_request`` with the kind), answers (``pick``) and route
-selection (``route_accepts`` with the kind); never for errors, views or documents, and
-never named in the 406/415 messages.
+Media type aliases (``ALIASES``: ``application/vnd.kubernetes.protobuf``, upstream's name
+for the Protobuf encoding, which unmodified kubectl and client-go send and ask for) are
+other names of a served codec: a body or an ``Accept`` range may use them wherever the
+codec itself may, the bytes are the same, and the answer's ``Content-Type`` says the name
+the client asked for (``Choice.media_type``).  Only the canonical names are listed in the
+406/415 messages and served as such in discovery and OpenAPI.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ import attrs
 from platformd import errors
 from platformd.codecs.interface import ICodec, ITypedCodec
 from platformd.codecs.jsoncodec import JSONCodec
-from platformd.codecs.protobufcodec import PROTOBUF, upstream_review_codec
+from platformd.codecs.protobufcodec import KUBERNETES_PROTOBUF, PROTOBUF
 from platformd.codecs.yamlcodec import YAMLCodec
 
 
@@ -104,6 +103,8 @@ TABLE = "Table"
 METADATA = "PartialObjectMetadata"
 METADATA_LIST = "PartialObjectMetadataList"
 VIEWS = frozenset({TABLE, METADATA, METADATA_LIST})
+#: Other names of served encodings: alias -> the canonical media type it names.
+ALIASES = {KUBERNETES_PROTOBUF: PROTOBUF}
 
 
 @attrs.frozen
@@ -115,25 +116,27 @@ class Choice:
     group: str = VIEW_GROUP
     #: The range asked for indented output (``pretty=1``, upstream's ``options.Pretty``).
     pretty: bool = False
+    #: The name the answer's Content-Type gives the codec: the one the range used (an
+    #: alias, ``ALIASES``), else the codec's own.
+    media_type: str = attrs.field(
+        default=attrs.Factory(lambda self: self.codec.media_type, takes_self=True))
 
 
 class Negotiator:
     """Chooses codecs and views for requests; holds one instance of each codec."""
 
-    def __init__(self, codecs=None, alias_codecs=None):
+    def __init__(self, codecs=None, aliases=ALIASES):
         codecs = codecs or [JSONCodec(), YAMLCodec()]
-        if alias_codecs is None:
-            # Upstream's Protobuf media type for the review aliases, wherever ours is served.
-            alias_codecs = [upstream_review_codec()] if any(
-                c.media_type == PROTOBUF for c in codecs) else []
         for codec in codecs:
             ICodec.providedBy(codec) or _not_a_codec(codec)
-        for codec in alias_codecs:
-            ITypedCodec.providedBy(codec) or _not_a_codec(codec)
         self.codecs = {c.media_type: c for c in codecs}
-        #: Typed codecs offered only for the kinds they serve (see the module docstring).
-        self.alias_codecs = {c.media_type: c for c in alias_codecs}
+        #: Every name a body or an Accept range may use: the codecs' own, and the aliases
+        #: of the codecs served (upstream's Protobuf name where Protobuf is served).
+        self.names = {**self.codecs, **{alias: self.codecs[canonical]
+                                        for alias, canonical in aliases.items()
+                                        if canonical in self.codecs}}
         self.default = codecs[0]
+        #: The canonical names, listed by the 406 and 415 messages.
         self.media_types = list(self.codecs)
         self._cache: dict = {}
         #: What a request without Accept gets (most clients' requests: made once).
@@ -164,25 +167,26 @@ class Negotiator:
                         or params.get("v") != VIEW_VERSION:
                     continue  # a view of another group or version: not served here
             if media.full in ("*/*", "application/*"):
-                codec = self.default
+                codec, name = self.default, self.default.media_type
             else:
-                codec = self.codecs.get(media.full) or self.alias_codecs.get(media.full)
+                codec, name = self.names.get(media.full), media.full
                 if codec is None:
                     continue
             if view == TABLE and codec.media_type not in TABLE_MEDIA_TYPES:
                 continue
-            choice = Choice(codec, view, params.get("g", VIEW_GROUP), params.get("pretty") == "1")
+            choice = Choice(codec, view, params.get("g", VIEW_GROUP),
+                            params.get("pretty") == "1", name)
             if choice not in out:
                 out.append(choice)
         return tuple(out)
 
-    def route_accepts(self, accept, kind=None) -> bool:
+    def route_accepts(self, accept) -> bool:
         """
         Whether go-restful would select a route for ``accept`` at all
         (``Route.matchesAccept``): some entry, parameters cut off, is exactly ``*/*`` or a
-        media type the server produces (for ``kind``, a ResourceType: an alias codec's
-        too, when it serves the kind).  ``application/*``, ``text/*`` or a lone ``*``
-        match no route, however goautoneg would rank them later.
+        media type the server produces (an alias too: the route produces it under that
+        name).  ``application/*``, ``text/*`` or a lone ``*`` match no route, however
+        goautoneg would rank them later.
         """
         if not accept:
             return True
@@ -190,17 +194,14 @@ class Negotiator:
             accept = accept.decode("latin-1")
         for entry in accept.split(","):
             mime = entry.split(";", 1)[0].strip(" \t")
-            if mime == "*/*" or mime in self.codecs:
-                return True
-            alias = self.alias_codecs.get(mime)
-            if alias is not None and kind is not None and _alias_serves(alias, kind):
+            if mime == "*/*" or mime in self.names:
                 return True
         return False
 
     def error_choice(self, accept) -> Choice:
         """How an error is written: the best plain choice acceptable, else JSON."""
         for choice in self.choices(accept):
-            if choice.view is None and choice.codec.media_type in self.codecs:
+            if choice.view is None:
                 return choice
         return self._default_choices[0]
 
@@ -210,29 +211,19 @@ class Negotiator:
         serves the answer (the view, or else ``kind``, a ResourceType); else 406.
         """
         for choice in self.choices(accept):
-            if choice.codec.media_type in self.alias_codecs:
-                if choice.view is None and kind is not None and _alias_serves(choice.codec,
-                                                                              kind):
-                    return choice
-            elif (choice.view is None or choice.view in views) and _serves(choice, kind):
+            if (choice.view is None or choice.view in views) and _serves(choice, kind):
                 return choice
         raise errors.not_acceptable(self.media_types)
 
-    def for_request(self, content_type, kind=None):
-        """
-        The codec for a request body to ``kind`` (a ResourceType, or None); 415 for an
-        unknown Content-Type, or an alias codec's for a kind it does not serve.
-        """
+    def for_request(self, content_type):
+        """The codec for a request body; 415 for an unknown Content-Type."""
         if not content_type:
             return self.default
         if isinstance(content_type, bytes):
             content_type = content_type.decode("latin-1")
-        mime = content_type.split(";", 1)[0].strip().lower()
-        codec = self.codecs.get(mime)
+        codec = self.names.get(content_type.split(";", 1)[0].strip().lower())
         if codec is None:
-            codec = self.alias_codecs.get(mime)
-            if codec is None or kind is None or not _alias_serves(codec, kind):
-                raise errors.unsupported_media_type(self.media_types)
+            raise errors.unsupported_media_type(self.media_types)
         return codec
 
 
@@ -243,11 +234,6 @@ def _serves(choice: Choice, kind) -> bool:
     if choice.view is not None:
         return codec.serves(f"{choice.group}/{VIEW_VERSION}", choice.view)
     return kind is None or codec.serves(kind.api_version, kind.kind)
-
-
-def _alias_serves(codec, kind) -> bool:
-    """Whether an alias codec serves ``kind`` (a ResourceType: the route's kind)."""
-    return codec.serves(kind.api_version, kind.kind)
 
 
 def _not_a_codec(codec):

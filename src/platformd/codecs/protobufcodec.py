@@ -14,12 +14,11 @@ Only kinds with a message can be served (``serves``): negotiation skips this cod
 any other kind (a custom resource, or the Table view, which upstream never serves in
 Protobuf), so ``Accept: <protobuf>, application/json`` falls back to JSON for them.
 
-Upstream's name for the same encoding, ``application/vnd.kubernetes.protobuf``, is one
-narrow exception (``upstream_review_codec``): a second instance under that media type
-serves only the access reviews' compatibility aliases at upstream's group names
-(``authorization.k8s.io/v1``, ``authentication.k8s.io/v1``), which unmodified kubectl's
-``auth can-i``/``whoami`` post to.  Same magic, same messages and field numbers; only
-the envelope's ``typeMeta.apiVersion`` names the upstream group.
+Upstream's name for the same encoding, ``application/vnd.kubernetes.protobuf``, is an
+alias of this codec (``negotiation.ALIASES``): what unmodified kubectl sends and asks for.
+The reviews' messages are also known under upstream's group versions
+(``authorization.k8s.io/v1``, ``authentication.k8s.io/v1``): the kinds are served at
+those names too (``catalog.UPSTREAM_REVIEW_GROUPS``), for kubectl's typed clients.
 
 Lists are built from each item's message bytes (``list_pieces``): a repeated message
 field is just tag + length + bytes per item, so a list can be written piece by piece
@@ -48,10 +47,8 @@ from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb
 from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
 
 PROTOBUF = "application/vnd.platform.protobuf"
-#: Upstream's media type, served only by ``upstream_review_codec`` (the review aliases).
+#: Upstream's name for this encoding, an alias of ``PROTOBUF`` (``negotiation.ALIASES``).
 KUBERNETES_PROTOBUF = "application/vnd.kubernetes.protobuf"
-#: The Content-Type of a Protobuf watch, as upstream names its stream form.
-PROTOBUF_WATCH = PROTOBUF + ";stream=watch"
 MAGIC = b"k8s\x00"
 RBAC = "rbac.authorization.platform.io/v1"
 #: The view groups (``meta.k8s.io`` is the alias kubectl asks for).
@@ -95,6 +92,7 @@ def builtin_messages() -> dict:
     for api_version, module, kinds in _REVIEWS:
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
+            table[(_UPSTREAM_REVIEW_VERSIONS[api_version], kind)] = getattr(module, kind)
     for api_version in META_VERSIONS:
         table[(api_version, "PartialObjectMetadata")] = meta.PartialObjectMetadata
         table[(api_version, "PartialObjectMetadataList")] = meta.PartialObjectMetadataList
@@ -104,25 +102,12 @@ def builtin_messages() -> dict:
     return table
 
 
-def upstream_review_messages() -> dict:
-    """The reviews' messages under upstream's group versions (``authorization.k8s.io/v1``)."""
-    return {(_UPSTREAM_REVIEW_VERSIONS[api_version], kind): getattr(module, kind)
-            for api_version, module, kinds in _REVIEWS for kind in kinds}
-
-
-def upstream_review_codec() -> "ProtobufCodec":
-    """
-    ``application/vnd.kubernetes.protobuf`` for the review aliases only: what unmodified
-    kubectl sends and asks for (``Negotiator`` offers it for no other kind).
-    """
-    return ProtobufCodec(upstream_review_messages(), KUBERNETES_PROTOBUF)
-
-
 @implementer(ITypedCodec, IItemCodec)
 class ProtobufCodec:
-    def __init__(self, messages: dict = None, media_type: str = PROTOBUF):
+    media_type = PROTOBUF
+
+    def __init__(self, messages: dict = None):
         self.messages = builtin_messages() if messages is None else messages
-        self.media_type = media_type
 
     def message_class(self, api_version, kind):
         """The message of (apiVersion, kind), or None when it has none."""

@@ -76,10 +76,21 @@ class Catalog:
         return [k for k in self.kinds if k.group == group and k.version == version]
 
 
-#: The upstream groups ``kubectl auth can-i``/``whoami`` post to with their typed clients,
-#: whatever the server's discovery says.
+#: The upstream groups unmodified kubectl's typed clients name, whatever the server's
+#: discovery says: ``auth can-i``/``whoami`` post to their paths, ``create token`` names
+#: ``authentication.k8s.io/v1`` in its TokenRequest.
 UPSTREAM_REVIEW_GROUPS = {"authorization.platform.io": "authorization.k8s.io",
                           "authentication.platform.io": "authentication.k8s.io"}
+
+
+def upstream_api_version(api_version: str) -> str:
+    """
+    ``api_version`` as upstream names it, for the groups of ``UPSTREAM_REVIEW_GROUPS``
+    (``authentication.k8s.io/v1``); any other, unchanged.
+    """
+    group, _, version = api_version.rpartition("/")
+    upstream = UPSTREAM_REVIEW_GROUPS.get(group)
+    return f"{upstream}/{version}" if upstream else api_version
 
 
 def builtin() -> Catalog:
