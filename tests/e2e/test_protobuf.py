@@ -5,7 +5,9 @@ wrong-magic refusal, fallback to JSON, and the metadata-only view.
 
 from twisted.internet.defer import inlineCallbacks
 
-from platformd.codecs.protobufcodec import PROTOBUF, ProtobufCodec, read_watch_frames
+from platformd.codecs.protobufcodec import (
+    KUBERNETES_PROTOBUF, PROTOBUF, ProtobufCodec, read_watch_frames,
+)
 from tests.e2e.harness import ServerTestCase, open_watch
 from tests.e2e.test_encodings import RB, binding
 
@@ -71,6 +73,24 @@ class ProtobufTests(ServerTestCase):
         self.assertEqual([(e.type, codec.decode(e.object.raw)["metadata"]["name"])
                           for e in events], [("ADDED", "first"), ("ADDED", "second")])
         self.assertEqual(sum(4 + len(e.SerializeToString()) for e in events), len(data))
+
+    @inlineCallbacks
+    def test_upstream_name(self):
+        """Upstream's name of the encoding gets the same bytes, under that name: a watch,
+        and a discovery document."""
+        yield self.post("first")
+        watches = []
+        for accept in (PROTOBUF, KUBERNETES_PROTOBUF):
+            watches.append((yield open_watch(self.client, f"{RB}?watch=1&timeoutSeconds=1",
+                                             accept=accept, raw=True)))
+        yield self.post("second")
+        (own, own_reader), (alias, alias_reader) = watches
+        self.assertEqual(alias.headers.getRawHeaders("Content-Type"),
+                         [KUBERNETES_PROTOBUF + ";stream=watch"])
+        self.assertEqual((yield alias_reader.finished), (yield own_reader.finished))
+        r = yield self.get("/api", KUBERNETES_PROTOBUF)
+        self.assertEqual((r.code, r.header("Content-Type")), (200, KUBERNETES_PROTOBUF))
+        self.assertEqual(r.body, (yield self.get("/api", PROTOBUF)).body)
 
     @inlineCallbacks
     def test_wrong_magic(self):

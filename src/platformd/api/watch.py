@@ -71,7 +71,10 @@ class FrameEncoder:
         self.content_type = (cborcodec.CBOR_SEQ if self.cbor
                              else choice.media_type + STREAM if self.protobuf
                              else responses.content_type(choice))
-        self.key = (responses.content_type(choice), include if choice.view else "")
+        # What the bytes depend on: the encoding (whatever name the client gave it), the
+        # view and its group, and includeObject.
+        self.key = (media, choice.view, choice.group if choice.view else "",
+                    include if choice.view else "")
         self.table = choice.view == views.TABLE
 
     def frame(self, type_: str, entry, headers: bool) -> bytes:
