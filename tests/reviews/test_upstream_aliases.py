@@ -153,6 +153,14 @@ class AliasTests(SynchronousTestCase):
         r = self.client.get(CONFIGMAPS + "/c", headers={"Accept": view})
         self.assertEqual((r.code, r.header("Content-Type")), (200, view))
         self.assertEqual(self.codec.decode(r.body)["apiVersion"], "meta.k8s.io/v1")
+        # DeleteOptions as client-go's typed clients send them, and as upstream's group.
+        options = {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
+                   "propagationPolicy": "Background"}
+        r = self.client.request("DELETE", CONFIGMAPS + "/c", self.codec.encode(options),
+                                content_type=KUBERNETES_PROTOBUF,
+                                headers={"Accept": KUBECTL_ACCEPT})
+        self.assertEqual((r.code, r.header("Content-Type")), (200, KUBERNETES_PROTOBUF))
+        self.assertEqual(self.codec.decode(r.body)["status"], "Success")
         # The platform's own review path takes it too.
         r = self.post(PLATFORM_SSAR, self.codec.encode(
             {"apiVersion": "authorization.platform.io/v1", "kind": "SelfSubjectAccessReview",
