@@ -217,7 +217,8 @@ class MetadataTests(EncodingTestCase):
         self.assertEqual((bookmark["kind"], bookmark["apiVersion"]),
                          ("PartialObjectMetadata", "meta.platform.io/v1"))
         self.assertEqual(bookmark["metadata"]["annotations"],
-                         {"platform.io/initial-events-end": "true"})
+                         {"platform.io/initial-events-end": "true",
+                          "k8s.io/initial-events-end": "true"})
         self.assertTrue(bookmark["metadata"]["resourceVersion"])
         reader.transport.stopProducing()
 

@@ -381,7 +381,8 @@ class WatchTableTests(ListTestCase):
         events = yield reader.wait_for(3)
         self.assertEqual([e["type"] for e in events], ["ADDED", "ADDED", "BOOKMARK"])
         self.assertEqual(events[2]["object"]["metadata"]["annotations"],
-                         {"platform.io/initial-events-end": "true"})
+                         {"platform.io/initial-events-end": "true",
+                          "k8s.io/initial-events-end": "true"})
         r = yield self.client.get(f"{CM}?watch=1&sendInitialEvents=true")
         self.assertEqual((r.code, r.json()["reason"]), (422, "Invalid"))
 

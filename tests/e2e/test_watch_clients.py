@@ -34,7 +34,8 @@ log = Logger()
 NS = "default"
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
 ROLEBINDINGS = f"/apis/rbac.authorization.platform.io/v1/namespaces/{NS}/rolebindings"
-INITIAL_EVENTS_END = "platform.io/initial-events-end"
+#: The initial-events-end bookmark's annotations: the platform's name and upstream's.
+INITIAL_EVENTS_END = {"platform.io/initial-events-end": "true", "k8s.io/initial-events-end": "true"}
 
 
 def configmap(name, labels=None, data=None):
@@ -481,7 +482,7 @@ class PythonClientWatchTests(WatchTestCase):
         seen = yield deferToThread(consume)
         self.assertEqual([(e["metadata"].get("name")) for e in seen[:2]], ["rb-a", "rb-b"])
         self.assertEqual(seen[2]["kind"], "RoleBinding")
-        self.assertEqual(seen[2]["metadata"]["annotations"], {INITIAL_EVENTS_END: "true"})
+        self.assertEqual(seen[2]["metadata"]["annotations"], INITIAL_EVENTS_END)
 
 
 class KubectlWatchTests(WatchTestCase):
@@ -591,8 +592,7 @@ class RawWatchTests(WatchTestCase):
         self.assertEqual([summary(e)[:2] for e in initial], [("ADDED", n) for n in names])
         bookmark = stream.events[len(names)]
         self.assertEqual(bookmark["type"], "BOOKMARK")
-        self.assertEqual(bookmark["object"]["metadata"]["annotations"],
-                         {INITIAL_EVENTS_END: "true"})
+        self.assertEqual(bookmark["object"]["metadata"]["annotations"], INITIAL_EVENTS_END)
         self.assertEqual((bookmark["object"]["kind"], bookmark["object"]["apiVersion"]),
                          ("ConfigMap", "v1"))
         self.assertGreaterEqual(int(bookmark["object"]["metadata"]["resourceVersion"]),

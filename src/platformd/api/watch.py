@@ -12,7 +12,8 @@ same bytes go to every watcher.  Starting points follow spec 4.9's watch table: 
 a resourceVersion (or ``0``) the stream starts with the current state as synthetic
 ADDED events; with one it replays the held history after it (410 Gone, as an ERROR
 event, when that history is gone); ``sendInitialEvents=true`` sends the state and then a
-BOOKMARK annotated ``platform.io/initial-events-end: "true"``.
+BOOKMARK annotated ``platform.io/initial-events-end: "true"`` (and under upstream's name
+too: ``UPSTREAM_INITIAL_EVENTS_END``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ from platformd.tlstransport import abort_stream, immediate_writer
 log = Logger()
 
 INITIAL_EVENTS_END = "platform.io/initial-events-end"
+#: The same annotation under upstream's name, which client-go (1.35 and later: its
+#: WatchListClient gate is on by default, so every informer and ``kubectl wait``) waits
+#: for and matches by that name alone: without it a stock client never sees its initial
+#: list end.  It is an alias for stock clients, as ``application/vnd.kubernetes.protobuf``
+#: is; the platform's name stays first.
+UPSTREAM_INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 #: Bytes of unsent events a watcher may hold before it is closed as too slow.
 MAX_BACKLOG = 8 * 1024 * 1024
 #: Seconds between periodic bookmarks (upstream sends about one a minute).
@@ -287,7 +294,8 @@ class WatchStream:
         """
         meta = {"resourceVersion": str(revision)}
         if initial_end:
-            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+            meta["annotations"] = {INITIAL_EVENTS_END: "true",
+                                   UPSTREAM_INITIAL_EVENTS_END: "true"}
         value = {"kind": self.kind.kind, "apiVersion": self.kind.api_version, "metadata": meta}
         encoder = self.encoder
         if encoder.choice.view is not None:
