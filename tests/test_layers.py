@@ -23,7 +23,7 @@ LAYERS = (
     {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
      "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
      "__version__", "protos", "pki", "configfile", "metrics",
-     "sdnotify", "journald", "timeouts"},
+     "sdnotify", "journald", "timeouts", "gonumbers"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle"},
     {"tracing", "egress"},
     {"admission"},

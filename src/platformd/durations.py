@@ -4,7 +4,7 @@
 import re
 
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")  # ASCII digits, as Go
 
 
 def parse_duration(text: str) -> float:
@@ -15,8 +15,9 @@ def parse_duration(text: str) -> float:
     if text == "0":
         return 0.0  # Go's time.ParseDuration: "0" alone needs no unit
     pos, total = 0, 0.0
-    for m in _PART.finditer(text):
-        if m.start() != pos:
+    while pos < len(text):
+        m = _PART.match(text, pos)  # anchored: a search would be quadratic in the length
+        if m is None:
             break
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
@@ -25,14 +26,22 @@ def parse_duration(text: str) -> float:
     return total
 
 
+#: The longest ``time.Duration``: int64 nanoseconds.
+_MAX_SECONDS = ((1 << 63) - 1) / 1e9
+
+
 def go_parse_duration(text: str) -> float:
     """Go's ``time.ParseDuration`` for the units ``durations.parse_duration`` knows, with a
-    sign and a bare ``0``; ValueError otherwise."""
+    sign and a bare ``0``; ValueError otherwise, and for a duration past int64
+    nanoseconds (about 292 years), which Go calls invalid."""
     sign = -1.0 if text.startswith("-") else 1.0
     body = text[1:] if text[:1] in "+-" else text
     if body == "0":
         return 0.0
-    return sign * parse_duration(body)
+    seconds = parse_duration(body)
+    if seconds > _MAX_SECONDS:
+        raise ValueError(f"invalid duration {text!r}: past int64 nanoseconds")
+    return sign * seconds
 
 
 def go_duration(seconds: float) -> str:

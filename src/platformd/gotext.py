@@ -1,11 +1,17 @@
 """
 Go's text forms that upstream's messages are made of: ``%q`` of a string
-(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), ``%#v`` of a ``[]string``, the text of an
-aggregated error (``utilerrors.NewAggregate(errs).Error()``) and of an ``*os.PathError``.  At the bottom of the
-layers: validation, authorization and the flags all word errors with them.
+(``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), ``%#v`` of a ``[]string``, a
+JSON number as encoding/json writes it, a Unix time as ``time.Time`` prints it, the text
+of an aggregated error (``utilerrors.NewAggregate(errs).Error()``) and of an
+``*os.PathError``.  At the bottom of the layers: validation, authorization and the flags
+all word errors with them.
 """
 
 from __future__ import annotations
+
+import decimal
+import numbers
+import re
 
 _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
                "\t": "\\t", "\v": "\\v", '"': '\\"', "\\": "\\\\"}
@@ -46,6 +52,27 @@ def string_slice(items) -> str:
     return "[]string{" + ", ".join(quote(item) for item in items) + "}"
 
 
+def unix_time(seconds: int) -> str:
+    """
+    ``time.Unix(seconds, 0).UTC().String()`` for any int64 (``datetime`` stops at years
+    1 and 9999): the civil date by days from the epoch (proleptic Gregorian), a year of
+    at least four digits, signed before year 0.
+    """
+    days, rest = divmod(seconds, 86400)
+    era, day_of_era = divmod(days + 719468, 146097)  # eras of 400 years from 0000-03-01
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524
+                   - day_of_era // 146096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted_month = (5 * day_of_year + 2) // 153  # March is 0
+    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
+    month = shifted_month + 3 if shifted_month < 10 else shifted_month - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    sign = "-" if year < 0 else ""
+    hours, rest = divmod(rest, 3600)
+    return (f"{sign}{abs(year):04d}-{month:02d}-{day:02d} "
+            f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d} +0000 UTC")
+
+
 def aggregate(messages) -> str:
     """
     ``utilerrors.NewAggregate(errs).Error()``: one error as itself; several as
@@ -75,9 +102,28 @@ def json_kind(value, other: str = "value") -> str:
     (``json: cannot unmarshal <kind> into ...``); ``other`` for anything else (null)."""
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Number):
         return "number"
     return _JSON_KINDS.get(type(value), other)
+
+
+def json_number(value) -> str:
+    """
+    The text of a decoded JSON number, as Go's decoder shows one (``number <text>``):
+    an int or a ``gonumbers.BigNumber`` as it prints; a float as encoding/json writes a
+    float64: the shortest digits that read back (``repr``'s), in exponent form below 1e-6
+    and from 1e21 on (``1e+21``, ``1e-7``: a one-digit negative exponent loses its
+    zero), plain otherwise (``100000000000000000000``, ``1``).
+    """
+    if not isinstance(value, float):
+        return str(value)
+    text = repr(value)
+    magnitude = abs(value)
+    if magnitude and (magnitude < 1e-6 or magnitude >= 1e21):
+        return re.sub(r"e-0(\d)\Z", r"e-\1", text)
+    if "e" in text:
+        text = format(decimal.Decimal(text), "f")
+    return text.removesuffix(".0")
 
 
 _JSON_KINDS: dict = {str: "string", list: "array", dict: "object"}

@@ -6,6 +6,8 @@ work cancelled, and a response already under way aborted.
 
 from __future__ import annotations
 
+import time
+
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -109,14 +111,26 @@ class DeadlineTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(answer), deadline.TIMEOUT_BODY)
 
     def test_bad_timeout_parameter(self):
-        """Upstream's 400 with Go's ParseDuration words."""
-        for value, problem in ((b"abc", 'invalid duration "abc"'),
-                               (b"5", 'missing unit in duration "5"')):
+        """Upstream's 400 with Go's ParseDuration words: a bare number misses its unit
+        unless its whole part overflows first; past int64 nanoseconds is invalid; any
+        length is read in linear time."""
+        digits = "9" * 200_000
+        for value, problem in (("abc", 'invalid duration "abc"'),
+                               ("5", 'missing unit in duration "5"'),
+                               ("9223372036854775808.5", 'missing unit in duration '
+                                                         '"9223372036854775808.5"'),
+                               ("9223372036854775809", 'invalid duration '
+                                                       '"9223372036854775809"'),
+                               ("-" + digits, f'invalid duration "-{digits}"'),
+                               (digits + "s", f'invalid duration "{digits}s"'),
+                               ("2562048h", 'invalid duration "2562048h"')):
+            started = time.monotonic()
             with self.assertRaises(errors.StatusError) as caught:
-                run(self.limit, request(args={b"timeout": [value]}), self.slow)
+                run(self.limit, request(args={b"timeout": [value.encode()]}), self.slow)
             self.assertEqual((caught.exception.code, caught.exception.message),
                              (400, "invalid timeout specified in the request URL - time: "
                                    + problem))
+            self.assertLess(time.monotonic() - started, 0.5, value[:20])
 
     def test_long_running_requests_are_not_timed(self):
         answer = run(self.limit, request(args={b"watch": [b"1"]}), self.slow)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from joserfc import jws
 from twisted.internet import defer
 from twisted.trial.unittest import TestCase
 
@@ -166,6 +167,35 @@ class Rules(TestCase):
         self.fails(a, "oidc: verify token: oidc: current time 2023-11-14 22:13:20 +0000 UTC "
                    "before the nbf (not before) time: 2023-11-14 22:18:21 +0000 UTC",
                    nbf=int(self.clock.seconds()) + 301)
+
+    def test_time_claims_of_any_length(self):
+        """
+        exp, iat and nbf as go-oidc's jsonTime reads them: past float64's range the
+        claims do not unmarshal (strconv.ParseFloat's words); past int64 a float64,
+        clamped, and the time printed as Go prints any int64's.
+        """
+        a = self.make()
+        signer = key("k1")
+
+        def user(times: str):
+            payload = ('{"iss": "%s", "aud": ["platform"], "sub": "alice", %s}'
+                       % (self.url, times)).encode()
+            token = jws.serialize_compact({"alg": "RS256", "kid": signer.kid}, payload, signer)
+            return a.authenticate(request_with(token))
+
+        digits = "1" * 5000
+        with self.assertRaises(AuthenticationError) as caught:
+            user(f'"exp": 1e30, "iat": {digits}, "nbf": -{digits}')
+        self.assertEqual(str(caught.exception), (
+            "oidc: verify token: oidc: failed to unmarshal claims: strconv.ParseFloat: "
+            f'parsing "{digits}": value out of range'))
+        for exp in ("1e30", "99999999999999999999", "9223372036854775807"):
+            self.assertEqual(user(f'"exp": {exp}, "nbf": -1e30').name, "alice")
+        with self.assertRaises(AuthenticationError) as caught:
+            user('"exp": -99999999999999999999')
+        self.assertEqual(str(caught.exception), "oidc: verify token: oidc: token is expired "
+                                                "(Token Expiry: -292277022657-01-27 08:29:52 "
+                                                "+0000 UTC)")
 
     def test_multiple_audiences_match_any(self):
         a = self.make(audiences=("a", "b"), issuer={"audienceMatchPolicy": "MatchAny"})

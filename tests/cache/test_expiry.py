@@ -108,14 +108,18 @@ class ContinueTokenTests(SynchronousTestCase):
 
     def test_malformed(self):
         """A malformed token is a 400 in upstream's words (storage/continue.go, and
-        "invalid continue token: " from its callers)."""
+        "invalid continue token: " from its callers); a number of any length in it is
+        read as Go's decoder reads it."""
         from platformd.errors import StatusError
         prefix = "/registry/configmaps/default/"
 
-        def token(**payload):
+        def raw(text: str) -> str:
             import base64
+            return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+        def token(**payload):
             import json
-            return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+            return raw(json.dumps(payload))
         v = continuetokens.TOKEN_VERSION
         for text, detail in (
                 ("ab!!", "illegal base64 data at input byte 2"),
@@ -125,7 +129,13 @@ class ContinueTokenTests(SynchronousTestCase):
                  f"incorrect encoded start resourceVersion (version {v})"),
                 (token(v=v, rv=1, start=""), f"encoded start key empty (version {v})"),
                 (token(v=v, rv=1, start="../kube-system/x"), "../kube-system/x"),
-                (token(v=v, rv=1, start="a/../../b"), "a/../../b")):
+                (token(v=v, rv=1, start="a/../../b"), "a/../../b"),
+                (raw(f'{{"v": "{v}", "rv": {"9" * 5000}, "start": "a"}}'),
+                 f"json: cannot unmarshal number {'9' * 5000} into Go struct field "
+                 "continueToken.rv of type int64"),
+                (raw(f'{{"v": "{v}", "rv": 1.5, "t": {"9" * 5000}, "start": "a"}}'),
+                 "json: cannot unmarshal number 1.5 into Go struct field continueToken.rv of "
+                 "type int64")):
             with self.assertRaises(StatusError) as e:
                 continuetokens.decode(text, prefix)
             self.assertEqual((e.exception.code, e.exception.reason, e.exception.message),

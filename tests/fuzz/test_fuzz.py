@@ -4,9 +4,12 @@ of ``requests.generate`` against a real server on loopback, plus the findings th
 started it, each pinned.  ``bench/fuzz.py`` runs the same generator for longer.
 """
 
+import base64
+
+import cbor2
 from twisted.internet.defer import inlineCallbacks
 
-from tests.e2e.harness import ServerTestCase
+from tests.e2e.harness import Client, ServerTestCase
 from tests.fuzz import check, requests
 
 SEED = 20261124
@@ -112,3 +115,84 @@ class FuzzTests(ServerTestCase):
                               content_type="application/json-patch+json", code=400)
         self.assertEqual(r.json()["message"], "json: cannot unmarshal array into Go value of "
                                               "type jsonpatch.Operation")
+
+    @inlineCallbacks
+    def test_numbers_of_any_length(self):
+        """
+        A number of 5,000 digits (past Python's int-string limit: these were 500s) is read
+        as upstream reads it wherever one is read: a body's int64 field refuses it with
+        its text, a string field as "number", an unknown one skips it; YAML makes it a
+        string (go-yaml v2), CBOR refuses the bignum; every patch kind, apply, query
+        parameters, continue tokens, JSON patch indices and a bearer token's claims
+        answer 4xx in Go's words.
+        """
+        long = "9" * 5000
+        rb = {"metadata": {"name": "n"}, "roleRef": {"kind": "ClusterRole", "name": "view"}}
+        prefix = 'RoleBinding in version "v1" cannot be handled as a RoleBinding: json: '
+        body = b'{"metadata": {"name": "n", "generation": %s}}' % long.encode()
+        r = yield self.expect("POST", RB, body, code=400, reason="BadRequest")
+        self.assertEqual(r.json()["message"], prefix + f"cannot unmarshal number {long} into "
+                                                       "field metadata.generation of type int64")
+        r = yield self.expect("POST", RB, b'{"metadata": {"name": %s}}' % long.encode(),
+                              code=400)
+        self.assertEqual(r.json()["message"], prefix + "cannot unmarshal number into field "
+                                                       "metadata.name of type string")
+        r = yield self.expect("POST", RB, b"metadata: {name: x, generation: %s}"
+                              % long.encode(), content_type="application/yaml", code=400)
+        self.assertEqual(r.json()["message"], prefix + "cannot unmarshal string into field "
+                                                       "metadata.generation of type int64")
+        r = yield self.expect("POST", RB, cbor2.dumps({"metadata": {"generation": 10 ** 5000}}),
+                              content_type="application/cbor", code=400)
+        self.assertEqual(r.json()["message"], 'RoleBinding in version "v1" cannot be handled '
+                                              "as a RoleBinding: cbor: data item of cbor type "
+                                              "tag is not accepted by protocol: bignum")
+        r = yield self.client.request("POST", RB, b'{"metadata": {"name": "n"}, "roleRef": '
+                                                  b'{"kind": "ClusterRole", "name": "view"}, '
+                                                  b'"huge": -%s}' % long.encode())
+        self.assertEqual((r.code, r.headers_named("Warning")), (201, ['299 - "unknown field '
+                                                                      '\\"huge\\""']))
+
+        patched = (yield self.expect("PATCH", f"{RB}/n", b'{"metadata": {"generation": %s}}'
+                                     % long.encode(), "application/merge-patch+json",
+                                     code=422, reason="Invalid")).json()["message"]
+        self.assertTrue(patched.startswith(' "" is invalid: patch: Invalid value: "{'), patched)
+        self.assertIn(f'\\"generation\\":{long}}}', patched)  # written as it came
+        self.assertTrue(patched.endswith(f'": json: cannot unmarshal number {long} into field '
+                                         "metadata.generation of type int64"), patched[-300:])
+        for path in (f"/subjects/{long}", "/subjects/99999999999999999999", "/subjects/-1"):
+            r = yield self.expect("PATCH", f"{RB}/n", b'[{"op": "add", "path": "%s", '
+                                  b'"value": {}}]' % path.encode(),
+                                  "application/json-patch+json", code=422)
+            self.assertEqual(r.json()["message"], "the server rejected our request due to an "
+                                                  "error in our request")
+        yield self.expect("PATCH", f"{RB}/n?fieldManager=a", b"apiVersion: rbac.authorization."
+                          b"platform.io/v1\nkind: RoleBinding\nmetadata: {generation: %s}\n"
+                          % long.encode(), "application/apply-patch+yaml", code=400)
+
+        for query, message in (
+                (f"limit={long}", f'strconv.ParseInt: parsing "{long}": value out of range'),
+                ("limit=", 'strconv.ParseInt: parsing "": invalid syntax'),
+                ("limit=1_0", 'strconv.ParseInt: parsing "1_0": invalid syntax'),
+                (f"watch=1&timeoutSeconds=-{long}",
+                 f'strconv.ParseInt: parsing "-{long}": value out of range'),
+                (f"resourceVersion={long}",
+                 f'invalid resource version "{long}": must be a non-negative decimal integer'),
+                (f"timeout={long}s", "invalid timeout specified in the request URL - time: "
+                                     f'invalid duration "{long}s"')):
+            r = yield self.expect("GET", f"{RB}?{query}", code=400, reason="BadRequest")
+            self.assertEqual(r.json()["message"], message)
+        r = yield self.expect("DELETE", f"{RB}/n?gracePeriodSeconds={long}", code=400)
+        self.assertEqual(r.json()["message"],
+                         f'strconv.ParseInt: parsing "{long}": value out of range')
+        token = base64.urlsafe_b64encode(b'{"v":"meta.platform.io/v1","rv":%s,"start":"a"}'
+                                         % long.encode()).decode().rstrip("=")
+        r = yield self.expect("GET", f"{RB}?limit=1&continue={token}", code=400)
+        self.assertEqual(r.json()["message"], "invalid continue token: continue key is not "
+                                              f"valid: json: cannot unmarshal number {long} "
+                                              "into Go struct field continueToken.rv of type "
+                                              "int64")
+        tokens_only = Client(self, self.server.pki_dir, self.server.port_number, identity=None)
+        for jwt in requests.BIG_JWTS:
+            r = yield tokens_only.request("GET", RB, headers={"Authorization": "Bearer " + jwt})
+            self.assertEqual((r.code, r.json()["reason"]), (401, "Unauthorized"))
+        yield self.expect("GET", f"{RB}/n", code=200)

@@ -49,6 +49,63 @@ class DecodeTests(SynchronousTestCase):
                                    DecodeContext())
 
 
+class NumberTests(SynchronousTestCase):
+    """
+    A number that misses its field, named as Go's decoder names it (sigs.k8s.io/json
+    ``literalStore``): with its text where the field is numeric (``UnmarshalTypeError``
+    of ``"number " + s``), as ``number`` elsewhere; skipped in an unknown field; a float64
+    in a free-form one if it fits (``convertNumber``).
+    """
+
+    def message(self, body: bytes, kind=core.POD) -> str:
+        with self.assertRaises(DecodeError) as e:
+            kind.schema.decode(JSONCodec().decode(body), "", DecodeContext())
+        return str(e.exception)
+
+    def test_past_the_field_type(self):
+        """Past int64 (any length), past int32, a fraction or a float64 past its range
+        into an integer field: the number as written (a float as Go writes it)."""
+        digits = "1" * 5000
+        for body, got, field, go_type in (
+                (b'{"metadata": {"generation": %s}}' % digits.encode(), digits,
+                 "metadata.generation", "int64"),
+                (b'{"metadata": {"generation": -9223372036854775809}}',
+                 "-9223372036854775809", "metadata.generation", "int64"),
+                (b'{"metadata": {"generation": 1e400}}', "1e400", "metadata.generation",
+                 "int64"),
+                (b'{"metadata": {"generation": 1e19}}', "10000000000000000000",
+                 "metadata.generation", "int64"),
+                (b'{"metadata": {"generation": 1e308}}', "1e+308", "metadata.generation",
+                 "int64"),
+                (b'{"metadata": {"generation": 1.5}}', "1.5", "metadata.generation", "int64"),
+                (b'{"spec": {"containers": [{"name": "c", "ports": [{"containerPort": '
+                 b'2147483648}]}]}}', "2147483648", "spec.containers[0].ports[0].containerPort",
+                 "int32")):
+            self.assertEqual(self.message(body), f"json: cannot unmarshal number {got} into "
+                                                 f"field {field} of type {go_type}")
+
+    def test_other_fields(self):
+        """Into a string or an object a number is only "number"; in an unknown field it
+        is skipped; a free-form one takes it as a float64 unless past its range."""
+        digits = b"1" * 5000
+        self.assertEqual(self.message(b'{"metadata": {"name": %s}}' % digits),
+                         "json: cannot unmarshal number into field metadata.name of type string")
+        self.assertEqual(self.message(b'{"spec": %s}' % digits),
+                         "json: cannot unmarshal number into field spec of type object")
+        ctx = DecodeContext()
+        obj = core.CONFIG_MAP.schema.decode(JSONCodec().decode(
+            b'{"metadata": {"name": "a", "x": %s}, "y": 1e400}' % digits), "", ctx)
+        self.assertEqual((obj, ctx.unknown), ({"metadata": {"name": "a"}}, ["metadata.x", "y"]))
+        status = b'{"status": {"containerStatuses": [{"name": "c", "state": {"a": [%s]}}]}}'
+        obj = core.POD.schema.decode(JSONCodec().decode(status % (b"1" * 30)), "",
+                                     DecodeContext())
+        self.assertEqual(obj["status"]["containerStatuses"][0]["state"],
+                         {"a": [1.1111111111111111e29]})
+        self.assertEqual(self.message(status % digits), (
+            f"json: cannot unmarshal number {digits.decode()} into field "
+            "status.containerStatuses[0].state.a[0] of type float64"))
+
+
 class OrderTests(SynchronousTestCase):
     """
     ``Struct.order``: Go's struct declaration order, as encoding/json writes it (checked

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from platformd import errors
+from platformd import errors, gonumbers
 from platformd.api import query
 
 
@@ -67,13 +67,18 @@ class Call:
         return query.flag(self.values(name))
 
     def int_arg(self, name: str) -> Optional[int]:
+        """
+        An int64 parameter (None when absent), read as upstream's parameter codec reads
+        it (``Convert_Slice_string_To_int64``: ``strconv.ParseInt``, an empty value
+        included); one that does not parse is 400 in ``ParseInt``'s words.
+        """
         value = self.arg(name)
-        if value is None or value == "":
+        if value is None:
             return None
         try:
-            return int(value)
-        except ValueError:
-            raise errors.bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
+            return gonumbers.parse_int(value)
+        except gonumbers.NumError as e:
+            raise errors.bad_request(str(e)) from None
 
     def warn(self, text: str) -> None:
         """

@@ -26,7 +26,7 @@ import attrs
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 
-from platformd import errors, requestinfo
+from platformd import errors, gonumbers, requestinfo
 from platformd.durations import go_parse_duration
 from platformd.api import query
 from platformd.gotext import go_quote
@@ -43,6 +43,18 @@ TIMEOUT_BODY = (b'{"metadata":{},"status":"Failure","message":"Timeout: request 
 #: Go's ``http.DetectContentType`` of that body.
 TIMEOUT_CONTENT_TYPE = b"text/plain; charset=utf-8"
 _NUMBER = re.compile(r"[+-]?[0-9.]+")
+
+
+def _unit_missing(text: str) -> bool:
+    """Whether Go's ``ParseDuration`` calls ``text`` a number missing its unit: a bare
+    number whose whole part does not overflow first (``leadingInt``: past 2**63)."""
+    if not _NUMBER.fullmatch(text):
+        return False
+    whole = text.lstrip("+-").partition(".")[0]
+    try:
+        return not whole or gonumbers.parse_uint(whole) <= 1 << 63
+    except gonumbers.NumError:
+        return False
 
 
 @attrs.define
@@ -76,8 +88,7 @@ class RequestDeadline:
         try:
             asked = go_parse_duration(text)
         except ValueError:
-            problem = ("missing unit in duration" if _NUMBER.fullmatch(text)
-                       else "invalid duration")
+            problem = "missing unit in duration" if _unit_missing(text) else "invalid duration"
             raise errors.bad_request(
                 f"{INVALID_TIMEOUT} - time: {problem} {go_quote(text)}") from None
         return asked if 0 < asked < self.maximum else self.maximum

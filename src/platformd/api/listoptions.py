@@ -11,7 +11,7 @@ from typing import Optional
 
 import attrs
 
-from platformd import errors
+from platformd import errors, gonumbers
 from platformd.api import shards
 from platformd.api.selectors import parse_field_selector, parse_label_selector
 from platformd.cache.reads import ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER
@@ -90,11 +90,8 @@ def parse(call, gates, watch: bool) -> ListOptions:
     resource_version = None
     if rv_text:
         try:
-            # strconv.ParseUint(rv, 10, 64), as upstream's versioner parses it.
-            resource_version = int(rv_text)
-            if not (rv_text.isascii() and rv_text.isdigit()) or resource_version >= 1 << 64:
-                raise ValueError
-        except ValueError:
+            resource_version = gonumbers.parse_uint(rv_text)  # as upstream's versioner
+        except gonumbers.NumError:
             raise errors.bad_request(f'invalid resource version "{rv_text}": must be a '
                                      "non-negative decimal integer") from None
     limit = call.int_arg("limit")

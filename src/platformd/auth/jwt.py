@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime
 import json
 
 from joserfc import jws
@@ -29,12 +28,13 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from platformd import gotext
+from platformd import gonumbers, gotext
 from platformd.auth import authnconfig, cel, jwks
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
+from platformd.codecs.jsoncodec import dumps
 
 log = Logger()
 
@@ -57,7 +57,7 @@ def untrusted_issuer(token: str) -> str | None:
     if len(parts) != 3:
         return None
     try:
-        claims = json.loads(_b64(parts[1]))
+        claims = _loads(_b64(parts[1]))
     except (ValueError, binascii.Error):
         return None
     if not isinstance(claims, dict):
@@ -68,9 +68,36 @@ def untrusted_issuer(token: str) -> str | None:
     return iss if isinstance(iss, str) else None
 
 
-def _go_time(seconds: float) -> str:
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+def _loads(data: bytes):
+    """A token part's JSON, numbers of any length read (``gonumbers``)."""
+    return json.loads(data, **gonumbers.json_number_hooks)
+
+
+#: go-oidc's time claims (``jsonTime``).
+_TIME_CLAIMS = ("exp", "iat", "nbf")
+
+
+def _claim_times(claims: dict) -> dict:
+    """
+    The time claims as go-oidc's ``jsonTime.UnmarshalJSON`` reads them: Unix seconds
+    from an int64, else from a float64 truncated (past int64's range Go's conversion is
+    left to the machine; clamped here).  A number past float64's range fails the whole
+    unmarshal with ``strconv.ParseFloat``'s error, the first in the token's order.
+    """
+    times = {}
+    for name, value in claims.items():
+        if name not in _TIME_CLAIMS:
+            continue
+        if isinstance(value, gonumbers.BigNumber):
+            if value.as_float() is None:
+                raise AuthenticationError(
+                    "oidc: verify token: oidc: failed to unmarshal claims: "
+                    + str(gonumbers.NumError("ParseFloat", value.text, gonumbers.RANGE)))
+            value = value.as_float()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            bounds = gonumbers.INT64
+            times[name] = max(bounds.start, min(int(value), bounds.stop - 1))
+    return times
 
 
 class _RateLimitedLog:
@@ -156,7 +183,7 @@ class JWTAuthenticator:
     def _header(self, token: str):
         parts = token.split(".")
         try:
-            header = json.loads(_b64(parts[0]))
+            header = _loads(_b64(parts[0]))
             if not isinstance(header, dict):
                 raise ValueError("not an object")
         except (ValueError, binascii.Error) as error:
@@ -165,7 +192,7 @@ class JWTAuthenticator:
         if alg not in ALGORITHMS:
             raise AuthenticationError(
                 "oidc: verify token: oidc: id token signed with unsupported algorithm, "
-                f"expected {gotext.quote_list(ALGORITHMS)} got {json.dumps(alg)}")
+                f"expected {gotext.quote_list(ALGORITHMS)} got {dumps(alg).decode()}")
         kid = header.get("kid") or ""
         return header, kid if isinstance(kid, str) else "", alg
 
@@ -181,7 +208,7 @@ class JWTAuthenticator:
             raise AuthenticationError("oidc: verify token: failed to verify signature: "
                                       "failed to verify id token signature")
         try:
-            claims = json.loads(payload)
+            claims = _loads(payload)
         except ValueError as error:
             raise AuthenticationError(f"oidc: verify token: oidc: failed to unmarshal claims: "
                                       f"{error}") from None
@@ -196,7 +223,7 @@ class JWTAuthenticator:
 
         if claims.get("iss") != self.url:
             fail("oidc: id token issued by a different provider, expected "
-                 f"{json.dumps(self.url)} got {json.dumps(claims.get('iss'))}")
+                 f"{json.dumps(self.url)} got {dumps(claims.get('iss')).decode()}")
         aud = claims.get("aud")
         audience = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
         if not self.audiences & {a for a in audience if isinstance(a, str)}:
@@ -207,15 +234,14 @@ class JWTAuthenticator:
             fail(f"oidc: expected audience in {gotext.quote_list(sorted(self.audiences))} "
                  f"got {got}")
         now = self.clock.seconds()
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
-            exp = 0
+        times = _claim_times(claims)
+        exp = times.get("exp", 0)
         if exp < now:
-            fail(f"oidc: token is expired (Token Expiry: {_go_time(exp)})")
-        nbf = claims.get("nbf")
-        if isinstance(nbf, (int, float)) and not isinstance(nbf, bool) and now + NBF_LEEWAY < nbf:
-            fail(f"oidc: current time {_go_time(now)} before the nbf (not before) time: "
-                 f"{_go_time(nbf)}")
+            fail(f"oidc: token is expired (Token Expiry: {gotext.unix_time(exp)})")
+        nbf = times.get("nbf")
+        if nbf is not None and now + NBF_LEEWAY < nbf:
+            fail(f"oidc: current time {gotext.unix_time(int(now))} before the nbf (not "
+                 f"before) time: {gotext.unix_time(nbf)}")
 
     # -- mapping ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from typing import Optional
 
 import attrs
 
-from platformd import errors
+from platformd import errors, gonumbers, gotext
 
 TOKEN_VERSION = "meta.platform.io/v1"
 
@@ -79,12 +79,16 @@ def decode(text: str, prefix: str) -> Token:
         raise _invalid(f"illegal base64 data at input byte {at}")
     data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     try:
-        payload = json.loads(data)
+        payload = json.loads(data, **gonumbers.json_number_hooks)
     except (ValueError, UnicodeDecodeError) as e:
         raise _invalid(str(e)) from None
     if not isinstance(payload, dict):
         raise _invalid("json: cannot unmarshal into Go value of type storage.continueToken")
     version, revision, start = payload.get("v"), payload.get("rv"), payload.get("start")
+    if isinstance(revision, (float, gonumbers.BigNumber)):
+        # Go's decoder into continueToken's int64: past its range, or not whole.
+        raise _invalid(f"json: cannot unmarshal number {gotext.json_number(revision)} into "
+                       "Go struct field continueToken.rv of type int64")
     issued = payload.get("t", 0)
     if version != TOKEN_VERSION:
         raise _invalid(f"server does not recognize this encoded version {version or ''}")

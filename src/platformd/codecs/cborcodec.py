@@ -10,10 +10,10 @@ map keys must be strings (cbor2's ``strict_hashable_types``: no hash-collision g
 A decoded body is made plain in one iterative pass (``_plain``), with the choices of
 upstream's decode mode where they matter: map keys must be text; a byte string becomes
 text (UTF-8, else 400); a time tag becomes its RFC 3339 string; NaN, infinities and
-integers past int64 are refused, as are values with no JSON form (sets, UUIDs, decimals,
-the other semantic tags cbor2 understands) and shared values (tags 28/29: upstream does
-not resolve them, and a few hundred bytes of shared references expand to gigabytes);
-nesting is bounded by ``limits.MAX_DEPTH``.
+integers past int64 are refused (``_integer``), as are values with no JSON form (sets,
+UUIDs, decimals, the other semantic tags cbor2 understands) and shared values (tags
+28/29: upstream does not resolve them, and a few hundred bytes of shared references
+expand to gigabytes); nesting is bounded by ``limits.MAX_DEPTH``.
 
 Like Protobuf's, a list is assembled from each item's own bytes (``item_bytes``, the
 data item without the tag, cached per object version by ``CachedObject.encoded``):
@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 import cbor2
 from zope.interface import implementer
 
+from platformd import gonumbers
 from platformd.codecs import limits
 from platformd.codecs.interface import CodecError, IItemCodec
 
@@ -62,7 +63,9 @@ def _plain(value):
         target[slot] = out
         for key, child in children:
             if out.__class__ is dict and not isinstance(key, str):
-                raise CodecError(f"invalid CBOR: map key {key!r} is not a text string")
+                # Named by its type: a bignum key has too many digits to print.
+                raise CodecError(f"invalid CBOR: a map key of type {type(key).__name__} "
+                                 "is not a text string")
             stack.append((child, out, key, depth + 1))
     return holder[0]
 
@@ -70,7 +73,9 @@ def _plain(value):
 def _scalar(item):
     if item is None or isinstance(item, (str, bool)):
         return item
-    if isinstance(item, (int, float)):
+    if isinstance(item, int):
+        return _integer(item)
+    if isinstance(item, float):
         limits.check_scalar(item)
         return item
     if isinstance(item, bytes):
@@ -81,6 +86,23 @@ def _scalar(item):
     if isinstance(item, datetime):
         return _rfc3339(item)
     raise CodecError(f"invalid CBOR: a value of type {type(item).__name__} has no JSON form")
+
+
+def _integer(value: int) -> int:
+    """
+    An integer as upstream's decode mode takes one: within int64, else refused in
+    fxamacker/cbor's words.  Beyond 64 bits only a bignum (tag 2 or 3) can carry it, and
+    upstream forbids those (``BignumTagForbidden``); within them, a head past int64 is
+    ``IntDecConvertSignedOrFail``'s overflow.  (cbor2 has already turned a bignum into an
+    int: a small one is taken, where upstream refuses every bignum tag.)
+    """
+    if value in gonumbers.INT64:
+        return value
+    if -(1 << 64) <= value < 1 << 64:
+        sign = "positive" if value > 0 else "negative"
+        raise CodecError(f"cbor: cannot unmarshal {sign} integer into Go value of type int64 "
+                         f"({value} overflows Go's int64)")
+    raise CodecError("cbor: data item of cbor type tag is not accepted by protocol: bignum")
 
 
 def _rfc3339(moment: datetime) -> str:

@@ -12,6 +12,7 @@ import re
 import orjson
 from zope.interface import implementer
 
+from platformd import gonumbers
 from platformd.codecs import limits
 from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec
@@ -23,8 +24,10 @@ def _no_constant(name: str):
 
 
 #: The stdlib parser (it reports repeated keys; see the module docstring), refusing the
-#: NaN/Infinity extensions it accepts by default.
-_decoder = json.JSONDecoder(object_pairs_hook=from_pairs, parse_constant=_no_constant)
+#: NaN/Infinity extensions it accepts by default, and reading a number of any length
+#: (past int64 or float64 a ``gonumbers.BigNumber``, for the schema to judge).
+_decoder = json.JSONDecoder(object_pairs_hook=from_pairs, parse_constant=_no_constant,
+                            **gonumbers.json_number_hooks)
 
 
 #: An escaped UTF-16 surrogate: the only way a JSON text can hold a lone one.
@@ -46,9 +49,16 @@ def _without_lone_surrogates(value):
     return value
 
 
+def _as_written(value):
+    """A ``BigNumber`` (a request's value not yet refused) is written as it came."""
+    if isinstance(value, gonumbers.BigNumber):
+        return orjson.Fragment(value.text)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def dumps(value) -> bytes:
     """Compact JSON bytes; the one encoder the whole server uses."""
-    return orjson.dumps(value)
+    return orjson.dumps(value, default=_as_written)
 
 
 @implementer(ICodec)

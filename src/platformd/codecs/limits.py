@@ -1,16 +1,18 @@
 """
 What every decoded request body may hold, whatever its encoding: at most ``MAX_DEPTH``
 levels of nested objects and arrays, only JSON's kinds of values (YAML's ``!!binary``,
-``!!set`` or ``!!omap`` pairs are not), and only numbers JSON can carry back out —
-floats that are finite, integers within int64.
+``!!set`` or ``!!omap`` pairs are not), and only numbers JSON can carry back out:
+floats that are finite, integers within int64, and JSON numbers beyond those as written
+(``gonumbers.BigNumber``: JSON and YAML make one of an integer past int64, CBOR refuses
+it as upstream's decode mode does; the schema judges them where they land).
 
 Upstream's decoders stop far deeper (JSON 10,000 levels, CBOR 64); no object of any
 built-in kind comes near 100 (a Pod is about 8 deep), and a limit here keeps every
 later step safe: the schema walk and the patch engines recurse per level, orjson refuses
 to encode past 254 levels, and libyaml's composer recurses in C (a few hundred thousand
-levels crash the process).  A NaN, an infinity (YAML's ``.inf``, JSON's ``1e400``) or an
-integer past int64 would be stored and then fail to encode (or encode as null) in every
-later response; upstream's decoders refuse them too.  Codecs call ``check_value`` on what
+levels crash the process).  A NaN or an infinity (YAML's ``.inf``, a CBOR float) would
+be stored and then fail to encode (or encode as null) in every later response;
+upstream's decoders refuse them too.  Codecs call ``check_value`` on what
 they decoded (YAML checks its event stream's depth before composing).
 """
 
@@ -19,9 +21,9 @@ from __future__ import annotations
 import math
 
 from platformd.codecs.interface import CodecError
+from platformd.gonumbers import BigNumber
 
 MAX_DEPTH = 100
-INT64 = range(-(1 << 63), 1 << 63)
 
 
 def too_deep() -> CodecError:
@@ -59,13 +61,10 @@ def check_scalar(item) -> None:
             except UnicodeEncodeError:
                 raise CodecError("a string holds a lone UTF-16 surrogate") from None
         return
-    if isinstance(item, bool) or item is None:
+    if isinstance(item, (bool, int, BigNumber)) or item is None:
         return
     if isinstance(item, float):
         if not math.isfinite(item):
             raise CodecError(f"{item} is not a number JSON can carry")
-    elif isinstance(item, int):
-        if item not in INT64:
-            raise CodecError(f"integer {item} is out of the int64 range")
     else:
         raise CodecError(f"a value of type {type(item).__name__} has no JSON form")

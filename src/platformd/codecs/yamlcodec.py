@@ -10,9 +10,10 @@ checked for alias bombs as go-yaml checks it (``document contains excessive alia
 past 100 aliased nodes, at most 99 % of a document of up to 400,000 nodes may come
 from alias expansion, falling to 10 % at 4,000,000) and for anchors containing
 themselves.  Scalars resolve as go-yaml v2 resolves them (``y``/``n`` are booleans
-too), and mapping keys become JSON's strings as ``sigs.k8s.io/yaml``'s ``yamlToJSON``
-makes them: ``yes: 1`` is ``{"true": 1}``, an integer key its digits, a float key Go's
-``FormatFloat(f, 'g', -1, 32)``; a null key is refused as there.
+too; an integer past 64 bits is a float, or past that its text, a string), and mapping
+keys become JSON's strings as ``sigs.k8s.io/yaml``'s ``yamlToJSON`` makes them: ``yes:
+1`` is ``{"true": 1}``, an integer key its digits, a float key Go's ``FormatFloat(f,
+'g', -1, 32)``; a null key is refused as there.
 
 Writing uses PyYAML's C emitter with the choices upstream's encoder makes
 (``sigs.k8s.io/yaml``: JSON through go-yaml v2): mapping keys sorted in go-yaml's order
@@ -23,17 +24,20 @@ multi-line string as a literal block, anything else plain where YAML allows it.
 
 import functools
 import itertools
+import math
 import re
 import struct
 
 import yaml
 from zope.interface import implementer
 
+from platformd import gonumbers
 from platformd.codecs import limits
 from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeConstructor = yaml.constructor.SafeConstructor
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -107,6 +111,15 @@ class _Dumper(_BaseDumper):
     """Safe dumping in upstream's layout (see the module docstring)."""
 
 
+def _run_value(digits: str) -> int:
+    """A digit run's value as ``keyList.Less`` computes it (``n = n*10 + r - '0'``):
+    int64 arithmetic, wrapping past 19 digits, in time linear in any length."""
+    value = 0
+    for digit in digits:
+        value = (value * 10 + ord(digit) - ord("0")) & 0xFFFF_FFFF_FFFF_FFFF
+    return value - (1 << 64) if value >> 63 else value
+
+
 def _go_key_order(a: str, b: str) -> int:
     """go-yaml v2's ``keyList.Less`` for string keys, as a comparison."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -118,8 +131,9 @@ def _go_key_order(a: str, b: str) -> int:
             return 1 if x.isalpha() else -1
         na = "".join(itertools.takewhile(str.isdecimal, a[i:]))
         nb = "".join(itertools.takewhile(str.isdecimal, b[i:]))
-        if na and nb and na[0] != "0" and nb[0] != "0" and int(na) != int(nb):
-            return -1 if int(na) < int(nb) else 1
+        an, bn = _run_value(na), _run_value(nb)
+        if na and nb and na[0] != "0" and nb[0] != "0" and an != bn:
+            return -1 if an < bn else 1
         if len(na) != len(nb):
             return -1 if len(na) < len(nb) else 1
         return -1 if x < y else 1
@@ -205,6 +219,53 @@ def _construct_bool(loader, node) -> bool:
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", _GO_YAML_BOOL, list("yYnN"))
 _Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+
+#: go-yaml v2's ``yamlStyleFloat``: what it reads as a float once no integer fits.
+_YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")
+#: Octal digits past which a value is beyond 64 bits (2**64 has 22), so never converted.
+_MAX_DIGITS = 22
+
+
+def _construct_int(loader, node):
+    """
+    An integer as go-yaml v2's ``resolve`` reads it: within int64 an int, within uint64
+    the number (a ``BigNumber``: yamlToJSON writes it as one), beyond both a float if
+    the text reads as one and fits (``yamlStyleFloat``, ``ParseFloat``), else the text
+    itself, a string; and base 60 (``1:30``) is a string too.  Never more digits than 64
+    bits hold are converted (Python's ``int()`` refuses past 4,300).
+    """
+    text = loader.construct_scalar(node)
+    if ":" in text:
+        return text
+    plain = text.replace("_", "")
+    digits = plain.lstrip("+-")
+    if digits[:2] in ("0b", "0x") or len(digits.lstrip("0")) <= _MAX_DIGITS:
+        value = _SafeConstructor.construct_yaml_int(loader, node)
+        if value in gonumbers.INT64:
+            return value
+        if 0 <= value < 1 << 64:
+            return gonumbers.BigNumber(str(value))
+    if _YAML_STYLE_FLOAT.match(plain):
+        as_float = float(plain)
+        if math.isfinite(as_float):
+            return as_float
+    return text
+
+
+def _construct_float(loader, node):
+    """A float as go-yaml v2 reads one: text past float64's range (``1.5e400``, which
+    ``ParseFloat`` refuses) and base 60 stay strings; ``.inf`` and ``.nan`` are floats."""
+    text = loader.construct_scalar(node)
+    if ":" in text:
+        return text
+    value = _SafeConstructor.construct_yaml_float(loader, node)
+    if math.isinf(value) and not text.lstrip("+-").startswith("."):
+        return text
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _Dumper.add_implicit_resolver("tag:yaml.org,2002:bool", _GO_YAML_BOOL, list("yYnN"))
 
 

@@ -19,24 +19,56 @@ from typing import Optional, Union
 
 import attrs
 
-from platformd import gotext
+from platformd import gonumbers, gotext
 
 
 class DecodeError(Exception):
-    """A value of the wrong type at ``path`` (upstream answers such bodies with 400)."""
+    """
+    A value of the wrong type at ``path`` (upstream answers such bodies with 400).  A
+    number that misses a numeric field (``numeric``: out of its range, or a fraction in
+    an integer) is named with its text, as Go's decoder names it (``UnmarshalTypeError``
+    of ``"number " + s``: ``json: cannot unmarshal number 1e400 into …``).
+    """
 
-    def __init__(self, path: str, expected: str, value):
+    def __init__(self, path: str, expected: str, value, numeric: bool = False):
         self.path = path
         self.expected = expected
-        self.got = _json_type(value)
+        self.got = _json_type(value, numeric)
         super().__init__(
             f"json: cannot unmarshal {self.got} into field {path or '(root)'} "
             f"of type {expected}"
         )
 
 
-def _json_type(value) -> str:
-    return "null" if value is None else gotext.json_kind(value, type(value).__name__)
+def _json_type(value, numeric: bool) -> str:
+    if value is None:
+        return "null"
+    kind = gotext.json_kind(value, type(value).__name__)
+    if not numeric or kind != "number":
+        return kind
+    return f"number {gotext.json_number(value)}"
+
+
+#: The values an integer field of each format holds (Go's ``OverflowInt``).
+_INTEGER_RANGES = {"int64": gonumbers.INT64, "int32": range(-(1 << 31), 1 << 31)}
+
+
+def _free_form(value, path: str):
+    """
+    A value kept whole where the schema does not describe it (``preserve_unknown``), as
+    Go's decoder fills an ``interface{}``: a number past int64 becomes a float64 where it
+    fits one (``convertNumber``), else it is refused.
+    """
+    if isinstance(value, gonumbers.BigNumber):
+        as_float = value.as_float()
+        if as_float is None:
+            raise DecodeError(path, "float64", value, numeric=True)
+        return as_float
+    if isinstance(value, dict):
+        return {k: _free_form(v, join(path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_free_form(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def join(path: str, name: str) -> str:
@@ -76,14 +108,22 @@ class Scalar:
         elif self.type == "boolean":
             ok = isinstance(value, bool)
         elif self.type == "integer":
-            ok = isinstance(value, int) and not isinstance(value, bool)
-            if not ok and isinstance(value, float) and value.is_integer():
-                return int(value)
+            return self._integer(value, path)
         else:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not ok:
             raise DecodeError(path, self.type, value)
         return value
+
+    def _integer(self, value, path: str) -> int:
+        """An int within the format's range (a whole float too: YAML's ``1.0``, CBOR's
+        floats); anything else is Go's ``UnmarshalTypeError`` for the Go type."""
+        allowed = _INTEGER_RANGES[self.format]
+        whole = isinstance(value, int) and not isinstance(value, bool) or \
+            isinstance(value, float) and value.is_integer()
+        if whole and allowed.start <= value < allowed.stop:
+            return int(value)
+        raise DecodeError(path, self.format, value, numeric=True)
 
     def zero(self):
         """What Go's decoder leaves for a ``null`` element of a list or map."""
@@ -208,7 +248,7 @@ class Struct:
             prop = props.get(key)
             if prop is None:
                 if self.preserve_unknown:
-                    out[key] = item
+                    out[key] = _free_form(item, join(path, key))
                 else:
                     ctx.unknown.append(join(path, key))
                 continue

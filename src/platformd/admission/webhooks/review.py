@@ -14,6 +14,7 @@ import uuid
 import attrs
 
 from platformd.admission.webhooks.matching import is_namespace
+from platformd.codecs.jsoncodec import dumps
 
 GROUP = "admission.platform.io"
 VERSIONS = ("v1", "v1beta1")
@@ -91,9 +92,10 @@ class Invocation:
         return cls(uid, request_dict(a, uid))
 
     def body(self, version: str) -> bytes:
-        return json.dumps({"kind": "AdmissionReview",
-                           "apiVersion": f"{GROUP}/{version}",
-                           "request": self.request}, separators=(",", ":")).encode()
+        # The server's one encoder: the request's options are as the client sent them
+        # (a number past int64 among them too).
+        return dumps({"kind": "AdmissionReview", "apiVersion": f"{GROUP}/{version}",
+                      "request": self.request})
 
 
 @attrs.frozen
