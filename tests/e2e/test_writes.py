@@ -227,6 +227,19 @@ class PatchTests(WritesTestCase):
                                               "operations in a JSON patch is 10000, got 10001")
 
     @inlineCallbacks
+    def test_json_patch_replacing_the_root(self):
+        """A JSON patch replacing the whole object with null patches it as with {}: Go
+        decodes null into the empty object (it was a 500); the server's fields stay."""
+        before = (yield self.client.get(f"{CM}/c")).json()
+        for value in (None, {}):
+            r = yield self.expect(self.json_patch([{"op": "replace", "path": "",
+                                                    "value": value}]), 200)
+            meta = r.json()["metadata"]
+            self.assertNotIn("data", r.json())
+            self.assertEqual((meta["name"], meta["uid"], meta.get("labels")),
+                             ("c", before["metadata"]["uid"], None))
+
+    @inlineCallbacks
     def test_patch_that_is_not_an_object(self):
         """A merge patch that is not an object: evanphx/json-patch's "Invalid JSON Patch";
         a strategic one: Go's unmarshal error into a map (patch.go)."""

@@ -119,7 +119,9 @@ def _decode(call, kind, value, level: str, duplicates=None, refuse=None) -> dict
     """
     A patched or applied value as an object of ``kind``.  A patch's problems are
     upstream's patcher's: 422 Invalid on field ``patch`` whose value is the patched
-    object (``refuse`` words them otherwise, as apply does).
+    object (``refuse`` words them otherwise, as apply does).  A JSON patch that makes
+    the object ``null`` leaves the empty object, as Go's decoder leaves a struct it
+    decodes ``null`` into (``DecodeInto``).
     """
     refuse = refuse or (lambda problem: _invalid_patch(value, problem))
     ctx = DecodeContext()
@@ -128,7 +130,7 @@ def _decode(call, kind, value, level: str, duplicates=None, refuse=None) -> dict
     except DecodeError as e:
         raise refuse(str(e)) from None
     report_fields(call, level, ctx, duplicates, refuse)
-    return obj
+    return kind.schema.zero() if obj is None else obj
 
 
 def _invalid_patch(patched, problem: str) -> errors.StatusError:
