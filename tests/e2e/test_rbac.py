@@ -140,19 +140,16 @@ class BindingValidationTests(ServerTestCase):
         """Without a roleRef (absent or empty) a RoleBinding or ClusterRoleBinding is
         refused for its kind and name, not "roleRef: Required value"; its apiGroup is
         defaulted, so not reported."""
+        kinds = ((f"{RBAC}/namespaces/default/rolebindings", "RoleBinding",
+                  '"Role", "ClusterRole"'),
+                 (f"{RBAC}/clusterrolebindings", "ClusterRoleBinding", '"ClusterRole"'))
         for body in ({}, {"roleRef": {}}):
-            r = yield self.client.post(f"{RBAC}/namespaces/default/rolebindings",
-                                       dict(body, metadata={"name": "noref"}))
-            self.assertEqual((r.code, r.json()), (422, invalid("RoleBinding", "noref", [
-                ("FieldValueNotSupported", "roleRef.kind",
-                 'Unsupported value: "": supported values: "Role", "ClusterRole"'),
-                ("FieldValueRequired", "roleRef.name", "Required value")])))
-            r = yield self.client.post(f"{RBAC}/clusterrolebindings",
-                                       dict(body, metadata={"name": "noref"}))
-            self.assertEqual((r.code, r.json()), (422, invalid("ClusterRoleBinding", "noref", [
-                ("FieldValueNotSupported", "roleRef.kind",
-                 'Unsupported value: "": supported values: "ClusterRole"'),
-                ("FieldValueRequired", "roleRef.name", "Required value")])))
+            for path, kind, supported in kinds:
+                r = yield self.client.post(path, dict(body, metadata={"name": "noref"}))
+                self.assertEqual((r.code, r.json()), (422, invalid(kind, "noref", [
+                    ("FieldValueNotSupported", "roleRef.kind",
+                     f'Unsupported value: "": supported values: {supported}'),
+                    ("FieldValueRequired", "roleRef.name", "Required value")])))
 
     @inlineCallbacks
     def test_role_ref_api_group_and_subjects(self):
