@@ -4,9 +4,10 @@ Numbers in a client's text, read as upstream's Go reads them, whatever their len
 Python's ``int()`` refuses decimal text of more than 4,300 digits (``ValueError:
 Exceeds the limit``, a guard against its quadratic conversion), and ``str()`` an int that
 long; Go reads any length in linear time and says the value is out of range.  So every
-place platformd reads a number from a request (query parameters, JSON bodies, continue
-tokens, tokens' claims, patch paths) goes through here, which never converts more digits
-than a 64-bit value can hold:
+place platformd reads a number from a request (query parameters, JSON and YAML bodies,
+continue tokens, tokens' claims) goes through here, which never converts more digits
+than a 64-bit value can hold (JSON patch indices are the patch library's, which refuses
+what it cannot convert):
 
 * ``parse_int`` and ``parse_uint`` are ``strconv.ParseInt(s, 10, bits)`` and
   ``ParseUint``, failing with Go's ``*strconv.NumError`` text (``strconv.ParseInt:
