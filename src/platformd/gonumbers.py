@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from typing import Any
 
 import attrs
 
@@ -111,4 +112,4 @@ def _json_float(text: str):
 
 
 #: Keyword arguments for ``json.loads`` / ``json.JSONDecoder``: numbers as above.
-json_number_hooks = {"parse_int": _json_int, "parse_float": _json_float}
+json_number_hooks: dict[str, Any] = {"parse_int": _json_int, "parse_float": _json_float}

@@ -118,12 +118,13 @@ class Scalar:
     def _integer(self, value, path: str) -> int:
         """An int within the format's range (a whole float too: YAML's ``1.0``, CBOR's
         floats); anything else is Go's ``UnmarshalTypeError`` for the Go type."""
-        allowed = _INTEGER_RANGES[self.format]
+        go_type = self.format or "int64"  # Go's int, 64 bits wide here
+        allowed = _INTEGER_RANGES[go_type]
         whole = isinstance(value, int) and not isinstance(value, bool) or \
             isinstance(value, float) and value.is_integer()
         if whole and allowed.start <= value < allowed.stop:
             return int(value)
-        raise DecodeError(path, self.format, value, numeric=True)
+        raise DecodeError(path, go_type, value, numeric=True)
 
     def zero(self):
         """What Go's decoder leaves for a ``null`` element of a list or map."""
