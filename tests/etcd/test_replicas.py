@@ -219,6 +219,37 @@ class BehindTests(ReplicasTestCase):
         self.assertEqual(put.json()["metadata"]["uid"], body["metadata"]["uid"])  # "kept"
 
     @inlineCallbacks
+    def test_apply_over_object_created_elsewhere(self):
+        """
+        Server-side apply on B by a second manager of an object A just created: the
+        attempt that found no object (its create lost) must leave the apply
+        configuration as sent, else the attempt decided again takes the managedFields
+        it wrote there for the client's and drops the first manager's entry; then
+        alice's next apply kept the label she no longer applied (the flaky
+        ServerSideApplyTestsOverTwoReplicas.test_fields_no_longer_applied_are_removed).
+        """
+        a, b, hold, release = yield self.held_replicas()
+
+        def apply(client, manager, metadata, data):
+            body = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cfg", **metadata}, "data": data}
+            return client.patch(f"{CM}/cfg?fieldManager={manager}", body,
+                                content_type="application/apply-patch+yaml")
+
+        def owners(r):
+            return {e["manager"]: e["fieldsV1"] for e in r.json()["metadata"]["managedFields"]}
+        hold()
+        r = yield apply(a, "alice", {"labels": {"team": "a"}}, {"a": "1", "b": "2"})
+        self.assertEqual(r.code, 201, r.body)
+        r = yield self.answered_after_release(apply(b, "bob", {}, {"b": "2"}), release)
+        self.assertEqual(r.code, 200, r.body)
+        alice = {"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:team": {}}}}
+        self.assertEqual(owners(r), {"alice": alice, "bob": {"f:data": {"f:b": {}}}})
+        r = yield apply(a, "alice", {}, {"a": "1"})
+        self.assertEqual((r.code, r.json()["metadata"].get("labels"), r.json()["data"]),
+                         (200, None, {"a": "1", "b": "2"}), r.body)
+
+    @inlineCallbacks
     def test_conflict_on_current_version_stands(self):
         """A stale resourceVersion is still 409 once B has caught up, as upstream's."""
         a, b, hold, release = yield self.held_replicas()

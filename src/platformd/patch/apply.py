@@ -16,6 +16,7 @@ Applying a configuration as manager M:
 
 from __future__ import annotations
 
+import copy
 import json
 
 from platformd import errors
@@ -25,7 +26,10 @@ from platformd.model.schema import ListOf, MapOf, Struct
 
 
 def merge(live, applied, node):
-    """``applied`` merged into ``live`` by ``node`` (neither is modified)."""
+    """
+    ``applied`` merged into ``live`` by ``node`` (neither is modified; the result shares
+    values with both: copy it before changing it).
+    """
     if isinstance(applied, dict) and isinstance(live, dict) and (
             (isinstance(node, Struct) and not node.atomic and not node.preserve_unknown)
             or isinstance(node, MapOf)):
@@ -61,7 +65,9 @@ def apply(kind, live, applied: dict, manager, force: bool, now: str) -> dict:
     """
     The object that applying ``applied`` as ``manager`` over ``live`` (None: absent)
     makes, with its managedFields; 409 Conflict when another manager's fields would
-    change and ``force`` is false.
+    change and ``force`` is false.  Neither ``live`` nor ``applied`` is changed, and the
+    result shares nothing with them: the update loop applies the same configuration on
+    every attempt.
     """
     applied_paths = managedfields.scope(fields_of(applied, kind.schema), manager.subresource,
                                         kind)
@@ -72,7 +78,14 @@ def apply(kind, live, applied: dict, manager, force: bool, now: str) -> dict:
             raise conflict_error(kind, applied, found)
         taken = {path for path, _name, _op in found}
     base = live if live is not None else {}
-    result = merge(base, applied, kind.schema)
+    # A copy: ``merge`` shares values with both (over no object, the configuration's
+    # own ``metadata``), and what follows changes the result in place.  The store's
+    # update loop gives the same configuration to every attempt: an attempt that found
+    # no object (a replica whose watch had not yet brought another's create) wrote its
+    # managedFields into the configuration, and the attempt decided again on the object
+    # sent them as the client's own, so the other managers' entries were dropped
+    # (docs/etcd.md).  ``live`` stays the record's "before" too, unchanged by removals.
+    result = copy.deepcopy(merge(base, applied, kind.schema))
     if live is not None:
         previous = managedfields.owned(live).get(
             (manager.name, "Apply", manager.subresource), (set(), None))[0]
