@@ -70,6 +70,18 @@ class RequestContext:
         return authorizers.check(self.authorizer,
                                  Attributes(self.user, attrs.evolve(self.info, verb=verb)))
 
+    def audit_request(self, value, has_object_meta: bool = True) -> None:
+        """
+        Hand what the handler's codec decoded to the audit record, when the request is
+        audited (``audit.record.Record.log_request_object``): the only way a body
+        reaches the audit log, so it is never parsed a second time, nor before the
+        handler (after authorization) has read it.  ``has_object_meta``: ``value`` is
+        an object whose metadata names it (not a patch, an apply configuration or
+        DeleteOptions).
+        """
+        if self.audit is not None:
+            self.audit.log_request_object(value, has_object_meta)
+
 
 def internal() -> RequestContext:
     """The context of a write the server makes itself (controllers, built-in objects)."""

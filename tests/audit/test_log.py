@@ -151,6 +151,43 @@ class LogTests(TestCase):
         self.assertEqual(missing["responseObject"], r.json())
 
     @inlineCallbacks
+    def test_request_objects(self):
+        """
+        requestObject is what the handler decoded, when upstream's handlers log it: a
+        create's object (an ignored unknown field dropped, nothing the store adds), a
+        patch as sent, an apply configuration as JSON (its alias expanded), the
+        DeleteOptions; none for a body refused by authorization or by the codec, and
+        then no name from the body in objectRef either.
+        """
+        jane = token_client(self, self.server, "jane-token")
+        path = f"{CONFIGMAPS}/ro"
+        apply = (b"apiVersion: v1\nkind: ConfigMap\ndata: &d {c: d}\n"
+                 b"metadata: {name: ro, labels: *d}\n")
+        steps = (
+            ("create", 201, self.admin.post, f"{CONFIGMAPS}?fieldValidation=Ignore",
+             {"metadata": {"name": "ro"}, "bogus": 1}, {}),
+            ("patch", 200, self.admin.patch, path, {"data": {"a": "b"}}, {}),
+            ("apply", 200, self.admin.patch, f"{path}?fieldManager=t", apply,
+             {"content_type": "application/apply-patch+yaml"}),
+            ("delete", 200, self.admin.delete, path, {"gracePeriodSeconds": 0}, {}),
+            ("denied", 403, jane.post, CONFIGMAPS, {"metadata": {"name": "denied"}}, {}),
+            ("refused", 400, self.admin.post, CONFIGMAPS, b'{"metadata": {"name": "x"}', {}))
+        logged = {}
+        for name, code, send, url, body, kw in steps:
+            r = yield send(url, body, headers={"Audit-ID": f"ro-{name}"}, **kw)
+            self.assertEqual(r.code, code, (name, r.body))
+            (_, logged[name]) = yield self.events(f"ro-{name}", 2)
+        self.assertEqual({name: e.get("requestObject") for name, e in logged.items()}, {
+            "create": {"metadata": {"name": "ro"}},
+            "patch": {"data": {"a": "b"}},
+            "apply": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"c": "d"},
+                      "metadata": {"name": "ro", "labels": {"c": "d"}}},
+            "delete": {"gracePeriodSeconds": 0},
+            "denied": None, "refused": None})
+        self.assertEqual([logged[name]["objectRef"].get("name")
+                          for name in ("create", "denied", "refused")], ["ro", None, None])
+
+    @inlineCallbacks
     def test_watch(self):
         """A watch is long-running: ResponseStarted when it starts, ResponseComplete when
         the client goes away."""

@@ -63,6 +63,7 @@ def decode_object(call, level: str, schema, kind_name: str, api_version: str,
     except DecodeError as e:
         raise cannot_handle(str(e)) from None
     report_fields(call, level, ctx, refuse=cannot_handle)
+    call.context.audit_request(obj)
     return obj
 
 

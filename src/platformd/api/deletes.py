@@ -37,6 +37,7 @@ def delete_options(call) -> dict:
             raise errors.bad_request(f"invalid DeleteOptions body: {e}") from None
         if not isinstance(options, dict):
             raise errors.bad_request("invalid DeleteOptions body: must be an object")
+        call.context.audit_request(options, has_object_meta=False)
     if call.has_arg(UNSAFE):
         options[UNSAFE] = call.bool_arg(UNSAFE)
     grace = call.int_arg("gracePeriodSeconds")
@@ -121,10 +122,10 @@ def delete_collection(call, store, reader):
     # (the resourceVersion's plan, selectors; a limit only pages, so everything
     # selected goes): without a resourceVersion, from a cache holding every write
     # committed before (``ConsistentListFromCache``).
-    listed = listoptions.parse(call, reader.gates, watch=False)
+    listed = yield listoptions.parse(call, reader.gates, watch=False)
     listing = yield reader.cache.list(call.kind, call.info.namespace, listed.list_plan(),
                                       listed.resource_version, listed.continue_token)
-    entries = selected(listing, listed)
+    entries = yield selected(listing, listed)
     for entry in entries:
         meta = entry.obj["metadata"]
         try:

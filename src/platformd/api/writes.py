@@ -97,6 +97,7 @@ def _patch(call, store, content_type: str):
         patch_doc = _json.decode(read_body(call))
     except CodecError as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
+    call.context.audit_request(patch_doc, has_object_meta=False)
     duplicates = duplicate_paths(patch_doc) if content_type != JSON_PATCH else []
 
     def patched(current):
@@ -195,6 +196,7 @@ def server_side_apply(call, store, content_type: str = APPLY_PATCH):
         value = codec.decode(read_body(call))
     except CodecError as e:
         raise errors.bad_request(f"error decoding the apply configuration: {e}") from None
+    call.context.audit_request(value, has_object_meta=False)
     if not isinstance(value, dict):
         raise errors.bad_request("an apply configuration must be an object")
     for field, expected in (("apiVersion", kind.api_version), ("kind", kind.kind)):

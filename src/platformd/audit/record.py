@@ -19,9 +19,11 @@ left out:
 A request whose credentials are refused (401) gets one ResponseStarted event with no
 user and the authentication methods tried, as upstream's failed-authentication audit.
 
-What the request carried and what it was answered with (``requestObject`` at Request,
-``responseObject`` at RequestResponse) are read from the body received and the body
-sent when they are JSON (or YAML for a body received); see docs/audit.md.
+What the request carried (``requestObject`` at Request) is what its handler decoded,
+handed over as upstream's handlers hand it (``log_request_object``): never the raw body,
+which nothing has bounded before the codec reads it.  What it was answered with
+(``responseObject`` at RequestResponse) is read from the JSON body sent; see
+docs/audit.md.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from typing import Any, Callable, Optional
 
 import attrs
 import orjson
-import yaml
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 
@@ -40,10 +41,9 @@ from platformd import errors, requestinfo
 from platformd.audit import policy as p
 from platformd.audit.event import API_VERSION, microtime, source_ips, status_json, user_agent, \
     user_json
+from platformd.codecs.jsoncodec import dumps
 from platformd.deferreds import then
 
-#: Verbs whose requests carry a body upstream logs as the request object.
-_BODY_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 _CLOSED_EARLY = {"status": "Success", "message": "Connection closed early"}
 _OBJECT_REF_FIELDS = (("resource", "resource"), ("namespace", "namespace"), ("name", "name"),
                       ("uid", "uid"), ("apiGroup", "group"), ("apiVersion", "version"),
@@ -128,7 +128,6 @@ class Auditor:
             self.sink.metrics.audit_rejected.inc()
             raise errors.internal("failed to store audit event")
         ctx = record.ctx
-        record.read_request_body()
         ctx.request.notifyFinish().addBoth(record.finished)
         if record.long_running:
             record.watch_response_code()
@@ -162,7 +161,8 @@ class Record:
     #: The answer's Status fields (status, message, reason, details) and code, once known.
     status: Optional[dict] = None
     code: int = 0
-    request_object: Any = None
+    #: The decoded request as JSON (``log_request_object``), at Request and above.
+    request_object: Optional[orjson.Fragment] = None
     response_object: Any = None
     started: bool = False
     panicked: bool = False
@@ -204,7 +204,7 @@ class Record:
             event["objectRef"] = self.object_ref.to_json()
         if self.status is not None or self.code:
             event["responseStatus"] = status_json(self.status or {}, self.code)
-        if self.request_object is not None and p.RANK[self.level] >= p.RANK[p.REQUEST]:
+        if self.request_object is not None:
             event["requestObject"] = self.request_object
         if self.response_object is not None and self.level == p.REQUEST_RESPONSE:
             event["responseObject"] = self.response_object
@@ -216,31 +216,27 @@ class Record:
             event["annotations"] = dict(sorted(annotations.items()))
         return self.auditor.sink.process(event)
 
-    def read_request_body(self) -> None:
+    def log_request_object(self, value, has_object_meta: bool = True) -> None:
         """
-        The body as upstream's ``LogRequestObject`` sees it: the object's namespace,
-        name, uid and resourceVersion fill the objectRef's empty ones; at Request and
-        above it is the requestObject.
+        Upstream's ``LogRequestObject`` and ``LogRequestPatch``: ``value`` is what the
+        handler's codec decoded, within the codec's limits.  An object
+        (``has_object_meta``) fills the objectRef's empty namespace, name, uid and
+        resourceVersion; a patch, an apply configuration or DeleteOptions fills none.  At
+        Request and above it is the requestObject, encoded now: the handler goes on to
+        change the object (defaults, metadata), and upstream logs it as decoded.
         """
-        ctx = self.ctx
-        if ctx.info.verb not in _BODY_VERBS or ctx.request.content is None:
-            return
-        content = ctx.request.content
-        content.seek(0)
-        data = content.read()
-        content.seek(0)
-        value = _parse(data, (ctx.request.getHeader(b"content-type") or b"").decode("latin-1"))
-        if not isinstance(value, dict):
-            return
-        meta = value.get("metadata")
-        if isinstance(meta, dict) and self.object_ref is not None and ctx.info.verb != "patch":
-            ref = self.object_ref
+        ref = self.object_ref
+        meta = value.get("metadata") if has_object_meta and isinstance(value, dict) else None
+        if isinstance(meta, dict) and ref is not None:
             for attribute, field in (("namespace", "namespace"), ("name", "name"),
                                      ("uid", "uid"), ("resource_version", "resourceVersion")):
                 if not getattr(ref, attribute) and isinstance(meta.get(field), str):
                     setattr(ref, attribute, meta[field])
-        if p.RANK[self.level] >= p.RANK[p.REQUEST]:
-            self.request_object = self._without_managed_fields(value)
+        if p.RANK[self.level] < p.RANK[p.REQUEST]:
+            return
+        if has_object_meta and isinstance(value, dict):
+            value = self._without_managed_fields(value)
+        self.request_object = orjson.Fragment(dumps(value))
 
     def watch_response_code(self) -> None:
         """ResponseStarted when the watch's code is set (``auditResponseWriter``)."""
@@ -342,19 +338,6 @@ def _drop_managed_fields(value: dict) -> dict:
         return dict(value)
     meta = {k: v for k, v in meta.items() if k != "managedFields"}
     return dict(value, metadata=meta)
-
-
-def _parse(data: bytes, content_type: str):
-    """A request body as an object: JSON (and its patch types) or YAML; else None."""
-    media = content_type.split(";")[0].strip().lower()
-    try:
-        if media == "application/json" or media.endswith("+json"):
-            return orjson.loads(data)
-        if media in ("application/yaml", "application/apply-patch+yaml"):
-            return yaml.safe_load(data)
-    except (orjson.JSONDecodeError, yaml.YAMLError):
-        return None
-    return None
 
 
 def _auth_methods(request) -> str:
