@@ -63,6 +63,10 @@ class ResourceType:
     validate: Callable = _no_causes
     #: ``validate_update(new, old) -> causes`` beyond ``validate(new)``.
     validate_update: Callable = _no_causes
+    #: ``validate_status_update(new, old) -> causes`` for a write to ``status`` beyond
+    #: ``validate_update`` (upstream's ``Validate<Kind>StatusUpdate``: what only the
+    #: status may not say, a namespace's phase).
+    validate_status_update: Callable = _no_causes
     #: Whether an update's metadata changes are checked after the new object as a whole,
     #: as the RBAC kinds' ``ValidateRoleBindingUpdate`` and friends order them; most
     #: kinds check them first (``ValidateConfigMapUpdate``).
@@ -184,11 +188,15 @@ class ResourceType:
         causes.extend(self.validate(obj))
         return causes
 
-    def validate_update_all(self, new: dict, old: dict) -> list:
+    def validate_update_all(self, new: dict, old: dict, subresource: str = "") -> list:
         """Every cause for ``new`` replacing ``old``, in upstream's order for the kind:
         metadata changes and ``new`` as a new object (``metadata_update_last``), then
-        the kind's ``validate_update``."""
+        the kind's ``validate_update``, then for a ``status`` write its
+        ``validate_status_update``."""
         changes = validate_object_meta_update(new["metadata"], old["metadata"])
         whole = self.validate_all(new)
         ordered = whole + changes if self.metadata_update_last else changes + whole
-        return ordered + self.validate_update(new, old)
+        ordered += self.validate_update(new, old)
+        if subresource == "status":
+            ordered += self.validate_status_update(new, old)
+        return ordered

@@ -412,6 +412,7 @@ class GenericStore:
             else:
                 new.pop("status", None)
             new["metadata"]["resourceVersion"] = obj["metadata"].get("resourceVersion")
+            kind.default(new)  # as upstream decodes a status write: its status defaulted
             return new
         new = obj
         meta = new["metadata"]
@@ -437,7 +438,7 @@ class GenericStore:
         kind = self.kind
         new = attributes.obj
         meta = new["metadata"]
-        causes = kind.validate_update_all(new, current.obj)
+        causes = kind.validate_update_all(new, current.obj, attributes.subresource)
         if causes:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
         if manager is not None:

@@ -10,6 +10,7 @@ import copy
 from typing import Optional
 
 from platformd import errors
+from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_label
 from platformd.model.schema import STRING, TIME, ListOf, Prop
 from platformd.registry import deletion
@@ -18,6 +19,7 @@ from platformd.registry.kinds.coreshapes import core_kind, struct
 from platformd.registry.outcomes import Keep, Write
 from platformd.registry.tables import AGE, NAME, Column
 
+ACTIVE, TERMINATING = "Active", "Terminating"
 #: The finalizer the namespace controller clears once a namespace is empty.
 NAMESPACE_FINALIZER = "platform"
 #: The label every namespace carries with its own name (upstream's
@@ -48,16 +50,37 @@ def _default(obj: dict) -> None:
     name = meta.get("name")
     if name:
         meta.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = name
+    status = obj.get("status") or {}
+    if not status.get("phase"):  # SetDefaults_NamespaceStatus: a status write without one
+        obj["status"] = {**status, "phase": ACTIVE}
 
 
 def _prepare_for_create(obj: dict) -> None:
     obj["spec"] = {"finalizers": [NAMESPACE_FINALIZER]}
-    obj["status"] = {"phase": "Active"}
+    obj["status"] = {"phase": ACTIVE}
 
 
 def _prepare_for_update(new: dict, old: dict) -> None:
     """A namespace's spec (its finalizers) changes only through /finalize."""
     new["spec"] = copy.deepcopy(old.get("spec") or {})
+
+
+def _validate_status_update(new: dict, old: dict) -> list:
+    """
+    Upstream's ``ValidateNamespaceStatusUpdate``: the phase follows
+    ``deletionTimestamp``.  Whoever may write ``namespaces/status`` could otherwise mark
+    a namespace Terminating, and the NamespaceLifecycle admission then refuses every
+    create in it (``default`` included).
+    """
+    phase = (new.get("status") or {}).get("phase", "")
+    if not new["metadata"].get("deletionTimestamp"):
+        if phase != ACTIVE:
+            return [fe.invalid("status.Phase", phase,
+                               "may only be 'Active' if `deletionTimestamp` is empty")]
+    elif phase != TERMINATING:
+        return [fe.invalid("status.Phase", phase,
+                           "may only be 'Terminating' if `deletionTimestamp` is not empty")]
+    return []
 
 
 def _extra_finalizers(obj: dict):
@@ -115,7 +138,7 @@ def decide_delete(kind, current, options: dict, now: str):
     new = current.mutable()
     meta = new["metadata"]
     meta["deletionTimestamp"] = now
-    new.setdefault("status", {})["phase"] = "Terminating"
+    new.setdefault("status", {})["phase"] = TERMINATING
     finalizers = delete_finalizers(options, list(meta.get("finalizers") or ()))
     if finalizers:
         meta["finalizers"] = finalizers
@@ -138,6 +161,7 @@ KIND = core_kind("Namespace", "namespaces", False, {
     "NamespaceSpec": "",
     "NamespaceStatus": "phase?",
 }, name_rule=dns_label, short_names=("ns",), has_status=True, default=_default,
+    validate_status_update=_validate_status_update,
     prepare_for_create=_prepare_for_create, prepare_for_update=_prepare_for_update,
     extra_finalizers=_extra_finalizers, decide_delete=decide_delete, columns=COLUMNS,
     # Namespaces are cluster-scoped: their conversion func knows no metadata.namespace.
