@@ -3,7 +3,9 @@ The ClusterRole aggregation controller (upstream's
 ``pkg/controller/clusterroleaggregation``): the rules of a ClusterRole with an
 ``aggregationRule`` are the rules of every other ClusterRole matching any of its
 ``clusterRoleSelectors`` — selector by selector, matching roles by name, each rule once
-(the first time it is seen).  The role is written only when that differs from its rules.
+(the first time it is seen); an empty selector (``{}``, valid upstream) matches every
+role, as ``LabelSelectorAsSelector`` makes it.  The role is written only when that
+differs from its rules.
 
 It follows the watch cache (a ``KindCache`` listener, on the reactor): a changed
 ClusterRole is recomputed when it aggregates, and so is every aggregating role a
@@ -13,7 +15,9 @@ Roles to recompute are gathered and done in one pass on a later reactor turn
 (``clock.callLater(0, ...)``), so a burst of changes costs one pass; ``start()`` does a
 full pass.  Writes go through the generic store's ``update`` as the server
 (``context.internal()``, field manager ``clusterrole-aggregation-controller``); a role
-whose write fails is tried again after ``RETRY`` seconds.
+whose sync fails is tried again as upstream's workqueue retries it (``retry_delay``),
+and its failures are logged at most once a minute (``ratelog``): a stored role that
+cannot be synced must not flood the log.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Optional
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
 
-from platformd import errors
+from platformd import errors, ratelog
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.context import internal
 from platformd.patch.managedfields import Manager
@@ -34,24 +38,33 @@ from platformd.registry.bootstrap.rules import rule_key, rules_equal
 log = Logger()
 
 MANAGER = Manager("clusterrole-aggregation-controller", "Update")
-#: Seconds before a role whose write failed is recomputed.
-RETRY = 1.0
+#: Upstream's ``DefaultTypedControllerRateLimiter`` per item: the first retry after
+#: 5 ms, each next one after twice as long, at most 1000 s.
+RETRY_BASE, RETRY_MAX = 0.005, 1000.0
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds before the retry that follows ``failures`` failures in a row (1, 2 ...)."""
+    return min(RETRY_BASE * 2 ** min(failures - 1, 64), RETRY_MAX)
 
 
 def _labels(entry) -> dict:
     return (entry.obj.get("metadata") or {}).get("labels") or {}
 
 
-def _selectors(obj: dict) -> Optional[list]:
-    """The compiled selectors of an aggregating role (None when it does not aggregate)."""
+def _selectors(obj: dict, warnings: ratelog.RateLimitedLog) -> Optional[list]:
+    """
+    The compiled selectors of an aggregating role (None when it does not aggregate;
+    each is None when it matches everything, for ``matches``).
+    """
     rule = obj.get("aggregationRule")
     if rule is None:
         return None
     try:
         return [compile_selector(s) for s in rule.get("clusterRoleSelectors") or ()]
     except ValueError as e:
-        log.warn("ClusterRole {name} has an invalid aggregation selector: {error}",
-                 name=obj["metadata"].get("name"), error=str(e))
+        warnings.warn(f"ClusterRole {obj['metadata'].get('name')} has an invalid "
+                      f"aggregation selector: {e}")
         return []
 
 
@@ -70,6 +83,9 @@ class ClusterRoleAggregator:
         self._pending: set = set()
         self._call = None
         self._retries: dict = {}
+        #: Failures in a row per role, for ``retry_delay`` (forgotten on success).
+        self._failures: dict = {}
+        self._log = ratelog.RateLimitedLog(log, clock=clock)
         self._running = False
         self._following = False
 
@@ -94,6 +110,7 @@ class ClusterRoleAggregator:
             if call.active():
                 call.cancel()
         self._retries.clear()
+        self._failures.clear()
         self._pending.clear()
 
     def _entries(self):
@@ -106,7 +123,7 @@ class ClusterRoleAggregator:
     def _aggregating(self):
         """(name, compiled selectors) of every ClusterRole with an aggregation rule."""
         for entry, obj in self._entries():
-            selectors = _selectors(obj)
+            selectors = _selectors(obj, self._log)
             if selectors is not None:
                 yield entry.name, selectors
 
@@ -151,9 +168,10 @@ class ClusterRoleAggregator:
                     except Exception:
                         if not self._following:
                             return  # stopped meanwhile, and the storage with it
-                        log.failure("aggregating ClusterRole {name} failed; retrying",
-                                    name=name)
+                        self._log.failure(f"aggregating ClusterRole {name} failed; retrying")
                         self._retry(name)
+                    else:
+                        self._failures.pop(name, None)
         finally:
             self._running = False
 
@@ -165,11 +183,12 @@ class ClusterRoleAggregator:
             self._retries.pop(name, None)
             self._schedule([name])
 
-        self._retries[name] = self.clock.callLater(RETRY, again)
+        failures = self._failures[name] = self._failures.get(name, 0) + 1
+        self._retries[name] = self.clock.callLater(retry_delay(failures), again)
 
     def aggregated_rules(self, obj: dict) -> Optional[list]:
         """The rules ``obj`` should hold (None when it does not aggregate)."""
-        selectors = _selectors(obj)
+        selectors = _selectors(obj, self._log)
         if selectors is None:
             return None
         name = obj["metadata"].get("name")
@@ -177,7 +196,7 @@ class ClusterRoleAggregator:
         rules, seen = [], set()
         for selector in selectors:
             for entry, other in entries:
-                if entry.name == name or not selector(_labels(entry)):
+                if entry.name == name or not matches(selector, _labels(entry)):
                     continue
                 for rule in other.get("rules") or ():
                     key = rule_key(rule)
