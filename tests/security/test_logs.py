@@ -8,9 +8,12 @@ client reaches on every request.
 from __future__ import annotations
 
 from twisted.internet import defer
+from twisted.internet.defer import inlineCallbacks
 from twisted.logger import LogLevel, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
+from platformd.api import writes
+from tests.e2e.harness import ServerTestCase
 from tests.stub import StubServer
 
 CLUSTER_ROLES = "/apis/rbac.authorization.platform.io/v1/clusterroles"
@@ -84,3 +87,20 @@ class AggregationLogTests(SynchronousTestCase):
         self.assertEqual([e["detail"] for e in self.problems()],
                          ["aggregating ClusterRole refused failed; retrying"] * 4)
 
+
+class RequestFailureLogTests(ServerTestCase):
+    """A bug a client reaches on every request, over a real socket."""
+
+    @inlineCallbacks
+    def test_one_traceback_for_many_requests(self):
+        """Twenty requests reaching the same bug: twenty 500s (upstream's
+        InternalError), one traceback."""
+        def bug(*args, **kw):
+            raise RuntimeError("a bug")
+        self.patch(writes, "decode_object", bug)
+        for i in range(20):
+            r = yield self.client.post(f"/api/v1/namespaces/default/configmaps?try={i}",
+                                       {"metadata": {"name": f"c{i}"}})
+            self.assertEqual((r.code, r.json()["reason"], r.json()["message"]),
+                             (500, "InternalError", "Internal error occurred: unexpected error"))
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)

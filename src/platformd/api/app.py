@@ -31,6 +31,7 @@ from platformd.context import RequestContext
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.metrics.core import CONTENT_TYPE
 from platformd.metrics.requests import RequestMetrics
+from platformd.ratelog import RateLimitedLog, origin
 from platformd.storage.interface import TransformError
 
 log = Logger()
@@ -93,6 +94,9 @@ class APIServer:
         #: request tracing filter when tracing is configured.
         self.auditor = None
         self.tracing: tuple = ()
+        #: Tracebacks of unexpected errors, each bug's once a minute: a client can reach
+        #: one on every request.
+        self.failures = RateLimitedLog(log, clock=clock)
         self.chain = self._chain()
 
     def _chain(self) -> filters.FilterChain:
@@ -199,8 +203,8 @@ class APIServer:
             return responses.write(request, 429,
                                    b"Too many requests, please try again later.\n",
                                    "text/plain; charset=utf-8")
-        log.failure("request failed: {method} {path}", failure,
-                    method=request.method, path=request.path)
+        self.failures.failure(f"request failed: {request.method.decode('latin-1')} "
+                              f"{request.path.decode('latin-1')}", failure, key=origin(failure))
         return responses.write_error(request, errors.internal("unexpected error"), errors_in)
 
     def _health(self, request, named, started: float):

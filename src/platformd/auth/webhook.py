@@ -32,6 +32,7 @@ from platformd.auth import sar
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.auth.kubeconfig import Connection
 from platformd import httpclient
+from platformd.ratelog import RateLimitedLog
 from platformd.egress import selector
 from platformd.egress.config import CONTROLPLANE
 from platformd.tracing import spans
@@ -98,6 +99,10 @@ class WebhookAuthorizer:
         self._authorized_ttl = authorized_ttl
         self._unauthorized_ttl = unauthorized_ttl
         self._on_error = DENY if failure_policy == "Deny" else NO_OPINION
+        #: A webhook down fails every request it is asked about: one line a minute per
+        #: distinct error.
+        self._errors = RateLimitedLog(log, "Failed to make webhook authorizer request: "
+                                      "{detail}", clock)
         self._matcher = matcher
         self._clock = clock
         self._cache = _DecisionCache(clock)
@@ -155,7 +160,7 @@ class WebhookAuthorizer:
     def _failed(self, failure) -> Decision:
         failure.trap(WebhookError)
         message = str(failure.value)
-        log.error("Failed to make webhook authorizer request: {message}", message=message)
+        self._errors.error(message)
         return Decision(self._on_error, "", message)
 
     def close(self):

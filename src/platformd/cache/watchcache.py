@@ -30,6 +30,7 @@ from twisted.logger import Logger
 
 from platformd.deferreds import then
 from platformd.model.meta import set_resource_version
+from platformd.ratelog import RateLimitedLog, origin
 from platformd.storage.interface import DELETE, PUT, Event, IWatch, KeyValue
 
 log = Logger()
@@ -199,6 +200,9 @@ class KindCache:
     def __init__(self, kind, clock):
         self.kind = kind
         self.clock = clock
+        #: A listener failing on a stored object fails on each of its events: one
+        #: traceback a minute per bug.
+        self._failures = RateLimitedLog(log, clock=clock)
         self.objects: dict = {}
         self._keys: list = []
         #: Recent events, oldest first (see module docstring).
@@ -362,7 +366,7 @@ class KindCache:
             try:
                 listener(event.type, event.new, event.old, event.revision)
             except Exception:
-                log.failure("cache listener failed")
+                self._failures.failure("cache listener failed", key=origin())
 
 
 class WatchCache:

@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from platformd.protos.konnectivity.client import client_pb2 as pb
+from platformd.ratelog import RateLimitedLog, origin
 from platformd.protos.konnectivity.client import client_pb2_grpc as pb_grpc
 
 #: Queued DATA packets beyond which the transport's producer is paused.
@@ -57,6 +58,9 @@ class GRPCTunnel:
         self.uds_name = uds_name
         #: ``host:port`` the proxy dials.
         self.address = address
+        #: Each request through the tunnel may fail the same way: one traceback a
+        #: minute per bug (logged from the tunnels' threads).
+        self.failures = RateLimitedLog(_log, clock=reactor)
 
     def connect(self, factory):
         opened: defer.Deferred = defer.Deferred()
@@ -139,7 +143,8 @@ class _Tunnel:
         try:
             threads.blockingCallFromThread(self.reactor, function, *args)
         except Exception:
-            _log.failure("konnectivity tunnel to {address}", address=self.endpoint.address)
+            self.endpoint.failures.failure(f"konnectivity tunnel to {self.endpoint.address}",
+                                           key=origin())
 
     # The reactor.
 

@@ -19,6 +19,7 @@ from twisted.logger import Logger
 from platformd import errors
 from platformd.cache.watchcache import DELETED
 from platformd.context import internal
+from platformd.ratelog import RateLimitedLog
 
 log = Logger()
 
@@ -36,6 +37,9 @@ class NamespaceController:
         self._following = False
         #: Pending delayed calls, cancelled by ``stop`` so nothing runs after it.
         self._calls: set = set()
+        #: A namespace whose cleaning keeps failing is retried every second; its
+        #: traceback is logged once a minute.
+        self._failures = RateLimitedLog(log, clock=reactor)
 
     def start(self):
         self._following = True
@@ -104,7 +108,7 @@ class NamespaceController:
             yield self._clean(name)
         except Exception:
             if self._following:
-                log.failure("cleaning namespace {name} failed; retrying", name=name)
+                self._failures.failure(f"cleaning namespace {name} failed; retrying")
                 self._later(1, self._schedule, name)
         finally:
             self._running.discard(name)

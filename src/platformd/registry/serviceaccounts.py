@@ -19,6 +19,7 @@ from twisted.logger import Logger
 from platformd import errors
 from platformd.cache.watchcache import DELETED
 from platformd.context import internal
+from platformd.ratelog import RateLimitedLog
 
 log = Logger()
 
@@ -38,6 +39,9 @@ class ServiceAccountsController:
         self._scheduled: set = set()
         self._calls: set = set()
         self._following = False
+        #: A namespace whose accounts keep failing is retried every second; its
+        #: traceback is logged once a minute.
+        self._failures = RateLimitedLog(log, clock=reactor)
 
     def start(self):
         self._following = True
@@ -89,8 +93,8 @@ class ServiceAccountsController:
         except Exception:
             if not self._following:
                 return
-            log.failure("creating service accounts in {namespace} failed; retrying",
-                        namespace=namespace)
+            self._failures.failure(
+                f"creating service accounts in {namespace} failed; retrying")
             self._later(1, self._schedule, namespace)
 
     @inlineCallbacks

@@ -26,6 +26,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from platformd.ratelog import RateLimitedLog, origin
 from platformd.storage.interface import (
     DELETE,
     PUT,
@@ -180,8 +181,9 @@ class Watch:
         try:
             self._sink(event)
         except Exception:
-            _log.failure("Watch sink for {prefix!r} failed on revision {revision}",
-                         prefix=self.prefix, revision=event.revision)
+            self._watchers.failures.failure(
+                f"Watch sink for {self.prefix!r} failed on revision {event.revision}",
+                key=origin())
 
 
 class Watchers:
@@ -198,6 +200,9 @@ class Watchers:
         self._watches: dict = {}  # insertion-ordered set
         self._queue: deque = deque()
         self._publishing = False
+        #: A sink failing on a stored object fails on each of its events: one
+        #: traceback a minute per bug, whichever watch it is.
+        self.failures = RateLimitedLog(_log)
 
     def add(self, prefix: str, from_revision: int, sink: Callable[[Event], None]) -> Watch:
         """A new watch, catching up: the caller hands it its history with ``catch_up``."""

@@ -42,6 +42,7 @@ from platformd.auth.rbac.index import (
 from platformd.auth.rbac.resolver import rules_for
 from platformd.auth.rbac.subjects import PRIVILEGED_GROUP
 from platformd.deferreds import then
+from platformd.ratelog import RateLimitedLog, origin
 from platformd.requestinfo import RequestInfo
 
 log = Logger()
@@ -66,6 +67,9 @@ class EscalationPlugin:
 
     def __init__(self, index: RBACIndex):
         self.index = index
+        #: An authorizer failing fails every RBAC write that asks it: one traceback a
+        #: minute per bug.
+        self._failures = RateLimitedLog(log)
 
     def handles(self, operation: str) -> bool:
         return operation in (CREATE, UPDATE)
@@ -141,12 +145,16 @@ class EscalationPlugin:
         try:
             decision = authorizer.authorize(Attributes(user, info))
         except Exception:
-            log.failure("RBAC: asking whether {user} may {verb} failed", user=user.name,
-                        verb=info.verb)
-            return False
+            return self._refused(None, user, info)
         if isinstance(decision, Deferred):
-            return decision.addCallbacks(_allowed, _refused, errbackArgs=(user, info))
+            return decision.addCallbacks(_allowed, self._refused, errbackArgs=(user, info))
         return _allowed(decision)
+
+    def _refused(self, failure, user, info) -> bool:
+        """An authorizer that failed (``failure``, or the exception being handled)."""
+        self._failures.failure(f"RBAC: asking whether {user.name} may {info.verb} failed",
+                               failure, key=origin(failure))
+        return False
 
     def _owner_rules(self, user, namespace: str) -> tuple:
         return rules_for(self.index, user, namespace, plural=True)
@@ -209,12 +217,6 @@ def _semantic(value):
 
 def _allowed(decision) -> bool:
     return decision.verdict == ALLOW
-
-
-def _refused(failure, user, info) -> bool:
-    log.failure("RBAC: asking whether {user} may {verb} failed", failure, user=user.name,
-                verb=info.verb)
-    return False
 
 
 def _name(obj) -> str:
