@@ -560,19 +560,32 @@ class RefusalTests(ReplicasTestCase):
         An object etcd refuses to store (over its default --max-request-bytes, 1.5 MiB,
         yet under the API's 3 MiB body limit) is answered as upstream answers clientv3's
         error: 500, no reason, etcd's text; nothing is stored, on create or on update.
+        Over 2 MiB clientv3 refuses to send it, in grpc-go's words.  (A ClusterRole:
+        ConfigMaps and Secrets are refused at 1 MiB before they reach the store.)
         """
         [client] = yield self.replicas(1)
         refusal = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                    "message": "etcdserver: request is too large", "code": 500}
-        path = "/api/v1/namespaces/default/configmaps"
+        path = "/apis/rbac.authorization.platform.io/v1/clusterroles"
+
+        def role(resource):
+            return {"metadata": {"name": "big"},
+                    "rules": [{"apiGroups": [""], "resources": [resource], "verbs": ["get"]}]}
+
         big = "x" * 1_700_000
-        r = yield client.post(path, {"metadata": {"name": "big"}, "data": {"k": big}})
+        r = yield client.post(path, role(big))
         self.assertEqual((r.code, r.json()), (500, refusal))
         r = yield client.get(path + "/big")
         self.assertEqual(r.code, 404)
-        r = yield client.post(path, {"metadata": {"name": "big"}, "data": {"k": "small"}})
+        r = yield client.post(path, role("small"))
         self.assertEqual(r.code, 201, r.body)
-        r = yield client.put(path + "/big", {"metadata": {"name": "big"}, "data": {"k": big}})
+        r = yield client.put(path + "/big", role(big))
         self.assertEqual((r.code, r.json()), (500, refusal))
         r = yield client.get(path + "/big")
-        self.assertEqual(r.json()["data"], {"k": "small"})
+        self.assertEqual(r.json()["rules"][0]["resources"], ["small"])
+        # Over clientv3's 2 MiB: its refusal, the call never made (etcd's own would be
+        # gRPC's "received message larger than max").
+        r = yield client.put(path + "/big", role("x" * (2 * 1024 * 1024)))
+        self.assertEqual(r.code, 500)
+        self.assertRegex(r.json()["message"], r"\Arpc error: code = ResourceExhausted desc = "
+                         r"trying to send message larger than max \(2097\d{3} vs\. 2097152\)\Z")

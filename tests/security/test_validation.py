@@ -1,10 +1,13 @@
 """
 What a user allowed to write may not write: a namespace's phase out of step with its
-deletion (item 12).  Each over a real socket,
+deletion (item 12), objects over upstream's sizes (item 10).  Each over a real socket,
 against the whole Status upstream answers.
 """
 
 from __future__ import annotations
+
+import base64
+import re
 
 from twisted.internet.defer import inlineCallbacks
 
@@ -93,3 +96,83 @@ class NamespaceStatusTests(ServerTestCase):
         r = yield self.client.patch(f"{NAMESPACES}/going", {"metadata": {"finalizers": []}})
         self.assertEqual(r.code, 200, r.body)
 
+
+MIB = 1024 * 1024
+CONFIGMAPS = f"{NAMESPACES}/default/configmaps"
+SECRETS = f"{NAMESPACES}/default/secrets"
+
+
+class ObjectSizeTests(ServerTestCase):
+    """
+    Item 10: ConfigMap and Secret data at most 1 MiB (``ValidateConfigMap``,
+    ``ValidateSecret``), and no object larger than etcd stores (``etcd3/txn.py``).
+    """
+
+    TOO_LONG = f"Too long: may not be more than {MIB} bytes"
+
+    @inlineCallbacks
+    def test_configmap_data_over_1mib(self):
+        """
+        The values of ``data`` (UTF-8 bytes) and ``binaryData`` (decoded bytes) count
+        together, keys not at all; 1 MiB is allowed, one byte more is 422 on the whole
+        object (field ``[]``), on create and on update.
+        """
+        binary = base64.b64encode(b"\0" * (MIB // 2)).decode()
+        exact = {"metadata": {"name": "exact"},
+                 "data": {"k": "\u00e9" * (MIB // 4 - 5), "long-key" * 30: "0123456789"},
+                 "binaryData": {"b": binary}}
+        r = yield self.client.post(CONFIGMAPS, exact)
+        self.assertEqual(r.code, 201, r.body[:300])
+        refusal = invalid("ConfigMap", "exact", "FieldValueTooLong", "[]", self.TOO_LONG)
+        over = dict(exact, data={**exact["data"], "one": "1"})
+        r = yield self.client.put(f"{CONFIGMAPS}/exact", over)
+        self.assertEqual((r.code, r.json()), (422, refusal))
+        r = yield self.client.post(CONFIGMAPS, {"metadata": {"name": "big"},
+                                                "data": {"k": "x" * (MIB + 10)}})
+        self.assertEqual(r.json(), invalid("ConfigMap", "big", "FieldValueTooLong", "[]",
+                                           self.TOO_LONG))
+        r = yield self.client.get(f"{CONFIGMAPS}/big")
+        self.assertEqual(r.code, 404)
+
+    @inlineCallbacks
+    def test_secret_data_over_1mib(self):
+        """
+        A Secret's decoded ``data`` (``stringData`` folded in) counts: 1 MiB is allowed,
+        one byte more is 422 on ``data``.
+        """
+        half = base64.b64encode(b"\1" * (MIB // 2)).decode()
+        r = yield self.client.post(SECRETS, {"metadata": {"name": "exact"},
+                                             "data": {"a": half, "b": half}})
+        self.assertEqual(r.code, 201, r.body[:300])
+        for name, body in (("over", {"data": {"a": half, "b": half}, "stringData": {"c": "!"}}),
+                           ("big", {"data": {"a": base64.b64encode(b"x" * (MIB + 10)).decode()}})):
+            r = yield self.client.post(SECRETS, {"metadata": {"name": name}, **body})
+            self.assertEqual((r.code, r.json()), (422, invalid(
+                "Secret", name, "FieldValueTooLong", "data", self.TOO_LONG)))
+
+    @inlineCallbacks
+    def test_object_over_etcd_limits(self):
+        """
+        A Pod etcd would refuse is refused as upstream's handler answers etcd's or
+        clientv3's error: 500, no reason; over 1.5 MiB etcd's
+        ``request is too large``, over 2 MiB clientv3's ``trying to send message larger
+        than max``.  Nothing is stored.
+        """
+        def pod(name, size):
+            return {"metadata": {"name": name}, "spec": {"containers": [
+                {"name": "c", "image": "busybox", "args": ["x" * size]}]}}
+
+        r = yield self.client.post(f"{NAMESPACES}/default/pods", pod("big", 1_600_000))
+        self.assertEqual((r.code, r.json()), (500, {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "etcdserver: request is too large", "code": 500}))
+        r = yield self.client.post(f"{NAMESPACES}/default/pods", pod("huge", 2 * MIB))
+        self.assertEqual(r.code, 500)
+        message = r.json()["message"]
+        sent = re.fullmatch(r"rpc error: code = ResourceExhausted desc = trying to send "
+                            r"message larger than max \((\d+) vs\. 2097152\)", message)
+        self.assertTrue(sent, message)
+        self.assertTrue(2 * MIB < int(sent.group(1)) < 2 * MIB + 4096, message)
+        for name in ("big", "huge"):
+            r = yield self.client.get(f"{NAMESPACES}/default/pods/{name}")
+            self.assertEqual(r.code, 404)

@@ -13,7 +13,8 @@ A backend's tests mix these into a trial ``TestCase`` that defines the hooks:
 ``StorageConformance`` is the contract; ``SealedConformance`` is the same contract with
 every value sealed at rest by ``SealingTransformer``, so everything a store hands back
 (reads, ranges, watch events and their ``prev``, write results, errors) is shown to be
-plaintext; ``TransformerConformance`` checks the seam itself.  The tests await every
+plaintext; ``TransformerConformance`` checks the seam itself; ``SizeLimitConformance``
+is what the durable backends refuse as etcd does.  The tests await every
 Deferred, so they serve synchronous and threaded backends alike.
 """
 
@@ -27,6 +28,7 @@ from twisted.internet.defer import Deferred
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
+from platformd import errors
 from platformd.storage.interface import (
     DELETE,
     PUT,
@@ -419,3 +421,48 @@ class TransformerConformance:
         self.assertIsInstance(gone.value, CorruptValue)
         self.assertEqual(sink.events[1], Event(DELETE, gone, attrs.evolve(
             gone, mod_revision=again.mod_revision)))
+
+
+class SizeLimitConformance:
+    """
+    What an etcd with its default limits refuses to store (``storage/etcd3/txn.py``),
+    refused alike by every durable backend: a value whose raft request is over 1.5 MiB
+    (etcd's answer), or whose transaction is over 2 MiB (clientv3's, never sent).
+    ``ROOT`` is what the store's keys start with for the etcd key to be
+    ``/registry/configmaps/default/<name>``.
+    """
+
+    ROOT = "/registry"
+    #: The largest create etcd 3.4 took there (value bytes), whatever its member's ID.
+    LARGEST = 1_572_764
+    #: A create of 2 MiB there, counted by hand: the compare (36 bytes, 38 with its tag
+    #: and length), the put (2,097,189: the value with its tag and 4-byte length, the
+    #: 32-byte key) in a request op (+5) in the transaction (+5).
+    SENT_OVER = ("rpc error: code = ResourceExhausted desc = trying to send message "
+                 "larger than max (2097237 vs. 2097152)")
+
+    def key(self, name: str) -> str:
+        return f"{self.ROOT}/configmaps/default/{name}"
+
+    async def assert_refused(self, write, message: str):
+        error = await self.assertFailure(write, errors.StatusError)
+        self.assertEqual((error.code, error.reason, error.message), (500, "", message))
+
+    async def test_value_over_request_limit(self):
+        """A write etcd would refuse fails alone, answered in etcd's words."""
+        store = await self.make_storage()
+        largest = await store.create(self.key("a"), b"x" * self.LARGEST)
+        self.assertEqual(len(largest.value), self.LARGEST)
+        await self.assert_refused(store.create(self.key("b"), b"x" * (self.LARGEST + 2)),
+                                  "etcdserver: request is too large")
+        await self.assert_refused(store.update(self.key("a"), b"y" * (self.LARGEST + 2)),
+                                  "etcdserver: request is too large")
+        self.assertEqual((await store.get(self.key("a"))).value, largest.value)
+        self.assertIsNone(await store.get(self.key("b")))
+
+    async def test_value_over_send_limit(self):
+        """A transaction over 2 MiB is refused as clientv3 refuses to send it."""
+        store = await self.make_storage()
+        await self.assert_refused(store.create(self.key("c"), b"x" * (2 * 1024 * 1024)),
+                                  self.SENT_OVER)
+        self.assertIsNone(await store.get(self.key("c")))

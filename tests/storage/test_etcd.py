@@ -33,6 +33,7 @@ from platformd.storage.interface import (
 from tests.etcd.cluster import Cluster
 from tests.storage.conformance import (
     SealedConformance,
+    SizeLimitConformance,
     SealingTransformer,
     Sink,
     StorageConformance,
@@ -107,6 +108,10 @@ class EtcdConformanceTests(StorageConformance, EtcdTestCase):
 
 class EtcdSealedConformanceTests(SealedConformance, EtcdTestCase):
     pass
+
+
+class EtcdSizeLimitTests(SizeLimitConformance, EtcdTestCase):
+    ROOT = ""  # the stores' keys are under PREFIX
 
 
 class EtcdTransformerTests(TransformerConformance, EtcdTestCase):

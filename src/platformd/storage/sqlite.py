@@ -24,7 +24,8 @@ reactor thread.
 Values: each is stored as the store's transformer makes it (``transformers.py``; the
 writer thread transforms it as it inserts the row) and read back in the reader thread
 that reads it, so the reactor sees only plaintext.  A tombstone's value is empty and
-never transformed.
+never transformed.  A value is refused as etcd with its default limits refuses it
+(``etcd3/txn.py``), so that what one backend stores the other does.
 
 Reads see no half-done compaction: ``compact()`` marks the revision compacted at once (so
 later reads and watches below it are refused) but queues the deletion only after the
@@ -47,6 +48,8 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
+from platformd import errors
+from platformd.storage.etcd3 import txn
 from platformd.storage.interface import (
     DELETE,
     PUT,
@@ -261,13 +264,27 @@ class _Writer:
         try:
             current = _select_kv(self._db, self._values, request.key, revision)
             event = request.apply(current, revision + 1)
-        except StorageError as error:
+            deleted = event.type == DELETE
+            value = b"" if deleted else self._stored(request, event.kv.value)
+        except (StorageError, errors.StatusError) as error:
             return error, revision
-        deleted = event.type == DELETE
-        value = b"" if deleted else self._values.stored(request.key, event.kv.value)
         self._db.execute(_INSERT, (event.revision, request.key, event.kv.create_revision,
                                    value, deleted))
         return event, event.revision
+
+    def _stored(self, request, value: bytes) -> bytes:
+        """
+        ``value`` as stored, or the refusal etcd (with its default limits) or clientv3
+        makes of a write that large (``etcd3/txn.py``): the database takes what the
+        other backend takes, and a too-large write fails alone, not its batch.
+        """
+        stored = self._values.stored(request.key, value)
+        key = request.key.encode()
+        if txn.may_be_refused(key, stored):
+            refusal = txn.refusal(txn.transaction(key, request, stored))
+            if refusal is not None:
+                raise refusal
+        return stored
 
 
 def _acknowledge(outcomes: list):

@@ -1,4 +1,7 @@
-"""The rules ConfigMap and Secret share: config keys, base64 values, ``immutable``."""
+"""
+The rules ConfigMap and Secret share: config keys, base64 values, their total size,
+``immutable``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,9 @@ import binascii
 import re
 
 from platformd.model import fielderrors as fe
+
+#: Upstream's ``core.MaxSecretSize``, the bound of a Secret's and a ConfigMap's data.
+MAX_SIZE = 1024 * 1024
 
 _KEY_RE = re.compile(r"[-._a-zA-Z0-9]+\Z")
 _KEY_MESSAGE = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
@@ -25,6 +31,29 @@ def validate_keys(obj: dict, fields) -> list:
                                          + ("binaryData" if field == "data" else "data")))
             seen.add(key)
     return causes
+
+
+def data_size(obj: dict, text: str = "", binary: str = "") -> int:
+    """
+    The bytes of the values of ``obj[text]`` (UTF-8 strings) and ``obj[binary]``
+    (base64 of bytes: the bytes counted), as ``ValidateConfigMap`` and
+    ``ValidateSecret`` total them; keys are not counted.
+    """
+    size = sum(len(v.encode("utf-8", "surrogatepass"))
+               for v in (obj.get(text) or {}).values()) if text else 0
+    for value in (obj.get(binary) or {}).values() if binary else ():
+        size += len(value) // 4 * 3 - value[-2:].count("=")
+    return size
+
+
+def validate_size(obj: dict, field: str, text: str = "", binary: str = "") -> list:
+    """
+    ``field.TooLong(field, MAX_SIZE)`` when ``data_size`` is over it: an object this
+    size is stored, watched and listed whole, by every client.
+    """
+    if data_size(obj, text, binary) > MAX_SIZE:
+        return [fe.too_long(field, MAX_SIZE)]
+    return []
 
 
 def validate_binary(obj: dict, field: str) -> list:

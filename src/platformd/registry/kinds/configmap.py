@@ -9,7 +9,9 @@ from platformd.registry.tables import AGE, NAME, Column
 
 
 def _validate(obj: dict) -> list:
+    # ValidateConfigMap's size error is on the whole object: field.NewPath(""), "[]".
     return (configdata.validate_keys(obj, ("data", "binaryData"))
+            + configdata.validate_size(obj, "[]", text="data", binary="binaryData")
             + configdata.validate_binary(obj, "binaryData"))
 
 

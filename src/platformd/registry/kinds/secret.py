@@ -21,7 +21,9 @@ def _default(obj: dict) -> None:
 
 
 def _validate(obj: dict) -> list:
-    return configdata.validate_keys(obj, ("data",)) + configdata.validate_binary(obj, "data")
+    return (configdata.validate_keys(obj, ("data",))
+            + configdata.validate_size(obj, "data", binary="data")
+            + configdata.validate_binary(obj, "data"))
 
 
 COLUMNS = (

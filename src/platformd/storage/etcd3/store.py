@@ -10,7 +10,8 @@ is ``Txn(CreateRevision(key) > 0 [and ModRevision(key) == expected]) Put/Delete`
 ``prev_kv`` and ``Get(key)`` as its else branch.  The outcome is read with ``mvcc``'s
 operations: ``op.apply(previous version, revision)`` gives the event (and the result)
 when the transaction succeeded, and raises the right error from the version the else
-branch read when it did not.
+branch read when it did not.  ``txn.py`` builds them, and refuses one clientv3 would
+not send (over 2 MiB); etcd refuses one over its ``--max-request-bytes`` itself.
 
 Revisions are etcd's, so every replica over the cluster agrees on them.  One etcd watch
 over the whole prefix (``watchstream.py``) feeds ``mvcc.Watchers``; ``revision`` is the
@@ -60,6 +61,7 @@ from zope.interface import implementer
 from platformd import errors
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
 from platformd.storage import mvcc
+from platformd.storage.etcd3 import txn
 from platformd.storage.etcd3.client import Client
 from platformd.storage.etcd3.watchstream import Handlers, WatchStream
 from platformd.storage.interface import (
@@ -97,9 +99,6 @@ _JOIN = 5.0
 #: member: the one it was on may hang with the connection open, which keepalive notices
 #: only after 40 s.  A live watch, however far behind, delivers something sooner.
 STALL_AFTER = 3.0
-
-_EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
-_CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
 
 
 def prefix_end(key: bytes) -> bytes:
@@ -285,54 +284,35 @@ class EtcdStorage:
     # Writes.
 
     def create(self, key, value):
-        return self._write(mvcc.Create(key, value), key, value,
-                           [rpc_pb2.Compare(key=self._etcd_key(key), target=_CREATE,
-                                            result=_EQUAL, create_revision=0)], create=True)
+        return self._write(mvcc.Create(key, value), key, value)
 
     def update(self, key, value, expected_revision=None):
-        return self._write(mvcc.Update(key, value, expected_revision), key, value,
-                           self._exists(key, expected_revision))
+        return self._write(mvcc.Update(key, value, expected_revision), key, value)
 
     def delete(self, key, expected_revision=None):
-        return self._write(mvcc.Delete(key, expected_revision), key, None,
-                           self._exists(key, expected_revision))
+        return self._write(mvcc.Delete(key, expected_revision), key, None)
 
-    def _exists(self, key: str, expected_revision: Optional[int]) -> list:
-        etcd_key = self._etcd_key(key)
-        compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_GREATER,
-                                    create_revision=0)]
-        if expected_revision is not None:
-            compares.append(rpc_pb2.Compare(key=etcd_key, target=_MOD, result=_EQUAL,
-                                            mod_revision=expected_revision))
-        return compares
-
-    def _write(self, op, key: str, value: Optional[bytes], compares: list,
-               create: bool = False):
-        written = self._with_values(self._transaction, key, value, compares, create)
+    def _write(self, op, key: str, value: Optional[bytes]):
+        written = self._with_values(self._transaction, op, key, value)
         written.addCallback(lambda request: self.client.unary("Txn", request))
         written.addCallback(lambda reply: self._with_values(self._outcome, op, key, reply))
         return written.addCallback(self._acknowledge)
 
-    def _transaction(self, key: str, value: Optional[bytes], compares: list, create: bool):
+    def _transaction(self, op, key: str, value: Optional[bytes]):
         """
-        The write's ``TxnRequest``: ``value`` put (None: the key deleted) if ``compares``,
-        else the key read back.  A create, as upstream's, neither asks for the previous
-        version nor reads the key back: failing, it means the key exists.
+        The write's ``TxnRequest`` (``txn.transaction``; ``value`` None: a delete), or
+        clientv3's refusal to send one that large.
         """
-        etcd_key = self._etcd_key(key)
-        if value is None:
-            success = rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
-                key=etcd_key, prev_kv=True))
-        else:
-            success = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
-                key=etcd_key, value=self._values.stored(key, value), prev_kv=not create))
-        failure = [] if create else [
-            rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))]
-        return rpc_pb2.TxnRequest(compare=compares, success=[success], failure=failure)
+        stored = None if value is None else self._values.stored(key, value)
+        request = txn.transaction(self._etcd_key(key), op, stored)
+        refusal = txn.send_refusal(request)
+        if refusal is not None:
+            raise refusal
+        return request
 
     def _outcome(self, op, key: str, reply):
         """The transaction's (event, or None) and error, if any, from its reply."""
-        if not reply.succeeded and not reply.responses:  # a create (``_transaction``)
+        if not reply.succeeded and not reply.responses:  # a create (``txn.transaction``)
             return None, KeyExistsError(key)
         [response] = reply.responses
         if not reply.succeeded:

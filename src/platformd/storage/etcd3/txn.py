@@ -1,0 +1,109 @@
+"""
+A write as one etcd transaction, and the sizes at which etcd and its Go client refuse
+one (``docs/storage.md``, "Sizes").
+
+``transaction`` is the etcd store's shape of a write (``store.py``'s module docstring):
+``EtcdStorage`` sends it, ``SQLiteStorage`` only measures it, so that SQLite refuses
+the writes an etcd with its default limits refuses, with the same answer.  A write
+over a limit meets it on its way:
+
+- clientv3 sends no message over its default ``MaxCallSendMsgSize``, 2 MiB (upstream's
+  kube-apiserver keeps it): grpc-go's ``ResourceExhausted``, ``trying to send message
+  larger than max (N vs. 2097152)``, N the message's size;
+- etcd takes no raft request over its ``--max-request-bytes``, 1.5 MiB by default:
+  ``etcdserver: request is too large``.
+
+Upstream's etcd3 store passes either error on as it is, and its handler answers it
+500 with the error's text and no reason (``client.refused`` says why).  That is the
+object's encoding as stored (JSON here) that counts, as upstream's Protobuf does there.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from platformd import errors
+from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
+from platformd.storage import mvcc
+
+#: clientv3's default ``MaxCallSendMsgSize``: etcd's default request limit plus gRPC's
+#: overhead (``embed.DefaultMaxRequestBytes + grpcOverheadBytes``).
+MAX_SEND = 2 * 1024 * 1024
+#: etcd's default ``--max-request-bytes`` (``embed.DefaultMaxRequestBytes``).
+MAX_REQUEST = 1536 * 1024
+#: What etcd wraps a transaction in before it measures it (``InternalRaftRequest``):
+#: the header (field 100: a 2-byte tag, its length, a request ID of up to 10 bytes with
+#: its tag), then the transaction's own tag and length (``_raft_size``).
+_HEADER = 2 + 1 + 1 + 10
+
+_EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
+_CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
+
+
+def transaction(etcd_key: bytes, op, stored: Optional[bytes]):
+    """
+    The ``TxnRequest`` of ``op`` (an ``mvcc`` operation) on ``etcd_key``, ``stored`` the
+    value as stored (None for a delete).  A create is ``CreateRevision == 0`` then Put,
+    neither asking for the previous version nor reading the key back (failing, the key
+    exists); an update or delete is ``CreateRevision > 0`` (and ``ModRevision ==
+    expected``) then Put or Delete with ``prev_kv``, else the key read back.
+    """
+    create = isinstance(op, mvcc.Create)
+    if create:
+        compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_EQUAL,
+                                    create_revision=0)]
+    else:
+        compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_GREATER,
+                                    create_revision=0)]
+        if op.expected_revision is not None:
+            compares.append(rpc_pb2.Compare(key=etcd_key, target=_MOD, result=_EQUAL,
+                                            mod_revision=op.expected_revision))
+    if stored is None:
+        success = rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
+            key=etcd_key, prev_kv=True))
+    else:
+        success = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
+            key=etcd_key, value=stored, prev_kv=not create))
+    failure = [] if create else [
+        rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))]
+    return rpc_pb2.TxnRequest(compare=compares, success=[success], failure=failure)
+
+
+def send_refusal(txn) -> Optional[errors.StatusError]:
+    """clientv3's refusal to send ``txn``, or None."""
+    size = txn.ByteSize()
+    if size <= MAX_SEND:
+        return None
+    return refused("rpc error: code = ResourceExhausted desc = trying to send message "
+                   f"larger than max ({size} vs. {MAX_SEND})")
+
+
+def refusal(txn) -> Optional[errors.StatusError]:
+    """The refusal of ``txn`` by clientv3, else by an etcd with default limits, or None."""
+    refusal = send_refusal(txn)
+    if refusal is None and _raft_size(txn.ByteSize()) > MAX_REQUEST:
+        refusal = refused("etcdserver: request is too large")
+    return refusal
+
+
+def may_be_refused(etcd_key: bytes, stored: bytes) -> bool:
+    """
+    Whether a write of ``stored`` under ``etcd_key`` comes near enough to the limits to
+    be measured: the key is in a transaction at most four times, with less than 64
+    bytes around each.  (Building the message of every write would cost its writer.)
+    """
+    return len(stored) + 4 * (len(etcd_key) + 64) + _HEADER + 4 > MAX_REQUEST
+
+
+def refused(text: str) -> errors.StatusError:
+    """A write refused by etcd or clientv3, as upstream's handler answers it."""
+    return errors.StatusError(500, "", text)
+
+
+def _raft_size(size: int) -> int:
+    """The size of the raft request wrapping a transaction of ``size`` bytes."""
+    return _HEADER + 1 + _varint_size(size) + size
+
+
+def _varint_size(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
