@@ -4,11 +4,11 @@ import orjson
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.api.listoptions import ListOptions
-from platformd.api.selectors import parse_field_selector, parse_label_selector
 from platformd.api.shards import parse as parse_shard
 from platformd.api.watchscope import WatchScope
 from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CacheEvent, CachedObject
 from platformd.registry import rbac
+from tests.api.test_selectors import parse_field_selector, parse_label_selector
 
 KIND = rbac.ROLE_BINDING
 

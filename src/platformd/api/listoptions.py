@@ -11,9 +11,9 @@ from typing import Optional
 
 import attrs
 
-from platformd import errors, gonumbers
+from platformd import errors, gonumbers, slices
 from platformd.api import shards
-from platformd.api.selectors import parse_field_selector, parse_label_selector
+from platformd.api.selectors import field_selector, label_selector
 from platformd.cache.reads import ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER
 from platformd.model import fielderrors as fe
 
@@ -83,8 +83,15 @@ def _invalid(causes):
     return errors.invalid("ListOptions", "meta.platform.io", "", causes)
 
 
-def parse(call, gates, watch: bool) -> ListOptions:
-    """Every list/watch option of the request, validated."""
+def parse(call, gates, watch: bool):
+    """
+    Every list/watch option of the request, validated: a ``ListOptions``, or a Deferred
+    of one when its selectors are long enough to be parsed in slices (``slices.run``).
+    """
+    return slices.run(_parse(call, gates, watch))
+
+
+def _parse(call, gates, watch: bool) -> slices.Work[ListOptions]:
     kind = call.kind
     rv_text = call.arg("resourceVersion") or ""
     resource_version = None
@@ -102,6 +109,9 @@ def parse(call, gates, watch: bool) -> ListOptions:
         raise _invalid([fe.invalid("timeoutSeconds", timeout, "must be non-negative")])
     send_initial = call.bool_arg("sendInitialEvents") if call.has_arg("sendInitialEvents") \
         else None
+    labels_text = call.arg("labelSelector")
+    labels = (yield from label_selector(labels_text)) if labels_text else None
+    fields = yield from _fields(call, kind)
     options = ListOptions(
         watch=watch,
         resource_version=resource_version,
@@ -112,9 +122,8 @@ def parse(call, gates, watch: bool) -> ListOptions:
         send_initial_events=send_initial,
         allow_bookmarks=call.bool_arg("allowWatchBookmarks"),
         timeout=timeout,
-        labels=parse_label_selector(call.arg("labelSelector")) if call.arg("labelSelector")
-        else None,
-        fields=_fields(call, kind),
+        labels=labels,
+        fields=fields,
         shard=_shard(call, gates),
     )
     causes = (_watch_causes if watch else _list_causes)(options, gates)
@@ -128,7 +137,7 @@ def _fields(call, kind):
     if call.info.name:
         # A watch on one object's path watches it by name (upstream's legacy form).
         text = ",".join(filter(None, [text, f"metadata.name={call.info.name}"]))
-    return parse_field_selector(text, kind) if text else None
+    return (yield from field_selector(text, kind)) if text else None
 
 
 def _shard(call, gates):

@@ -16,6 +16,7 @@ from typing import Optional
 
 from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 
+from platformd import slices
 from platformd.api import listoptions, responses, views
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.interface import IItemCodec
@@ -45,9 +46,9 @@ class Reader:
             return self._get_now(call, store)
         if not rv_text:
             return then(self.cache.sync(), lambda _: self._get_now(call, store))
-        options = listoptions.parse(call, self.gates, watch=False)
-        return self.cache.reach(options.resource_version).addCallback(
-            lambda _: self._get_now(call, store))
+        return then(listoptions.parse(call, self.gates, watch=False),
+                    lambda options: self.cache.reach(options.resource_version).addCallback(
+                        lambda _: self._get_now(call, store)))
 
     def _get_now(self, call, store):
         choice = call.pick(views.READ_VIEWS)
@@ -70,12 +71,12 @@ class Reader:
     @inlineCallbacks
     def list(self, call, store):
         kind = call.kind
-        options = listoptions.parse(call, self.gates, watch=False)
+        options = yield listoptions.parse(call, self.gates, watch=False)
         listing = yield self.cache.list(kind, call.info.namespace, options.list_plan(),
                                         options.resource_version, options.continue_token,
                                         options.limit)
-        page, next_start, remaining = _page(listing.entries, listing.start, options,
-                                            options.limit)
+        page, next_start, remaining = yield slices.run(
+            _page(listing.entries, listing.start, options, options.limit))
         meta = {"resourceVersion": str(listing.revision), "continue": ""}
         if next_start is not None:
             meta["continue"] = self.cache.continue_token(listing, next_start)
@@ -139,31 +140,40 @@ def _pieces(head: bytes, page: list):
     yield b"]}"
 
 
-def selected(listing, options) -> list:
-    """Every entry of ``listing`` from its start on that ``options``' selectors choose."""
-    return _page(listing.entries, listing.start, options, None)[0]
+def selected(listing, options):
+    """
+    Every entry of ``listing`` from its start on that ``options``' selectors choose (a
+    list, or a Deferred of one: ``slices.run``).
+    """
+    return then(slices.run(_page(listing.entries, listing.start, options, None)),
+                lambda paged: paged[0])
 
 
 def _page(entries: list, start: str, options, limit: Optional[int]):
     """
     (items of this page, start key of the next page or None, items after this page);
-    with no ``limit``, every selected item from ``start`` on.
+    with no ``limit``, every selected item from ``start`` on.  Work for ``slices.run``:
+    filtering a large collection yields to the reactor every ``slices.STEP`` objects.
     """
-    index = 0
-    if start:
-        index = _bisect_key(entries, start)
-    page = []
-    matches = options.matches
-    check = options.filtered
+    index = _bisect_key(entries, start) if start else 0
     n = len(entries)
-    while index < n:
-        entry = entries[index]
-        index += 1
-        if check and not matches(entry.obj):
-            continue
-        page.append(entry)
-        if limit and len(page) >= limit:
-            break
+    if not options.filtered:
+        end = min(n, index + limit) if limit else n
+        page = entries[index:end]
+        index = end
+    else:
+        page = []
+        matches = options.matches
+        while True:
+            for entry in entries[index:index + slices.STEP]:
+                index += 1
+                if matches(entry.obj):
+                    page.append(entry)
+                    if limit and len(page) >= limit:
+                        break
+            if index >= n or (limit and len(page) >= limit):
+                break
+            yield
     if limit and len(page) >= limit and index < n:
         return page, page[-1].key + "\x00", n - index
     return page, None, 0

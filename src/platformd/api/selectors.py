@@ -1,11 +1,14 @@
 """
 Label and field selectors (``labelSelector``, ``fieldSelector``).
 
-Parsed once per request into small predicate objects; the grammar and the error wording
-follow upstream's ``labels.Parse`` and ``fields.ParseSelector``.  Field selectors are
-limited to the fields each kind indexes (``metadata.name`` and ``metadata.namespace``
-unless the kind names its own, ``ResourceType.field_labels``: a few more for pods and
-secrets), as upstream limits them.
+Parsed once per request, in slices (``slices.run``: a request line may hold a megabyte
+of terms), into predicates whose cost per object does not grow with the number of terms
+(``LabelSelector``, ``FieldSelector``); the grammar and the error wording follow
+upstream's ``labels.Parse`` and ``fields.ParseSelector``, which set no limit of their own
+on a selector's length or terms: the request line's (``api/site.py``) is the only one.
+Field selectors are limited to the fields each kind indexes (``metadata.name`` and
+``metadata.namespace`` unless the kind names its own, ``ResourceType.field_labels``: a
+few more for pods and secrets), as upstream limits them.
 """
 
 from __future__ import annotations
@@ -15,55 +18,73 @@ import re
 
 import attrs
 
-from platformd import errors
+from platformd import errors, slices
 from platformd.model.meta import qualified_name
 
 _LABEL_TOKEN = re.compile(
     r"\s*(?:(?P<op>==|!=|=|\(|\)|,|!)|(?P<word>[A-Za-z0-9_./-]+)|(?P<bad>\S))")
 
-
-@attrs.frozen
-class Requirement:
-    key: str
-    op: str  # "=", "!=", "in", "notin", "exists", "!"
-    values: frozenset = frozenset()
-
-    def matches(self, labels: dict) -> bool:
-        op = self.op
-        if op == "exists":
-            return self.key in labels
-        if op == "!":
-            return self.key not in labels
-        if op in ("=", "in"):
-            return self.key in labels and labels[self.key] in self.values
-        # "!=" and "notin" match objects that lack the label, as upstream does.
-        return self.key not in labels or labels[self.key] not in self.values
+#: The lexer's operator tokens; every other token is a word (a key, a value, in, notin).
+_OPERATORS = frozenset(("==", "!=", "=", "(", ")", ",", "!"))
+#: Operators that need the key (with one of the values); the others ("!=", "notin",
+#: "!") need it absent, or with none of theirs.
+_POSITIVE = ("=", "in", "exists")
 
 
 @attrs.frozen
 class LabelSelector:
-    requirements: tuple
+    """
+    A label selector compiled for matching: upstream's requirements are a conjunction,
+    so the terms on one key are merged into one, and a match costs what the object's
+    labels cost, however many terms the selector has (the 100,000 terms of a hostile
+    selector cost a LIST, or every event of a watch, no more than one term).
+    """
+
+    #: key -> the values it must have, None for any (``=``, ``==``, ``in``, exists).
+    required: dict
+    #: key -> the values it must not have, None for all (``!=``, ``notin``, ``!key``).
+    forbidden: dict
 
     def matches(self, obj: dict) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(r.matches(labels) for r in self.requirements)
+        required = self.required
+        if len(required) > len(labels):
+            return False  # each required key is one of the labels
+        for key, allowed in required.items():
+            if key not in labels or (allowed is not None and labels[key] not in allowed):
+                return False
+        forbidden = self.forbidden
+        if len(forbidden) < len(labels):
+            present = [(key, labels[key]) for key in forbidden if key in labels]
+        else:
+            present = [(key, value) for key, value in labels.items() if key in forbidden]
+        # "!=" and "notin" match objects that lack the label, as upstream's do.
+        return not any((bad := forbidden[key]) is None or value in bad
+                       for key, value in present)
 
     @property
     def empty(self) -> bool:
-        return not self.requirements
+        return not self.required and not self.forbidden
 
 
 def _label_error(detail: str):
     return errors.bad_request(f"unable to parse requirement: {detail}")
 
 
-def parse_label_selector(text: str) -> LabelSelector:
-    """Parse ``labelSelector``; a malformed one is a 400 BadRequest."""
-    tokens = []
-    for m in _LABEL_TOKEN.finditer(text):
+def label_selector(text: str) -> slices.Work[LabelSelector]:
+    """
+    Parse ``labelSelector`` (work for ``slices.run``: it may be a megabyte long); a
+    malformed one is a 400 BadRequest.
+    """
+    # Tokens, requirements and their values are strings and tuples of strings: objects
+    # the garbage collector need not follow, though there may be a million of them.
+    tokens: list = []
+    for count, m in enumerate(_LABEL_TOKEN.finditer(text), 1):
         if m.group("bad"):
             raise _label_error(f"found '{m.group('bad')}', expected: identifier")
-        tokens.append(m.group("op") or ("w", m.group("word")))
+        tokens.append(m.group("op") or m.group("word"))
+        if not count % slices.STEP:
+            yield
     if text.strip() and not tokens:
         raise _label_error("found '', expected: identifier")
     requirements = []
@@ -76,33 +97,34 @@ def parse_label_selector(text: str) -> LabelSelector:
         return tok
 
     def word(tok, what):
-        if not isinstance(tok, tuple):
+        if tok is None or tok in _OPERATORS:
             raise _label_error(f"found '{tok or ''}', expected: {what}")
-        return tok[1]
+        return tok
 
     while pos < len(tokens):
+        if requirements and not len(requirements) % slices.STEP:
+            yield
         tok = take()
         if tok == "!":
-            requirements.append(Requirement(word(take(), "identifier"), "!"))
+            requirements.append((word(take(), "identifier"), "!", None))
         else:
             key = word(tok, "identifier")
             nxt = take()
             if nxt is None or nxt == ",":
-                requirements.append(Requirement(key, "exists"))
+                requirements.append((key, "exists", None))
                 pos -= 1 if nxt is None else 0
                 if nxt == ",":
                     continue
                 break
             if nxt in ("=", "==", "!="):
                 value_tok = tokens[pos] if pos < len(tokens) else None
-                if isinstance(value_tok, tuple):
+                if value_tok is not None and value_tok not in _OPERATORS:
                     pos += 1
-                    value = value_tok[1]
+                    value = value_tok
                 else:
                     value = ""
-                requirements.append(Requirement(key, "!=" if nxt == "!=" else "=",
-                                                frozenset([value])))
-            elif isinstance(nxt, tuple) and nxt[1] in ("in", "notin"):
+                requirements.append((key, "!=" if nxt == "!=" else "=", (value,)))
+            elif nxt in ("in", "notin"):
                 if take() != "(":
                     raise _label_error("found '', expected: '('")
                 values = []
@@ -113,19 +135,44 @@ def parse_label_selector(text: str) -> LabelSelector:
                     if tok == ",":
                         continue
                     values.append(word(tok, "',', ')' or identifier"))
-                requirements.append(Requirement(key, nxt[1], frozenset(values)))
+                requirements.append((key, nxt, tuple(values)))
             else:
-                shown = nxt[1] if isinstance(nxt, tuple) else nxt
-                raise _label_error(f"found '{shown}', expected: in, notin, =, ==, !=, "
+                raise _label_error(f"found '{nxt}', expected: in, notin, =, ==, !=, "
                                    "gt, lt, identifier, or ','")
         if pos < len(tokens):
             sep = take()
             if sep != ",":
-                shown = sep[1] if isinstance(sep, tuple) else sep
-                raise _label_error(f"found '{shown}', expected: ',' or 'end of string'")
-    for r in requirements:
-        _check_label_key(r.key)
-    return LabelSelector(tuple(requirements))
+                raise _label_error(f"found '{sep}', expected: ',' or 'end of string'")
+    required: dict = {}
+    forbidden: dict = {}
+    for count, (key, op, values) in enumerate(requirements, 1):
+        if key not in required and key not in forbidden:
+            _check_label_key(key)
+        if op in _POSITIVE:
+            _narrow(required, key, values)
+        else:
+            _widen(forbidden, key, values)
+        if not count % slices.STEP:
+            yield
+    return LabelSelector(required, forbidden)
+
+
+def _narrow(required: dict, key: str, values) -> None:
+    """Another positive term on ``key``: the values both allow (None: any value)."""
+    if key not in required or required[key] is None:
+        required[key] = None if values is None else set(values)
+    elif values is not None:
+        required[key].intersection_update(values)
+
+
+def _widen(forbidden: dict, key: str, values) -> None:
+    """Another negative term on ``key``: the values either refuses (None: every value)."""
+    if key not in forbidden:
+        forbidden[key] = None if values is None else set(values)
+    elif values is None:
+        forbidden[key] = None
+    elif forbidden[key] is not None:
+        forbidden[key].update(values)
 
 
 def _check_label_key(key: str):
@@ -149,25 +196,44 @@ def _path_getter(path: str):
 
 
 @attrs.frozen
+class FieldTerms:
+    """What a field selector asks of one field: the values it must equal (more than one
+    and nothing matches) and those it must not."""
+
+    getter: object
+    equal: frozenset
+    not_equal: frozenset
+
+    def admits(self, obj: dict) -> bool:
+        value = self.getter(obj)
+        if self.equal and (len(self.equal) > 1 or value not in self.equal):
+            return False
+        return value not in self.not_equal
+
+
+@attrs.frozen
 class FieldSelector:
-    requirements: tuple  # (getter, field, op, value)
+    """
+    A field selector compiled for matching: its terms merged per field, so a match costs
+    at most one look-up per field the kind indexes, however many terms it has.
+    """
+
+    #: field -> ``FieldTerms``.
+    fields: dict
 
     def matches(self, obj: dict) -> bool:
-        for getter, _field, op, value in self.requirements:
-            if (getter(obj) == value) != (op == "="):
-                return False
-        return True
+        return all(terms.admits(obj) for terms in self.fields.values())
 
     def value_of(self, field: str):
         """The value an ``=`` term pins ``field`` to, or None (for fast single-name gets)."""
-        for _getter, name, op, value in self.requirements:
-            if name == field and op == "=":
-                return value
-        return None
+        terms = self.fields.get(field)
+        if terms is None or len(terms.equal) != 1:
+            return None
+        return next(iter(terms.equal))
 
     @property
     def empty(self) -> bool:
-        return not self.requirements
+        return not self.fields
 
 
 def _unknown_field_label(field: str, custom: bool) -> str:
@@ -187,53 +253,47 @@ def _unknown_field_label(field: str, custom: bool) -> str:
 DEFAULT_FIELD_LABELS = ("metadata.name", "metadata.namespace")
 
 
-def parse_field_selector(text: str, kind) -> FieldSelector:
+#: One term of a field selector: up to an unescaped comma (upstream's splitTerms).
+_FIELD_TERM = re.compile(r"(?:[^\\,]+|\\.)*\\?", re.S)
+_FIELD_OPERATOR = re.compile("!=|==|=")
+
+
+def _field_terms(text: str):
+    """The comma-separated terms of ``text``, escapes kept (upstream's splitTerms)."""
+    pos = 0
+    while True:
+        term = _FIELD_TERM.match(text, pos)
+        yield term.group()
+        pos = term.end() + 1
+        if pos > len(text):
+            return
+
+
+def field_selector(text: str, kind) -> slices.Work[FieldSelector]:
     """
-    Parse ``fieldSelector`` for ``kind`` (a ``ResourceType``); fields outside its
-    ``field_labels`` are a 400, as upstream.
+    Parse ``fieldSelector`` for ``kind`` (a ``ResourceType``; work for ``slices.run``);
+    fields outside its ``field_labels`` are a 400, as upstream.
     """
     custom = kind.field_labels
     allowed = DEFAULT_FIELD_LABELS if custom is None else custom
-    requirements = []
-    for term in _split_unescaped(text):
+    values: dict = {}  # field -> (values to equal, values not to)
+    for count, term in enumerate(_field_terms(text), 1):
+        if not count % slices.STEP:
+            yield
         term = term.strip()
         if not term:
             continue
-        for op in ("!=", "==", "="):
-            field, sep, value = term.partition(op)
-            if sep:
-                break
-        else:
+        # The first operator in the term splits it, as upstream's splitTerm.
+        op = _FIELD_OPERATOR.search(term)
+        if op is None:
             raise errors.bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
-        field = field.strip()
+        field = term[:op.start()].strip()
         if field not in allowed:
             raise errors.bad_request(_unknown_field_label(field, custom is not None))
-        value = value.strip().replace("\\,", ",").replace("\\=", "=").replace("\\\\", "\\")
-        requirements.append((_path_getter(field), field, "!=" if op == "!=" else "=", value))
-    return FieldSelector(tuple(requirements))
-
-
-def _split_unescaped(text: str):
-    parts, current, escaped = [], [], False
-    for ch in text:
-        if escaped:
-            current.append("\\" + ch)
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == ",":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    parts.append("".join(current))
-    return parts
-
-
-def from_call(call):
-    """(label selector or None, field selector or None) of a request's query."""
-    kind = call.kind
-    labels = call.arg("labelSelector")
-    fields = call.arg("fieldSelector")
-    return (parse_label_selector(labels) if labels else None,
-            parse_field_selector(fields, kind) if fields else None)
+        value = term[op.end():].strip()
+        value = value.replace("\\,", ",").replace("\\=", "=").replace("\\\\", "\\")
+        equal, not_equal = values.setdefault(field, (set(), set()))
+        (not_equal if op.group() == "!=" else equal).add(value)
+    return FieldSelector({
+        field: FieldTerms(_path_getter(field), frozenset(equal), frozenset(not_equal))
+        for field, (equal, not_equal) in values.items()})

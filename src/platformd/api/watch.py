@@ -34,6 +34,7 @@ from platformd.cache.watchcache import (
 )
 from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import JSON, dumps
+from platformd.deferreds import then
 from platformd.tlstransport import abort_stream, immediate_writer
 
 log = Logger()
@@ -129,7 +130,10 @@ class WatchServer:
         choice = call.pick(views.WATCH_VIEWS)
         if choice.codec.media_type not in WATCH_MEDIA:
             raise errors.not_acceptable(list(WATCH_MEDIA))
-        options = listoptions.parse(call, self.gates, watch=True)
+        return then(listoptions.parse(call, self.gates, watch=True), self._stream, call, choice)
+
+    def _stream(self, options, call, choice):
+        """Start the stream once its options are parsed (in slices, if long)."""
         encoder = FrameEncoder(choice, call.kind, views.include_object(call, choice), self.clock)
         namespace = call.info.namespace if call.kind.namespaced else ""
         stream = WatchStream(self, call.request, call.kind, namespace or "", options, encoder)
