@@ -35,6 +35,7 @@ from platformd.cache.watchcache import (
 from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import JSON, dumps
 from platformd.deferreds import then
+from platformd.ratelog import RateLimitedLog, origin
 from platformd.tlstransport import abort_stream, immediate_writer
 
 log = Logger()
@@ -125,6 +126,9 @@ class WatchServer:
         self.metrics = metrics
         #: The server is shutting down: streams end once they have sent their start.
         self.ending = False
+        #: Tracebacks of watches failing to start, each bug's once a minute: a client
+        #: can start one after another.
+        self.failures = RateLimitedLog(log, clock=clock)
 
     def watch(self, call, store):
         choice = call.pick(views.WATCH_VIEWS)
@@ -163,7 +167,7 @@ class WatchServer:
             # Ended meanwhile (the server stopping, which also stops the storage reads
             # waited on): nothing to tell.  Else a bug, answered as the API answers one.
             if not stream.closed:
-                log.failure("watch start failed")
+                self.failures.failure("watch start failed", key=origin())
                 stream.fail(errors.internal("unexpected error"))
             return
         stream.begin(start.initial, start.replay, start.end_bookmark, start.revision)
