@@ -23,7 +23,7 @@ LAYERS = (
     {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
      "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
      "__version__", "protos", "pki", "configfile", "metrics",
-     "sdnotify", "journald", "timeouts", "gonumbers"},
+     "sdnotify", "journald", "timeouts", "gonumbers", "privatefiles"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
      "activation"},
     {"tracing", "egress"},

@@ -70,6 +70,7 @@ from platformd.lifecycle import Step
 from platformd.listening import (
     DRAIN_POLL, ListenerService, activated_socket, listen_description, tls_factory,
 )
+from platformd import privatefiles
 from platformd.pki import PKIError, ensure_pki
 from platformd.registry import core
 from platformd.sdnotify import Notifier, WatchdogService
@@ -213,11 +214,10 @@ class PlatformService(service.MultiService):
         file.  Raises ``StartupError``.  The kubeconfig's server URL is rewritten once
         the listening port is known (``privilegedStartService``).
         """
-        try:
-            os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
-        except OSError as e:
-            raise StartupError(f"cannot create --data-dir {self.data_dir}: {e.strerror}") \
-                from None
+        narrowed = privatefiles.directory(self.data_dir, "--data-dir")
+        if narrowed is not None:
+            log.warn("--data-dir {path} was mode {mode}, open to other users: made 0700",
+                     path=self.data_dir, mode=f"{narrowed:04o}")
         options = self.options
         self._encryption()
         cert, key, client_ca = (options["tls-cert-file"], options["tls-private-key-file"],

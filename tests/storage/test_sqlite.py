@@ -23,6 +23,7 @@ from platformd.storage.interface import (
     KeyValue,
     RevisionMismatchError,
 )
+from platformd.startup import StartupError
 from platformd.storage.sqlite import SQLiteStorage
 from tests.storage.conformance import (
     SealedConformance,
@@ -180,7 +181,8 @@ class RecoveryTests(SQLiteTestCase):
     async def test_unopenable_file(self):
         """A store whose file cannot be opened fails start() with the error, and still stops."""
         store = SQLiteStorage(reactor, os.path.join(self.mktemp(), "missing", "store.db"))
-        await self.assertFailure(store.start(), sqlite3.OperationalError)
+        error = await self.assertFailure(store.start(), StartupError)
+        self.assertEqual(str(error), f"cannot create {store.path}: no such directory")
         self.assertIsNone(await store.stop())
 
     async def test_stopped_store_refuses_calls(self):

@@ -18,6 +18,7 @@ import gzip
 import io
 import os
 import shutil
+import stat
 import time
 from datetime import datetime, timezone
 from typing import Callable, Optional
@@ -159,9 +160,16 @@ class RotatingFile:
 
     @staticmethod
     def _compress(path: str) -> None:
-        with open(path, "rb") as source, gzip.open(path + ".gz", "wb") as target:
+        """
+        Gzip ``path`` to ``path.gz`` and remove it.  The copy is created with the log's
+        mode (lumberjack's ``compressLogFile``): made with the default mode and narrowed
+        after, it was open to other users while it was written.
+        """
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        fd = os.open(path + ".gz", os.O_CREAT | os.O_TRUNC | os.O_WRONLY, mode)
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as raw, \
+                gzip.GzipFile(fileobj=raw, mode="wb") as target:
             shutil.copyfileobj(source, target)
-        shutil.copymode(path, path + ".gz")
         os.remove(path)
 
 

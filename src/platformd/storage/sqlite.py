@@ -48,7 +48,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
-from platformd import errors
+from platformd import errors, privatefiles
 from platformd.storage.etcd3 import txn
 from platformd.storage.interface import (
     DELETE,
@@ -210,7 +210,14 @@ class _Writer:
         self._db.close()
 
     def _open(self) -> int:
-        """Open and recover the database; the compacted revision."""
+        """
+        Open and recover the database; the compacted revision.  The database is made
+        0600 before SQLite opens it, which then makes its WAL and shared-memory files
+        with the same mode; existing ones are narrowed (``privatefiles``).
+        """
+        privatefiles.file(self._path)
+        for companion in ("-wal", "-shm"):
+            privatefiles.file(self._path + companion, create=False)
         self._db = sqlite3.connect(self._path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
