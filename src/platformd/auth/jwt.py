@@ -28,7 +28,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from platformd import gonumbers, gotext
+from platformd import gojson, gonumbers, gotext
 from platformd.auth import authnconfig, cel, jwks
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
@@ -57,7 +57,7 @@ def untrusted_issuer(token: str) -> str | None:
     if len(parts) != 3:
         return None
     try:
-        claims = _loads(_b64(parts[1]))
+        claims = gojson.loads(_b64(parts[1]))
     except (ValueError, binascii.Error):
         return None
     if not isinstance(claims, dict):
@@ -66,11 +66,6 @@ def untrusted_issuer(token: str) -> str | None:
     if iss == "accounts.google.com":
         return "https://accounts.google.com"
     return iss if isinstance(iss, str) else None
-
-
-def _loads(data: bytes):
-    """A token part's JSON, numbers of any length read (``gonumbers``)."""
-    return json.loads(data, **gonumbers.json_number_hooks)
 
 
 #: go-oidc's time claims (``jsonTime``).
@@ -183,7 +178,7 @@ class JWTAuthenticator:
     def _header(self, token: str):
         parts = token.split(".")
         try:
-            header = _loads(_b64(parts[0]))
+            header = gojson.loads(_b64(parts[0]))
             if not isinstance(header, dict):
                 raise ValueError("not an object")
         except (ValueError, binascii.Error) as error:
@@ -208,7 +203,7 @@ class JWTAuthenticator:
             raise AuthenticationError("oidc: verify token: failed to verify signature: "
                                       "failed to verify id token signature")
         try:
-            claims = _loads(payload)
+            claims = gojson.loads(payload)
         except ValueError as error:
             raise AuthenticationError(f"oidc: verify token: oidc: failed to unmarshal claims: "
                                       f"{error}") from None

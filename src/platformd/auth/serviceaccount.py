@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from zope.interface import implementer
 
-from platformd import gonumbers, pki
+from platformd import gojson, pki
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
@@ -368,8 +368,7 @@ def lookup(cache, prefix: str, namespace: str, name: str) -> Optional[dict]:
 
 def _segment(part: str) -> dict:
     padded = part + "=" * (-len(part) % 4)
-    value = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")),
-                       **gonumbers.json_number_hooks)
+    value = gojson.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
     if not isinstance(value, dict):
         raise ValueError("not an object")
     return value

@@ -9,7 +9,10 @@ was served (``t``): a token older than ``--continue-token-ttl`` is refused with 
 Gone, and so is one whose revision has left the watch cache's history.  The pages of one
 list therefore show one consistent snapshot while writes go on.  A token that does not
 decode is 400 ``invalid continue token: continue key is not valid: …`` in upstream's
-words.
+words (its JSON read as Go's decoder reads it into upstream's struct, ``t`` an int64
+beside ``rv``: ``gojson``).  Tokens are not signed, as upstream's are not: a client can
+write any ``t``, so one dated after now counts from now (``reads.CacheReader``) and
+what finally bounds any token is the history it points into.
 
 The snapshot itself (the objects in key order at that revision) is kept in a small
 bounded cache so that later pages cost only their own items; when it has been evicted it
@@ -28,7 +31,7 @@ from typing import Optional
 
 import attrs
 
-from platformd import errors, gonumbers, gotext
+from platformd import errors, gojson, gotext
 
 TOKEN_VERSION = "meta.platform.io/v1"
 
@@ -70,8 +73,37 @@ def _clean(path: str) -> str:
     return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
 
 
+#: The fields of a token and their Go types (upstream's ``continueToken`` and ``t``).
+_FIELDS = {"v": str, "rv": int, "start": str, "t": int}
+
+
+def _type_error(payload: dict) -> Optional[str]:
+    """
+    Go's decoder's first complaint about a field of the wrong type, in the document's
+    order, as decoding into ``continueToken`` would report it (null leaves a field
+    unset): an int64 takes only a whole number within its range.
+    """
+    for name, value in payload.items():
+        want = _FIELDS.get(name)
+        if want is None or value is None:
+            continue
+        if want is int and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if want is str and isinstance(value, str):
+            continue
+        kind = gotext.json_kind(value)
+        if kind == "number" and want is int:
+            kind = f"number {gotext.json_number(value)}"
+        return (f"json: cannot unmarshal {kind} into Go struct field continueToken.{name} "
+                f"of type {'int64' if want is int else 'string'}")
+    return None
+
+
 def decode(text: str, prefix: str) -> Token:
-    """Parse a continue token for the collection under ``prefix`` (400 if malformed)."""
+    """
+    Parse a continue token for the collection under ``prefix`` (400 if malformed, in
+    the words of upstream's DecodeContinue and of Go's decoder into its struct).
+    """
     bad = _NOT_RAW_URL_BASE64.search(text)
     if bad is not None or len(text) % 4 == 1:
         # Go's base64.RawURLEncoding names the first byte it cannot take.
@@ -79,29 +111,28 @@ def decode(text: str, prefix: str) -> Token:
         raise _invalid(f"illegal base64 data at input byte {at}")
     data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     try:
-        payload = json.loads(data, **gonumbers.json_number_hooks)
-    except (ValueError, UnicodeDecodeError) as e:
+        payload = gojson.loads(data)
+    except ValueError as e:
         raise _invalid(str(e)) from None
     if not isinstance(payload, dict):
-        raise _invalid("json: cannot unmarshal into Go value of type storage.continueToken")
-    version, revision, start = payload.get("v"), payload.get("rv"), payload.get("start")
-    if isinstance(revision, (float, gonumbers.BigNumber)):
-        # Go's decoder into continueToken's int64: past its range, or not whole.
-        raise _invalid(f"json: cannot unmarshal number {gotext.json_number(revision)} into "
-                       "Go struct field continueToken.rv of type int64")
-    issued = payload.get("t", 0)
+        raise _invalid(f"json: cannot unmarshal {gotext.json_kind(payload)} into Go value of "
+                       "type storage.continueToken")
+    problem = _type_error(payload)
+    if problem:
+        raise _invalid(problem)
+    version = payload.get("v") or ""
+    revision = payload.get("rv") or 0
+    start = payload.get("start") or ""
     if version != TOKEN_VERSION:
-        raise _invalid(f"server does not recognize this encoded version {version or ''}")
-    if not isinstance(revision, int) or isinstance(revision, bool) or revision <= 0:
+        raise _invalid(f"server does not recognize this encoded version {version}")
+    if revision <= 0:
         raise _invalid(f"incorrect encoded start resourceVersion (version {TOKEN_VERSION})")
-    if not isinstance(start, str) or not start:
+    if not start:
         raise _invalid(f"encoded start key empty (version {TOKEN_VERSION})")
     key = start if start.startswith("/") else "/" + start
     if _clean(key) != key:
         raise _invalid(start)  # upstream's guard against "../" escaping the prefix
-    if not isinstance(issued, (int, float)) or isinstance(issued, bool):
-        issued = 0
-    return Token(revision, prefix + key[1:], issued)
+    return Token(revision, prefix + key[1:], payload.get("t") or 0)
 
 
 class Snapshots:

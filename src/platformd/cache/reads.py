@@ -134,7 +134,10 @@ class CacheReader:
                 raise continuetokens.gone()
             yield self.reach(token.revision)  # a token from another server, perhaps
             entries = yield self._state(kind_cache, prefix, token.revision, continuation=True)
-            returnValue(Listing(token.revision, entries, token.start, token.issued, prefix))
+            # A token dated after now (forged, or from a replica whose clock runs ahead)
+            # counts from now: the next page's token carries now, so its TTL runs.
+            issued = min(token.issued, self.clock.seconds())
+            returnValue(Listing(token.revision, entries, token.start, issued, prefix))
         if plan in (EXACTLY, NOT_OLDER):
             if resource_version is None:
                 raise ValueError(f"the {plan} plan needs a resourceVersion")
