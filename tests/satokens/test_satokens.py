@@ -19,6 +19,7 @@ from cryptography.x509.oid import NameOID
 from joserfc import jwt
 from joserfc.jwk import KeySet
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.http_headers import Headers
 
 from platformd.auth import serviceaccount as sa
 from platformd.auth.authenticators import AuthenticatorChain
@@ -381,10 +382,8 @@ class OpenIDTests(TokenTestCase):
 
 class _Request:
     def __init__(self, token):
-        self.token = token
-
-    def getHeader(self, name):
-        return None if self.token is None else f"Bearer {self.token}".encode()
+        self.requestHeaders = Headers(
+            {} if token is None else {b"authorization": [f"Bearer {token}".encode()]})
 
 
 class KeyFileTests(SynchronousTestCase):

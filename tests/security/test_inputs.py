@@ -9,13 +9,18 @@ import base64
 import json
 import os
 import time
+from io import BytesIO
 
 from twisted.internet import reactor, task
 from twisted.internet.defer import DeferredList, inlineCallbacks
+from twisted.web.client import FileBodyProducer, readBody
+from twisted.web.http_headers import Headers
 
 from platformd.cache import continuetokens
 from tests.authn.helpers import IssuerTestCase, document, jwt_entry
-from tests.e2e.harness import Client, ServerTestCase, open_watch, start_server
+from tests.e2e.harness import (
+    Client, ServerTestCase, open_watch, start_server, start_token_server,
+)
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -290,3 +295,45 @@ class JWTTests(IssuerTestCase):
         r = yield self.whoami(server, self.token({"sub": ""}))
         self.assertEqual(r.code, 201, r.body)
         self.assertEqual(r.json()["status"]["userInfo"]["username"], "oidc:")
+
+
+class BearerHeaderTests(ServerTestCase):
+    """Item 14: the Authorization header read as upstream's bearertoken authenticator."""
+
+    @inlineCallbacks
+    def setUp(self):
+        self.server = yield start_token_server(self, "tok-a,alice,1\ntok-b,bob,2\n")
+
+    @inlineCallbacks
+    def review(self, *authorization: bytes):
+        """A SelfSubjectReview sent with exactly these Authorization header lines."""
+        client = Client(self, self.server.pki_dir, self.server.port_number, identity=None)
+        headers = Headers({b"content-type": [b"application/json"],
+                           b"authorization": list(authorization)})
+        response = yield client.agent.request(
+            b"POST", (client.base + REVIEW).encode(), headers,
+            FileBodyProducer(BytesIO(b"{}")))
+        body = json.loads((yield readBody(response)))
+        if response.code == 201:
+            return body["status"]["userInfo"]["username"]
+        return (response.code, body["message"])
+
+    @inlineCallbacks
+    def test_authorization_header(self):
+        """
+        Go's Header.Get reads the first of two Authorization headers (Twisted's
+        getHeader the last); "Bearer  tok" (two spaces) carries an empty token, so no
+        token at all: 401 with anonymous off (it was accepted); the token ends at the
+        next space ("Bearer tok-a extra" is tok-a); the scheme in any case, the header
+        trimmed of spaces.
+        """
+        unauthorized = (401, "Unauthorized")
+        for headers, expected in (
+                ((b"Bearer tok-a", b"Bearer tok-b"), "alice"),
+                ((b"Bearer nope", b"Bearer tok-b"), unauthorized),
+                ((b"Bearer  tok-a",), unauthorized),
+                ((b"Bearer tok-a extra",), "alice"),
+                ((b"bEaReR tok-b",), "bob"),
+                ((b"Bearer\ttok-a",), unauthorized),
+                ((b"Bearer ",), unauthorized)):
+            self.assertEqual((yield self.review(*headers)), expected, headers)

@@ -68,29 +68,35 @@ class TokenAuthenticator:
         return cls(parse_token_csv(text, path))
 
     def authenticate(self, request):
-        header = request.getHeader(b"authorization")
-        if not header:
-            return None
-        scheme, _, token = header.decode("latin-1").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
+        token = bearer_token(request)
         # An unknown token may be another token authenticator's (a service account's, an
         # issuer's); ``UnknownBearerToken`` refuses it once none has recognized it.
-        return self.tokens.get(token.strip())
+        return None if token is None else self.tokens.get(token)
+
+
+#: What Go's strings.TrimSpace removes from a header's bytes (the ASCII spaces: a
+#: non-ASCII byte alone is no UTF-8 space).
+_GO_SPACE = " \t\n\v\f\r"
 
 
 def bearer_token(request) -> str | None:
-    """The request's bearer token, or None (as ``TokenAuthenticator`` reads it)."""
-    header = request.getHeader(b"authorization")
-    if not header:
+    """
+    The request's bearer token, or None, read as upstream's bearertoken authenticator
+    reads it: from the first Authorization header (Go's ``Header.Get``; Twisted's
+    ``getHeader`` gives the last), trimmed, split on single spaces into at most three
+    parts: the scheme ``bearer`` in any case, then the token, which ends at the next
+    space.  ``Bearer  token`` (two spaces) carries an empty token and so none at all.
+    """
+    values = request.requestHeaders.getRawHeaders(b"authorization")
+    if not values:
         return None
+    header = values[0]
     if isinstance(header, bytes):
         header = header.decode("latin-1")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    parts = header.strip(_GO_SPACE).split(" ", 2)
+    if len(parts) < 2 or parts[0].lower() != "bearer":
         return None
-    return token
+    return parts[1] or None
 
 
 def parse_token_csv(text: str, source: str = "token file") -> dict:
@@ -120,8 +126,7 @@ class UnknownBearerToken:
     """
 
     def authenticate(self, request):
-        header = request.getHeader(b"authorization")
-        if header and header[:7].lower() == b"bearer " and header[7:].strip():
+        if bearer_token(request) is not None:
             raise AuthenticationError("invalid bearer token")
         return None
 
