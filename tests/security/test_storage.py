@@ -1,6 +1,7 @@
 """
-What is stored and how (item 9: files under ``--data-dir`` and the audit log are the
-service user's alone; ``docs/security.md`` "Files").
+What is stored and how: files under ``--data-dir`` and the audit log are the service
+user's alone (item 9, ``docs/security.md`` "Files"); a hung KMS plugin delays only the
+writes it encrypts (item 13, ``docs/encryption.md``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,23 @@ import stat
 from contextlib import closing
 from unittest import mock
 
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet import reactor
+from twisted.internet.defer import gatherResults, inlineCallbacks
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from platformd.audit import rotation
+from platformd.protos.platform.kms.apis.v2 import api_pb2_grpc as v2_grpc
 from tests.e2e.harness import Client, start_server
+from tests.encryption.helpers import document, write
+from tests.encryption.kmsv1plugin import serve
+from tests.encryption.test_kmsv1_e2e import kms
+from tests.encryption.test_kms import Plugin as V2Plugin
+from tests.etcd.cluster import Cluster
 from tests.test_cli import twistd
 
-SECRETS = "/api/v1/namespaces/default/secrets"
+NAMESPACES = "/api/v1/namespaces"
+SECRETS = f"{NAMESPACES}/default/secrets"
 
 #: Every path under a fresh --data-dir once a Secret is written, and its mode: data and
 #: keys 0600, directories 0700; certificates are public (0644).
@@ -153,3 +163,64 @@ class AuditLogFileTests(SynchronousTestCase):
                                                    backup: 0o600}))
         with gzip.open(os.path.join(directory, backup)) as f:
             self.assertEqual(f.read(), line)
+
+
+class HungKMSPluginTests(TestCase):
+    """
+    Item 13: a KMS v2 plugin that hangs delays only the writes it encrypts.  Ten Secret
+    writes (encrypted by the plugin) are sent, then a ConfigMap write (not encrypted):
+    the ConfigMap is answered at once, the Secrets once the plugin's timeout has passed
+    (500, the plugin's error), all ten together.
+    """
+
+    timeout = 60
+    #: The provider's timeout, and how long the plugin hangs unless released.
+    KMS_TIMEOUT = 1.5
+    HANG = 30.0
+
+    @inlineCallbacks
+    def server(self, *storage_args):
+        plugin = V2Plugin()
+        plugin.delay = self.HANG
+        self.addCleanup(plugin.released.set)
+        endpoint = serve(self, plugin, v2_grpc.add_KeyManagementServiceServicer_to_server)
+        data_dir = os.path.abspath(self.mktemp())
+        os.makedirs(data_dir)
+        config = write(os.path.join(data_dir, "enc.json"), document((["secrets"], [
+            kms("v2", "p", endpoint, timeout=f"{self.KMS_TIMEOUT}s")])))
+        server = yield start_server(self, "--encryption-provider-config", config,
+                                    *storage_args, data_dir=data_dir)
+        return Client(self, server.pki_dir, server.port_number)
+
+    @inlineCallbacks
+    def check_hang(self, client):
+        started = reactor.seconds()
+        secrets = [client.post(SECRETS, {"metadata": {"name": f"s{n}"},
+                                         "stringData": {"k": "v"}}) for n in range(10)]
+        yield deferLater(reactor, 0.2, lambda: None)  # the Secrets are waiting on the plugin
+        r = yield client.post(f"{NAMESPACES}/default/configmaps",
+                              {"metadata": {"name": "c"}, "data": {"k": "v"}})
+        configmap = reactor.seconds() - started - 0.2
+        self.assertEqual(r.code, 201, r.body)
+        self.assertLess(configmap, 0.5)
+        self.assertFalse(any(secret.called for secret in secrets))
+        answers = yield gatherResults(secrets)
+        secret = reactor.seconds() - started
+        self.assertEqual({(a.code, a.json()["message"]) for a in answers}, {(
+            500, "Internal error occurred: failed to get status with KMS provider p: "
+            "DEADLINE_EXCEEDED: Deadline Exceeded")})
+        self.assertLess(secret, self.KMS_TIMEOUT + 1.0)
+        self.measured = (configmap, secret)
+
+    @inlineCallbacks
+    def test_sqlite(self):
+        client = yield self.server()
+        yield self.check_hang(client)
+
+    @inlineCallbacks
+    def test_etcd(self):
+        cluster = Cluster.start(1)
+        self.addCleanup(cluster.stop)
+        client = yield self.server("--storage-backend", "etcd3",
+                                   "--etcd-servers", cluster.urls[0])
+        yield self.check_hang(client)

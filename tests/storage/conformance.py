@@ -13,8 +13,9 @@ A backend's tests mix these into a trial ``TestCase`` that defines the hooks:
 ``StorageConformance`` is the contract; ``SealedConformance`` is the same contract with
 every value sealed at rest by ``SealingTransformer``, so everything a store hands back
 (reads, ranges, watch events and their ``prev``, write results, errors) is shown to be
-plaintext; ``TransformerConformance`` checks the seam itself; ``SizeLimitConformance``
-is what the durable backends refuse as etcd does.  The tests await every
+plaintext; ``TransformerConformance`` checks the seam itself; ``PrepareConformance``
+that a transformer still to be prepared (KMS v2) holds back only its own writes;
+``SizeLimitConformance`` is what the durable backends refuse as etcd does.  The tests await every
 Deferred, so they serve synchronous and threaded backends alike.
 """
 
@@ -75,6 +76,29 @@ class SealingTransformer:
     @staticmethod
     def _flip(data: bytes) -> bytes:
         return bytes(byte ^ 0x5A for byte in data)
+
+
+class GatedTransformer(SealingTransformer):
+    """
+    ``SealingTransformer`` that cannot write a key under ``/gated/`` until prepared, as a
+    KMS v2 plugin cannot before it has sealed a seed: ``prepare`` answers a Deferred
+    the test fires (``gates``) until ``ready``.
+    """
+
+    def __init__(self):
+        self.ready = False
+        self.gates: list = []
+
+    def prepare(self, key: str, reactor):
+        if self.ready or not key.startswith("/gated/"):
+            return None
+        gate: Deferred = Deferred()
+        self.gates.append(gate)
+        return gate
+
+    def to_storage(self, key: str, value: bytes) -> bytes:
+        assert self.ready or not key.startswith("/gated/"), f"{key} written unprepared"
+        return super().to_storage(key, value)
 
 
 class Sink:
@@ -421,6 +445,33 @@ class TransformerConformance:
         self.assertIsInstance(gone.value, CorruptValue)
         self.assertEqual(sink.events[1], Event(DELETE, gone, attrs.evolve(
             gone, mod_revision=again.mod_revision)))
+
+
+class PrepareConformance:
+    """A transformer's ``prepare`` holds back the writes it is asked for, and no other."""
+
+    async def test_prepared_write_holds_back_only_itself(self):
+        gated = GatedTransformer()
+        store = await self.make_storage(transformer=gated)
+        waiting = store.create("/gated/a", b"A")
+        other = await store.create("/open/b", b"B")
+        await store.delete("/open/b")  # a deletion stores no value: never held
+        self.assertFalse(waiting.called)
+        gated.ready = True
+        gated.gates.pop().callback(None)
+        a = await waiting
+        self.assertEqual((a.value, a.mod_revision > other.mod_revision), (b"A", True))
+        self.assertEqual(await store.get("/gated/a"), a)
+
+    async def test_failed_preparation_fails_its_write(self):
+        gated = GatedTransformer()
+        store = await self.make_storage(transformer=gated)
+        failing = store.create("/gated/a", b"A")
+        gated.gates.pop().errback(TransformError("the plugin did not answer"))
+        error = await self.assertFailure(failing, TransformError)
+        self.assertEqual(str(error), "the plugin did not answer")
+        self.assertIsNone(await store.get("/gated/a"))
+        self.assertEqual((await store.create("/open/b", b"B")).value, b"B")
 
 
 class SizeLimitConformance:

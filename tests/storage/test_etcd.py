@@ -32,6 +32,7 @@ from platformd.storage.interface import (
 )
 from tests.etcd.cluster import Cluster
 from tests.storage.conformance import (
+    PrepareConformance,
     SealedConformance,
     SizeLimitConformance,
     SealingTransformer,
@@ -107,6 +108,10 @@ class EtcdConformanceTests(StorageConformance, EtcdTestCase):
 
 
 class EtcdSealedConformanceTests(SealedConformance, EtcdTestCase):
+    pass
+
+
+class EtcdPrepareTests(PrepareConformance, EtcdTestCase):
     pass
 
 

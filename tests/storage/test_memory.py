@@ -9,6 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from platformd.storage.interface import PUT, Event
 from platformd.storage.memory import MemoryStorage
 from tests.storage.conformance import (
+    PrepareConformance,
     SealedConformance,
     Sink,
     StorageConformance,
@@ -47,6 +48,10 @@ class MemoryConformanceTests(StorageConformance, MemoryTestCase):
 
 
 class MemorySealedConformanceTests(SealedConformance, MemoryTestCase):
+    pass
+
+
+class MemoryPrepareTests(PrepareConformance, MemoryTestCase):
     pass
 
 

@@ -26,6 +26,8 @@ from platformd.storage.interface import (
 from platformd.startup import StartupError
 from platformd.storage.sqlite import SQLiteStorage
 from tests.storage.conformance import (
+    GatedTransformer,
+    PrepareConformance,
     SealedConformance,
     SealingTransformer,
     SizeLimitConformance,
@@ -70,6 +72,20 @@ class SQLiteConformanceTests(StorageConformance, SQLiteTestCase):
 
 class SQLiteSealedConformanceTests(SealedConformance, SQLiteTestCase):
     pass
+
+
+class SQLitePrepareTests(PrepareConformance, SQLiteTestCase):
+    async def test_stopped_while_preparing(self):
+        """A write still being prepared when the store stops fails; stop does not wait."""
+        gated = GatedTransformer()
+        store = SQLiteStorage(reactor, self.mktemp(), transformer=gated)
+        await store.start()
+        waiting = store.create("/gated/a", b"A")
+        await store.stop()
+        gated.ready = True
+        gated.gates.pop().callback(None)
+        error = await self.assertFailure(waiting, RuntimeError)
+        self.assertEqual(str(error), "SQLiteStorage is stopped: it takes no more writes")
 
 
 class SQLiteSizeLimitTests(SizeLimitConformance, SQLiteTestCase):

@@ -4,7 +4,8 @@
 It is the behaviour the other backends are held to (tests/storage/conformance.py runs the
 same tests against each) and a fast store for tests of the layers above.  It is wholly
 synchronous: a write has been applied, published to every matching watch and
-acknowledged before its method returns, and every Deferred it returns has already fired.
+acknowledged before its method returns, and every Deferred it returns has already fired
+(unless its transformer must first reach a KMS plugin: ``Transformed.then_prepared``).
 
 History is kept as etcd's MVCC store keeps it: every change is an ``Event`` in a log
 ordered by revision, holding the version it made and the one it replaced.  The state at
@@ -87,13 +88,13 @@ class MemoryStorage:
         return succeed(RangeResult(kvs, at))
 
     def create(self, key, value):
-        return self._write(mvcc.Create(key, value))
+        return self._write(mvcc.Create(key, value), value)
 
     def update(self, key, value, expected_revision=None):
-        return self._write(mvcc.Update(key, value, expected_revision))
+        return self._write(mvcc.Update(key, value, expected_revision), value)
 
     def delete(self, key, expected_revision=None):
-        return self._write(mvcc.Delete(key, expected_revision))
+        return self._write(mvcc.Delete(key, expected_revision), None)
 
     def watch(self, prefix, from_revision, sink):
         mvcc.check_watchable(self, from_revision)
@@ -118,7 +119,12 @@ class MemoryStorage:
         self.compacted_revision = revision
         return succeed(None)
 
-    def _write(self, op):
+    def _write(self, op, value):
+        """``_apply(op)`` once the transformer can store ``value`` (a KMS plugin's seed)."""
+        return self._values.then_prepared(op.key, value, self.reactor,
+                                          lambda: self._apply(op))
+
+    def _apply(self, op):
         """Apply ``op`` to the plaintext current version; keep its event as stored."""
         stored = self._current.get(op.key)
         try:

@@ -22,8 +22,9 @@ of reader threads with connections of their own.  Nothing touches the disk on th
 reactor thread.
 
 Values: each is stored as the store's transformer makes it (``transformers.py``; the
-writer thread transforms it as it inserts the row) and read back in the reader thread
-that reads it, so the reactor sees only plaintext.  A tombstone's value is empty and
+writer thread transforms it as it inserts the row, once the transformer has been
+``prepare``d on the reactor, which is where a KMS plugin is asked) and read back in the
+reader thread that reads it, so the reactor sees only plaintext.  A tombstone's value is empty and
 never transformed.  A value is refused as etcd with its default limits refuses it
 (``etcd3/txn.py``), so that what one backend stores the other does.
 
@@ -380,13 +381,13 @@ class SQLiteStorage:
         return kvs.addCallback(RangeResult, at)
 
     def create(self, key, value):
-        return self._submit(mvcc.Create(key, value))
+        return self._submit(mvcc.Create(key, value), value)
 
     def update(self, key, value, expected_revision=None):
-        return self._submit(mvcc.Update(key, value, expected_revision))
+        return self._submit(mvcc.Update(key, value, expected_revision), value)
 
     def delete(self, key, expected_revision=None):
-        return self._submit(mvcc.Delete(key, expected_revision))
+        return self._submit(mvcc.Delete(key, expected_revision), None)
 
     def watch(self, prefix, from_revision, sink):
         mvcc.check_watchable(self, from_revision)
@@ -425,8 +426,17 @@ class SQLiteStorage:
         events = [outcome for _, outcome in outcomes if isinstance(outcome, Event)]
         self._watchers.publish(events, lambda: _acknowledge(outcomes))
 
-    def _submit(self, op):
-        if self._stopping:
+    def _submit(self, op, value: Optional[bytes]):
+        """
+        Queue ``op`` for the writer once its value can be transformed without waiting
+        (``Transformed.then_prepared``: a KMS plugin is asked here, on the reactor, never
+        in the writer, which would hold back every write behind it).
+        """
+        return self._values.then_prepared(op.key, value, self.reactor,
+                                          lambda: self._queue(op))
+
+    def _queue(self, op):
+        if self._stopping:  # also a write that waited on a KMS plugin meanwhile
             raise RuntimeError("SQLiteStorage is stopped: it takes no more writes")
         return self._enqueue(op)
 

@@ -17,15 +17,21 @@ EncryptionConfiguration will be turned into.
 ``Transformed`` is the backends' side: it applies one transformer to keys' values and
 events, and turns a value that does not transform back into a ``CorruptValue`` (see
 ``platformd.storage.interface``) instead of failing the whole read.
+
+A transformer that must reach a plugin before it can write (KMS v2) is asked on the
+reactor before a write is queued (``prepare``), so that a slow plugin holds back only
+the writes it encrypts, not the backend's writer.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import attrs
+from twisted.internet.defer import Deferred
 from zope.interface import Interface, implementer
 
+from platformd.deferreds import then
 from platformd.storage.interface import DELETE, CorruptValue, Event, KeyValue, TransformError
 
 
@@ -73,6 +79,19 @@ def is_stale(transformer, key: str, data: bytes) -> bool:
     return stale is not None and stale(key, data)
 
 
+def prepare(transformer, key: str, reactor) -> Optional[Deferred]:
+    """
+    On the reactor, before a write of ``key`` is queued: None when ``to_storage`` can
+    write it at once (every transformer but a KMS plugin's), else a Deferred firing
+    once it can, or failing with the ``TransformError`` the write fails with.  A
+    transformer that must reach something remote before it writes (a KMS v2 plugin, to
+    seal a data key) has a ``prepare(key, reactor)`` method and does it there, so that
+    ``to_storage``, called where the backend stores, never waits on it.
+    """
+    method = getattr(transformer, "prepare", None)
+    return None if method is None else method(key, reactor)
+
+
 @implementer(IValueTransformer)
 @attrs.frozen
 class ByKeyPrefix:
@@ -107,6 +126,9 @@ class ByKeyPrefix:
     def stale(self, key: str, data: bytes) -> bool:
         return is_stale(self.choose(key), key, data)
 
+    def prepare(self, key: str, reactor) -> Optional[Deferred]:
+        return prepare(self.choose(key), key, reactor)
+
 
 @attrs.frozen
 class Transformed:
@@ -130,8 +152,18 @@ class Transformed:
         """Whether values are stored as they are (bulk reads then skip the calls)."""
         return isinstance(self.transformer, IdentityTransformer)
 
+    def then_prepared(self, key: str, value: Optional[bytes], reactor,
+                      write: Callable[[], Deferred]) -> Deferred:
+        """
+        On the reactor: ``write()`` at once, or once the transformer can store ``value``
+        under ``key`` without waiting (``prepare``); a deletion (``value`` None) stores
+        nothing and waits for nothing.  Writes of other keys are not held back meanwhile.
+        """
+        prepared = None if value is None else prepare(self.transformer, key, reactor)
+        return then(prepared, lambda _: write())
+
     def stored(self, key: str, value: bytes) -> bytes:
-        """What to store for ``value`` under ``key``."""
+        """What to store for ``value`` under ``key`` (after ``prepare``)."""
         self.stale_keys.discard(key)
         return self.transformer.to_storage(key, value)
 

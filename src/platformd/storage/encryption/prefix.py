@@ -10,7 +10,7 @@ from __future__ import annotations
 from zope.interface import implementer
 
 from platformd.storage.interface import TransformError
-from platformd.storage.transformers import IValueTransformer, is_stale
+from platformd.storage.transformers import IValueTransformer, is_stale, prepare
 
 #: What every encrypting provider's stored prefix starts with (upstream ``k8s:enc:``).
 ENCRYPTED = b"platform:enc:"
@@ -42,6 +42,10 @@ class PrefixTransformers:
                         continue
                     raise
         raise TransformError(errors[0] if errors else self.error)
+
+    def prepare(self, key: str, reactor):
+        """The first's (the writer's) ``prepare``."""
+        return prepare(self.transformers[0][1], key, reactor)
 
     def stale(self, key: str, data: bytes) -> bool:
         """Read by other than the first (the writer), or stale inside it (an old key)."""

@@ -19,7 +19,7 @@ from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
 import platformd.storage.encryption.config as cfg
 from platformd.storage.encryption.build import build
 from platformd.storage.encryption.errors import EncryptionConfigError
-from platformd.storage.transformers import IDENTITY, is_stale, IValueTransformer
+from platformd.storage.transformers import IDENTITY, IValueTransformer, is_stale, prepare
 
 log = Logger()
 
@@ -44,6 +44,9 @@ class Swappable:
 
     def stale(self, key: str, data: bytes) -> bool:
         return is_stale(self.current, key, data)
+
+    def prepare(self, key: str, reactor):
+        return prepare(self.current, key, reactor)
 
 
 def load_into(target: Swappable, path: str, served: Iterable[tuple],

@@ -293,7 +293,11 @@ class EtcdStorage:
         return self._write(mvcc.Delete(key, expected_revision), key, None)
 
     def _write(self, op, key: str, value: Optional[bytes]):
-        written = self._with_values(self._transaction, op, key, value)
+        # A KMS plugin is asked on the reactor first (``then_prepared``), not in the pool,
+        # where a hung one would hold a thread every other write needs.
+        written = self._values.then_prepared(
+            key, value, self.reactor,
+            lambda: self._with_values(self._transaction, op, key, value))
         written.addCallback(lambda request: self.client.unary("Txn", request))
         written.addCallback(lambda reply: self._with_values(self._outcome, op, key, reply))
         return written.addCallback(self._acknowledge)
