@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Generator, TypeVar
 
 from twisted.internet import task
+from twisted.internet.defer import Deferred
 
 T = TypeVar("T")
 
@@ -29,14 +30,20 @@ def run(work: Work):
     """
     ``work``'s return value: at once when it ends within its first slice, else a
     Deferred of it (``deferreds.then`` takes either); what it raises, likewise.
+    Cancelling the Deferred (the client went away) stops the work.
     """
     try:
         next(work)
-    except StopIteration as done:
-        return done.value
+    except StopIteration as finished:
+        return finished.value
     result = []
 
     def rest():
         result.append((yield from work))
 
-    return task.cooperate(rest()).whenDone().addCallback(lambda _: result[0])
+    running = task.cooperate(rest())
+    done: Deferred = Deferred(lambda _: running.stop())
+    running.whenDone().addCallbacks(
+        lambda _: done.callback(result[0]),
+        lambda failure: None if failure.check(task.TaskStopped) else done.errback(failure))
+    return done
