@@ -336,15 +336,18 @@ class TwistedInternalsTests(SynchronousTestCase):
 
 
     def test_http2_private_parts_present(self):
-        """What tlstransport.py and api/http2.py use of twisted.web's HTTP/2 and of its
-        protocol switch (``_GenericHTTPChannelProtocol``)."""
+        """What tlstransport.py, api/http2.py and api/site.py use of twisted.web's HTTP/2,
+        of its protocol switch (``_GenericHTTPChannelProtocol``) and of its HTTP/1.1
+        channel (a request served before its body)."""
         from twisted.web import _http2, http, server
         from twisted.internet.task import Clock
 
         need = self.need
         need(http, "twisted.web.http", "_GenericHTTPChannelProtocol")
         need(_http2.H2Connection, "H2Connection", "_requestReceived", "_requestDone",
-             "setTimeout")
+             "setTimeout", "_send100Continue")
+        need(http.HTTPChannel, "HTTPChannel", "_send100Continue", "rawDataReceived",
+             "writeHeaders")
         generic = http._GenericHTTPChannelProtocol(http.HTTPChannel())
         site = server.Site(None)
         generic.site, generic.factory, generic.callLater = site, site, reactor.callLater
@@ -353,11 +356,13 @@ class TwistedInternalsTests(SynchronousTestCase):
              "_site", "_factory", "_callLater", "_requestFactory")
         channel = http.HTTPChannel()
         channel.makeConnection(StringTransport())
-        need(channel, "HTTPChannel()", "_networkProducer")
+        need(channel, "HTTPChannel()", "_networkProducer", "_handlingRequest", "_dataBuffer",
+             "_waitingForTransport", "_transferDecoder")
         connection = _http2.H2Connection(Clock())
         connection.makeConnection(StringTransport())
         stream = _http2.H2Stream(1, connection, [(b":method", b"GET")], server.Request,
                                  site, site)
-        need(stream, "H2Stream()", "_conn")
+        need(stream, "H2Stream()", "_conn", "_request", "command", "path", "pauseProducing",
+             "resumeProducing")
         need(connection, "H2Connection()", "streams")
         self.assertNoneMissing()

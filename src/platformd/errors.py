@@ -133,9 +133,14 @@ def bad_request(message: str, causes=()) -> StatusError:
 
 
 def method_not_allowed() -> StatusError:
-    """405 as go-restful answers a method a route does not register, in upstream's words."""
+    """
+    405 as go-restful answers a method a route does not register: upstream's
+    ``serviceErrorHandler`` writes ``NewGenericServerResponse(405, ...)``, whose details
+    are empty but present.
+    """
     return StatusError(405, "MethodNotAllowed",
-                       "the server does not allow this method on the requested resource")
+                       "the server does not allow this method on the requested resource",
+                       empty_details=True)
 
 
 def not_acceptable(types) -> StatusError:

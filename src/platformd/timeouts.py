@@ -13,10 +13,18 @@ TLS handshake      32 s     Go's ``tlsHandshakeTimeout()``: the smallest of the
 request headers    32 s     ``ReadHeaderTimeout``, from the handshake's end or
                             from the first byte after an idle wait; a fixed
                             deadline, not reset by each byte (slowloris); aborted
-request body,      none     ``ReadTimeout`` and ``WriteTimeout`` are 0: a watch or
-handling, answer            an upload may take as long as it takes (the request
-                            timeout, ``api/deadline.py``, bounds the handling)
+request body       60 s     ``ReadTimeout`` is 0: the body is read by the handler,
+                            within the request timeout (``api/deadline.py``:
+                            ``--request-timeout``, or a shorter ``?timeout=``;
+                            504, then closed); and only once the request is
+                            authorized (``api/request.py``), so a client without
+                            credentials has none read at all
+handling, answer   60 s     the request timeout again (watches excepted);
+                            ``WriteTimeout`` is 0: a watch or a large answer to a
+                            slow reader takes as long as it takes
 idle keep-alive    90 s     ``IdleTimeout``; closed politely (HTTP/2: ``GOAWAY``)
+closing with a     0.5 s    Go's ``rstAvoidanceDelay``: after the answer, the TCP
+body unread                 connection is closed (``api/site.py``)
 =================  =======  ====================================================
 
 ``Deadline`` is the one timer a connection needs for this, on the injected clock.
@@ -34,6 +42,10 @@ READ_HEADER_TIMEOUT = 32.0
 #: secure_serving.go: ``IdleTimeout: 90 * time.Second // matches http.DefaultTransport
 #: keep-alive timeout`` (also the HTTP/2 idle timeout).
 IDLE_TIMEOUT = 90.0
+#: net/http server.go: ``rstAvoidanceDelay = 500 * time.Millisecond``, how long Go waits
+#: after its answer before closing a connection with unread request data (closing then
+#: sends a TCP reset, which can destroy the answer before the client has read it).
+RST_AVOIDANCE_DELAY = 0.5
 
 
 @attrs.frozen

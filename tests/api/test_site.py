@@ -1,24 +1,29 @@
 """
-The API site's connection handling (api/site.py, timeouts.py): Go's deadlines on a
-Clock — TLS handshake, request headers (fixed, not slid by trickled bytes), idle
-keep-alive — and the 3 MiB body limit refused as the body arrives; then over real TLS
-on loopback, hundreds of half-open connections closed by the deadlines.
+The API site's connection handling (api/site.py, api/request.py, timeouts.py): Go's
+deadlines on a Clock — TLS handshake, request headers (fixed, not slid by trickled bytes),
+idle keep-alive — the 3 MiB body limit refused as the body arrives, and a body held
+unread until the handler lets it in (closed 0.5 s after an answer that did not read it);
+then over real TLS on loopback, hundreds of half-open connections closed by the
+deadlines.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+from io import BytesIO
 import ssl
 import time
 
 from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import succeed
 from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import StringTransport
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
 
 from platformd.api.body import MAX_BODY
 from platformd.api.site import make_site
@@ -31,12 +36,20 @@ GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 class Echo(Resource):
-    """Answers any request with the size of its body."""
+    """Answers any request with the size of its body, let in as the API lets it in."""
 
     isLeaf = True
 
     def render(self, request):
-        return b"%d" % len(request.content.read())
+        (request.receive_body() or succeed(None)).addCallback(self.answer, request)
+        return NOT_DONE_YET
+
+    @staticmethod
+    def answer(_, request) -> None:
+        body = b"%d" % len(request.content.read())
+        request.setHeader(b"Content-Length", b"%d" % len(body))
+        request.write(body)
+        request.finish()
 
 
 def connect(site):
@@ -146,6 +159,71 @@ class DeadlineTests(SynchronousTestCase):
         channel.dataReceived(b"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
                              % MAX_BODY + b"x" * MAX_BODY)
         self.assertTrue(transport.value().endswith(b"\r\n\r\n%d" % MAX_BODY))
+
+
+class Held(Resource):
+    """Keeps each request, unanswered, for the test to let its body in or answer it."""
+
+    isLeaf = True
+
+    def __init__(self):
+        super().__init__()
+        self.requests: list = []
+
+    def render(self, request):
+        self.requests.append(request)
+        return NOT_DONE_YET
+
+
+class BodyTests(SynchronousTestCase):
+    """A request is served on its headers, its body held until the handler lets it in."""
+
+    def setUp(self):
+        self.clock = Clock()
+        self.held = Held()
+        self.site = make_site(self.held, reactor=self.clock)
+        self.made: list = []
+        self.site.getContentFile = lambda length: self.made.append(length) or BytesIO()
+        self.channel, self.tls = connect(self.site)
+        self.tcp = self.tls.transport = StringTransport()  # what TLS runs over
+        self.channel.handshakeCompleted()
+
+    def test_held_until_let_in(self):
+        """No 100 Continue, no content file, nothing read (past 16 KiB the socket is no
+        longer read) until ``receive_body``; then all of it, and the rest as it comes."""
+        self.channel.dataReceived(b"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n"
+                                  b"Expect: 100-continue\r\n\r\n" + b"a" * 17000)
+        [request] = self.held.requests
+        self.assertEqual((self.tls.value(), self.made, self.tls.producerState),
+                         (b"", [], "paused"))
+        arrived = request.receive_body()
+        self.assertEqual((self.tls.value(), self.made, self.tls.producerState),
+                         (b"HTTP/1.1 100 Continue\r\n\r\n", [20000], "producing"))
+        self.assertNoResult(arrived)
+        self.channel.dataReceived(b"b" * 3000)
+        self.successResultOf(arrived)
+        self.assertEqual(request.content.read(), b"a" * 17000 + b"b" * 3000)
+
+    def test_answered_before_its_body(self):
+        """Refused unread: Connection: close, what comes is dropped, TCP closed 0.5 s after
+        (Go's rstAvoidanceDelay), aborted if the client still has not taken the answer 32 s
+        later."""
+        self.channel.dataReceived(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+        [request] = self.held.requests
+        request.setResponseCode(401)
+        request.setHeader(b"Content-Length", b"0")
+        request.finish()
+        self.assertIn(b"\r\nConnection: close\r\n", self.tls.value())
+        self.assertTrue(self.tls.disconnecting)  # TLS's close_notify
+        self.channel.dataReceived(b"x" * 10 + GET)
+        self.assertEqual(self.tls.value().count(b"HTTP/1.1"), 1)
+        self.clock.advance(0.49)
+        self.assertFalse(self.tcp.disconnecting)
+        self.clock.advance(0.01)
+        self.assertTrue(self.tcp.disconnecting)
+        self.clock.advance(32)
+        self.assertTrue(self.tls.disconnected)  # aborted
+        self.assertEqual(self.made, [])
 
 
 def half_open(port: int, ca: str, count: int) -> list:

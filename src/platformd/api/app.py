@@ -51,6 +51,7 @@ _HANDLERS = {
         call, api.store_for(call.kind), api.reader),
 }
 _STATUS_VERBS = frozenset({"get", "update", "patch"})
+_BODILESS_VERBS = frozenset({"get", "list", "watch"})
 #: The views a write's or delete's answer may take (checked before the work is done).
 _ANSWER_VIEWS = {"create": views.GET_VIEWS, "update": views.GET_VIEWS,
                  "patch": views.GET_VIEWS, "delete": views.GET_VIEWS,
@@ -233,19 +234,25 @@ class APIServer:
         if kind is None or (info.namespace and not kind.namespaced
                             and info.name != info.namespace):
             raise errors.not_found_path()
-        if info.subresource in kind.subresources and info.name:
-            call.kind = kind.subresources[info.subresource]
+        subresource = kind.subresources.get(info.subresource) if info.name else None
+        if info.subresource and subresource is None and (
+                info.subresource != "status" or not kind.has_status):
+            raise errors.not_found_path()
+        if call.request.method == b"HEAD":
+            # Upstream's installer registers GET, PUT, PATCH, POST and DELETE routes (HEAD
+            # only for connect subresources, none here): go-restful's 405.
+            raise errors.method_not_allowed()
+        if subresource is not None:
+            call.kind = subresource
             ctx.routed = True
-            return reviews.serve_subresource(call, self._check_route_accepts, self)
-        if info.subresource:
-            if info.subresource != "status" or not kind.has_status:
-                raise errors.not_found_path()
-            if info.verb not in _STATUS_VERBS:
-                raise errors.method_not_allowed()
+            return _with_body(call, reviews.serve_subresource, call, self._check_route_accepts,
+                              self)
+        if info.subresource and info.verb not in _STATUS_VERBS:
+            raise errors.method_not_allowed()
         call.kind = kind
         if kind.review is not None:
             ctx.routed = True
-            return reviews.serve(call, self._check_route_accepts, self)
+            return _with_body(call, reviews.serve, call, self._check_route_accepts, self)
         handler = _HANDLERS.get(info.verb)
         if handler is None:
             raise errors.method_not_allowed()
@@ -258,7 +265,7 @@ class APIServer:
             # work, so a 406 never follows a write that was made.
             call.pick(answer_views)
         ctx.routed = True
-        return handler(call, self)
+        return _with_body(call, handler, call, self)
 
     def _check_route_accepts(self, call) -> None:
         """
@@ -291,6 +298,20 @@ class APIServer:
         else:
             body = document.encoded(codec)
         return responses.write(request, 200, body, choice.media_type)
+
+
+def _with_body(call, handler, *args):
+    """
+    ``handler(*args)``, for a verb that reads a body once that body is in: the request was
+    served before it (``request.py``), and it is let in only now, past the filters (as
+    upstream's handlers read it); get, list and watch read none.
+    """
+    if call.info.verb in _BODILESS_VERBS:
+        return handler(*args)
+    waiting = call.request.receive_body()
+    if waiting is None:
+        return handler(*args)
+    return waiting.addCallback(lambda _: handler(*args))
 
 
 def _size(result, request) -> int:

@@ -5,7 +5,7 @@ kube-apiserver serves both.
 twisted.web already speaks HTTP/2 (``twisted.web._http2.H2Connection`` over the ``h2``
 package): its ``_GenericHTTPChannelProtocol`` starts as HTTP/1.1 and becomes an
 ``H2Connection`` when the handshake picked ``h2``.  ``APIProtocol`` is that wrapper with
-three changes:
+these changes:
 
 * the switch builds ``APIH2Connection`` on the site's clock (Twisted's builds one on
   the global reactor), and first stops the HTTP/1.1 channel's deadlines (``site.py``);
@@ -13,7 +13,14 @@ three changes:
   deadline starts there), which Twisted's proxy does not forward;
 * ``APIH2Connection``'s idle timeout is Go's: 90 s *without any stream*, ``GOAWAY``
   then.  Twisted's counts silence even while streams are open, which would cut a quiet
-  watch (a watch client sends nothing while no event comes).
+  watch (a watch client sends nothing while no event comes);
+* a request with a body is served when its headers are in, its stream paused: what the
+  client sends is held in the stream without reopening its flow-control window (at most
+  64 KiB, which the connection's window also bounds for all its streams together) until
+  the handler lets the body in (``request.py``); ``Expect: 100-continue`` is answered
+  then, not at the headers.  A stream answered before its body ended is reset with
+  ``NO_ERROR`` after the answer, as Go's server does (RFC 9113 8.1: the client stops
+  sending), and what it held is given back to the connection's window.
 
 What HTTP/2 gives for free, per Twisted's ``H2Connection``: each stream keeps to its own
 flow-control window (a client not reading one stream blocks only that stream, whose
@@ -26,9 +33,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from h2.errors import ErrorCodes
+from h2.exceptions import StreamClosedError
 from twisted.internet.interfaces import IHandshakeListener
 from twisted.web import http
-from twisted.web._http2 import H2Connection
+from twisted.web._http2 import H2Connection, H2Stream
 from zope.interface import implementer
 
 
@@ -43,9 +52,30 @@ class APIH2Connection(H2Connection):
     def _requestReceived(self, event):
         super()._requestReceived(event)
         self.setTimeout(None)
+        if event.stream_ended is None:  # a body follows
+            stream = self.streams[event.stream_id]
+            stream.pauseProducing()
+            stream._request.serve_before_body(stream.command, stream.path, b"HTTP/2")
+
+    def _send100Continue(self, streamID):
+        """Not at the headers: when the body is let in (``let_body_in``)."""
+
+    def let_body_in(self, stream: H2Stream) -> None:
+        """The handler reads ``stream``'s body: 100 Continue if asked for, and read on."""
+        expect = stream._request.requestHeaders.getRawHeaders(b"expect")
+        if expect and expect[0].lower() == b"100-continue":
+            super()._send100Continue(stream.streamID)
+        stream.resumeProducing()
 
     def _requestDone(self, streamID):
+        stream = self.streams[streamID]
         super()._requestDone(streamID)
+        if stream._request.body_pending:
+            try:
+                self.conn.reset_stream(streamID, ErrorCodes.NO_ERROR)
+            except StreamClosedError:
+                pass  # the client reset it
+            stream.resumeProducing()  # drops what it held, opening the window again
         if not self.streams:
             self.setTimeout(self.idle)
 
@@ -94,3 +124,11 @@ class APIProtocol(http._GenericHTTPChannelProtocol):
         self._negotiatedProtocol = b"h2"  # type: ignore[assignment]
         h2.makeConnection(http1.transport)
         network.registerProducer(h2, True)
+
+
+def let_body_in(channel) -> None:
+    """Have a request's ``channel`` (HTTP/1.1's, or an HTTP/2 stream) read its body on."""
+    if isinstance(channel, H2Stream):
+        channel._conn.let_body_in(channel)
+    else:
+        channel.let_body_in()

@@ -6,6 +6,13 @@ The twisted.web Site the API is served by, tuned for an API server.
   encoding, and twisted.web's form parsing (which also costs an email-header parse of
   Content-Type on every POST) would otherwise consume an
   ``application/x-www-form-urlencoded`` body into query arguments.
+* A request is served as soon as its headers are in; its body is read only when the
+  handler asks, past authentication and authorization, and is bounded in size
+  (``request.py``).  Until then ``APIChannel`` holds it unread: what came with the
+  headers stays in twisted.web's pipelining buffer, which stops reading from the socket
+  past 16 KiB; ``Expect: 100-continue`` is answered only then.  A request answered
+  before its body was all read is answered with ``Connection: close`` and the rest is
+  never read (as Go closes a connection whose request body was not read to its end).
 * Bodies are buffered in memory up to 100 kB and in a temporary file above, through
   the ``getContentFile`` hook (cheaper than twisted.web's fallback, which first raises
   AttributeError on every request).
@@ -18,20 +25,15 @@ The twisted.web Site the API is served by, tuned for an API server.
   it (``timeouts.py``): TLS handshake and request headers each within 32 s (a fixed
   deadline: trickling bytes does not extend it), the next request on a kept-alive
   connection within 90 s.  twisted.web's own sliding 12-hour idle timeout is off.
-* A request body over upstream's 3 MiB is refused as it arrives (``APIRequest``): at
-  once from its ``Content-Length``, or when a chunked body passes the limit, with
-  upstream's 413 ``RequestEntityTooLarge`` Status, and the connection closed; no more
-  than the limit is ever kept.  (Upstream reads the body in the handler, after
-  authentication: a client without credentials gets 413 here, 401 there.)  Over
-  HTTP/2 a stream cannot be answered before its request ends: the body is kept up to
-  the limit and the rest dropped, and the handler answers 413 (``body.read_body``).
+* A connection closed with a request's body unread (a refusal, an answer before the
+  body) drops whatever else comes, and its TCP connection is closed 0.5 s after the
+  answer (Go's ``rstAvoidanceDelay``: time for the answer to reach the client before a
+  reset can destroy it) whether or not the client has answered TLS's close_notify;
+  aborted if the client has still not taken the answer 32 s later.
 * A path whose percent-decoding is not UTF-8 is read with U+FFFD in place of the bad
   bytes, as Go's strings carry them into upstream's request info, instead of
   twisted.web's HTML "Non-UTF-8 encoding in URL" page.
 """
-
-import tempfile
-from io import BytesIO
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IHandshakeListener
@@ -42,27 +44,20 @@ from twisted.web.resource import IResource
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.api.body import MAX_BODY, too_large
 from platformd.api.http2 import APIProtocol
+from platformd.api.request import APIRequest, content_file
 from platformd.codecs.jsoncodec import dumps
-from platformd.timeouts import ConnectionTimeouts, Deadline
+from platformd.timeouts import RST_AVOIDANCE_DELAY, ConnectionTimeouts, Deadline
 
-_IN_MEMORY = 100_000
 #: Go's http.DefaultMaxHeaderBytes: the request line and headers together.
 MAX_HEADER_BYTES = 1 << 20
-
-
-def content_file(length):
-    if length is not None and length < _IN_MEMORY:
-        return BytesIO()
-    return tempfile.TemporaryFile()
 
 
 @implementer(IHandshakeListener)
 class APIChannel(http.HTTPChannel):
     """
-    twisted.web's HTTP/1.1 channel with Go's header limit, Go's connection deadlines
-    and Status refusals.
+    twisted.web's HTTP/1.1 channel with Go's header limit, Go's connection deadlines,
+    Status refusals, and requests served before their bodies.
     """
 
     MAX_LENGTH = MAX_HEADER_BYTES
@@ -70,7 +65,10 @@ class APIChannel(http.HTTPChannel):
     #: Waiting for the next request (between requests, or after the handshake).
     _idle = False
     _deadline: Deadline
+    #: Closing with a request's body unread: whatever comes is dropped.
     _refused = False
+    #: The client waits for ``100 Continue`` before sending the body.
+    _continue = False
 
     def connectionMade(self):
         super().connectionMade()
@@ -89,15 +87,52 @@ class APIChannel(http.HTTPChannel):
             self._deadline.set(self.site.timeouts.read_header, self._abort)
         super().dataReceived(data)
 
+    def rawDataReceived(self, data):
+        if not self._refused:  # (the rest of a read that ended in a refusal)
+            super().rawDataReceived(data)
+
     def allHeadersReceived(self):
         self._deadline.clear()
+        self._continue = False
         super().allHeadersReceived()
+        if self.length != 0 and not self._refused:
+            # A body follows: the request is served now, and what comes is held in the
+            # buffer twisted.web keeps for the next request while one is handled.
+            self._handlingRequest = True
+            self.requests[-1].serve_before_body(self._command, self._path, self._version)
+
+    def _send100Continue(self):
+        """Not at the headers: when the body is let in (``let_body_in``)."""
+        self._continue = True
+
+    def let_body_in(self) -> None:
+        """The handler reads the body: 100 Continue if asked for, and read on."""
+        if self._continue:
+            self._continue = False
+            super()._send100Continue()
+        self._handlingRequest = False
+        held = b"".join(self._dataBuffer)
+        self._dataBuffer = []
+        if not self._waitingForTransport:
+            self._networkProducer.resumeProducing()
+        if held:
+            self.rawDataReceived(held)
+
+    def writeHeaders(self, version, code, reason, headers):
+        if self._transferDecoder is not None:
+            # Answered before its body was all read: the rest is never read, so the
+            # connection cannot carry another request.
+            self.persistent = False
+            headers.setRawHeaders(b"Connection", [b"close"])
+        super().writeHeaders(version, code, reason, headers)
 
     def requestDone(self, request):
         if self.persistent:
             # Set first: the base class replays any pipelined request at once.
             self._idle = True
             self._deadline.set(self.site.timeouts.idle, self.timeoutConnection)
+        elif self._transferDecoder is not None:
+            self._close_unread()
         super().requestDone(request)
 
     def stop_deadlines(self) -> None:
@@ -113,15 +148,30 @@ class APIChannel(http.HTTPChannel):
             self.transport.abortConnection()
 
     def refuse(self, error: errors.StatusError) -> None:
-        """Answer ``error`` now, before the request is read, and close."""
-        if not self._refused:
-            self._refused = True
-            self._refuse(error)
-            # A peer that neither reads nor closes is cut off.
+        """Answer ``error`` now, before the request is read (or all of it), and close."""
+        if self._refused:
+            return
+        body = dumps(error.to_status())
+        reason = http.RESPONSES.get(error.code, b"Error")
+        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                             % (error.code, reason, len(body), body))
+        self.loseConnection()
+        self._close_unread()
+
+    def _close_unread(self) -> None:
+        """Closing (TLS's close_notify sent) with a body unread: see module docstring."""
+        self._refused = True
+        self._deadline.set(RST_AVOIDANCE_DELAY, self._close_tcp)
+
+    def _close_tcp(self) -> None:
+        if self.transport is not None:
+            # The TCP connection under TLS (a plain transport in tests), once written.
+            getattr(self.transport, "transport", self.transport).loseConnection()
             self._deadline.set(self.site.timeouts.read_header, self._abort)
 
     def lineLengthExceeded(self, line):
-        self._refuse(errors.StatusError(
+        self.refuse(errors.StatusError(
             431, "BadRequest",
             f"request header fields too large: at most {MAX_HEADER_BYTES} bytes"))
 
@@ -129,51 +179,7 @@ class APIChannel(http.HTTPChannel):
         if self._receivedHeaderSize > self.totalHeadersSize:
             self.lineLengthExceeded(b"")
         else:
-            self._refuse(errors.bad_request("malformed HTTP request"))
-
-    def _refuse(self, error: errors.StatusError) -> None:
-        body = dumps(error.to_status())
-        reason = http.RESPONSES.get(error.code, b"Error")
-        self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
-                             % (error.code, reason, len(body), body))
-        self.loseConnection()
-
-
-class APIRequest(server.Request):
-    """
-    twisted.web's request keeping at most ``MAX_BODY + 1`` bytes of body, refusing a
-    larger one as soon as it shows (see module docstring).
-    """
-
-    _received = 0
-    _too_large = False
-
-    def gotLength(self, length):
-        super().gotLength(length)
-        if length is not None and length > MAX_BODY:
-            self._refuse_body()
-
-    def handleContentChunk(self, data):
-        room = MAX_BODY + 1 - self._received
-        self._received += len(data)
-        if room > 0:
-            super().handleContentChunk(data[:room] if len(data) > room else data)
-        if self._received > MAX_BODY:
-            self._refuse_body()
-
-    def requestReceived(self, command, path, version):
-        if self._too_large and getattr(self.channel, "refuse", None) is not None:
-            return  # answered already, the connection is closing
-        super().requestReceived(command, path, version)
-
-    def _refuse_body(self) -> None:
-        if self._too_large:
-            return
-        self._too_large = True
-        refuse = getattr(self.channel, "refuse", None)
-        if refuse is not None:
-            refuse(too_large())
+            self.refuse(errors.bad_request("malformed HTTP request"))
 
 
 class APISite(server.Site):
