@@ -25,7 +25,7 @@ LAYERS = (
      "__version__", "protos", "pki", "configfile", "metrics",
      "sdnotify", "journald", "timeouts", "gonumbers", "privatefiles"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
-     "activation"},
+     "activation", "accepting"},
     {"tracing", "egress"},
     {"admission"},
     {"auth", "cache", "patch", "listening", "audit"},

@@ -8,6 +8,9 @@ endpoint with any factory.  ``activated_socket`` finds the socket a supervisor h
 over (socket activation, ``activation.py``), adopted as it is; the daemon listens there
 instead of ``--secure-port``.
 
+Out of file descriptors, the listener stops accepting for a while, as Go's does, rather
+than spinning on ``accept()`` (``accepting.py``).
+
 Stopping is in two steps, as upstream's graceful termination: ``stop_listening`` (no new
 connections), then ``drain``: a connection is closed as soon as it has no request in
 flight, and whatever is still busy after the grace period is aborted.
@@ -35,6 +38,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 
+from platformd.accepting import accept_with_backoff
 from platformd.activation import initial_environment, passed
 from platformd.startup import StartupError
 from platformd.tlstransport import PlatformTLSTransport
@@ -157,6 +161,7 @@ class ListenerService(service.Service):
                 self._outcome = Failure()
         else:
             self.port = self._outcome = result
+            accept_with_backoff(result, self.reactor)
         waiting, self._waiting = self._waiting, []
         for d in waiting:
             self._fire(d)

@@ -7,16 +7,20 @@ replays the attack over real sockets on loopback against a real platformd.
 * Bodies before authentication (item 4): a request is refused on its headers — no
   ``100 Continue``, no body read, no content file made — and the connection is closed
   (HTTP/1.1) or the stream reset (HTTP/2).
-* Body deadlines (item 5): a body trickled past the request's deadline is cut with
-  upstream's 504; tricklers without credentials hold no connection.
+* Body deadlines and descriptors (item 5): a body trickled past the request's deadline is
+  cut with upstream's 504; tricklers without credentials hold no connection; out of
+  descriptors, the listener backs off and logs once.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
 import socket
 import ssl
+import tempfile
 import threading
 import time
 
@@ -24,10 +28,14 @@ import h2.errors
 import h2.events
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
-from twisted.internet.task import deferLater
+from twisted.internet.protocol import Protocol, ServerFactory
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.threads import deferToThread
+from twisted.logger import Logger
 from twisted.trial.unittest import TestCase
 
+from platformd import accepting
+from tests.e2e.daemon import Server, free_port, write_tokens
 from tests.e2e.harness import start_server
 from tests.e2e.test_http2 import H2Client, Stream
 
@@ -379,3 +387,82 @@ class BodyDeadlineTests(ServedTestCase):
                 time.sleep(0.2)
         yield deferToThread(trickle)
         self.assertEqual(self.server.listener.connections(), [])
+
+
+class _Exhausted:
+    """A listening socket whose ``accept()`` fails with EMFILE ``failures`` times."""
+
+    def __init__(self, listening, failures: int):
+        self.listening = listening
+        self.failures = failures
+
+    def accept(self):
+        if self.failures:
+            self.failures -= 1
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return self.listening.accept()
+
+    def __getattr__(self, name):
+        return getattr(self.listening, name)
+
+
+class AcceptBackoffTests(TestCase):
+    """Item 5: out of descriptors, the listener backs off as Go's does, logging once."""
+
+    timeout = 30
+
+    @inlineCallbacks
+    def test_backs_off_then_accepts(self):
+        clock, events, accepted = Clock(), [], []
+        self.patch(accepting, "log", Logger(observer=events.append))
+        factory = ServerFactory.forProtocol(Protocol)
+        factory.buildProtocol = lambda address: accepted.append(address) or Protocol()
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        port.socket = _Exhausted(port.socket, failures=3)
+        accepting.accept_with_backoff(port, clock)
+        client = socket.create_connection(("127.0.0.1", port.getHost().port))
+        self.addCleanup(client.close)
+        delays = []
+        for _ in range(3):
+            yield deferLater(reactor, 0.05, lambda: None)  # the reactor tries to accept
+            self.assertNotIn(port, reactor.getReaders())  # and backs off
+            [call] = clock.getDelayedCalls()
+            delays.append(call.getTime() - clock.seconds())
+            clock.advance(delays[-1])
+        yield deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(([round(d, 6) for d in delays], len(accepted)), ([0.005, 0.01, 0.02], 1))
+        self.assertEqual(clock.getDelayedCalls(), [])
+        self.assertEqual([e["log_format"].format(**e) for e in events], [
+            "not accepting connections (Too many open files): retrying after a backoff of "
+            "5 ms doubled up to 1 s"])
+
+    def test_a_process_out_of_descriptors(self):
+        """
+        platformd under a 40-descriptor limit, filled with idle connections: the one that
+        comes next waits in the listen queue (Twisted's own handling closed it) and is
+        served once others close; one line is logged, no traceback.
+        """
+        directory = tempfile.mkdtemp()
+        self.addCleanup(lambda: os.system(f"rm -rf {directory}"))
+        server = Server(os.path.join(directory, "data"), free_port(),
+                        write_tokens(directory, "token"), token="token",
+                        wrapper=["prlimit", "--nofile=40", "--"],
+                        twistd_args=["--logger=platformd.journald.observer"])
+        server.start()
+        self.addCleanup(server.stop)
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(40)]
+        answer = []
+        waiting = threading.Thread(
+            target=lambda: answer.append(server.connection().request("GET", "/readyz")[0]))
+        waiting.start()
+        time.sleep(0.5)
+        for connection in idle:
+            connection.close()
+        waiting.join(10)
+        server.signal(signal.SIGTERM)
+        server.wait()
+        lines = server.output.splitlines()
+        self.assertEqual(answer, [200])
+        self.assertEqual(len([line for line in lines if "not accepting" in line]), 1, lines)
+        self.assertFalse([line for line in lines if "Traceback" in line or "EMFILE" in line])
