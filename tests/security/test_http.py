@@ -280,52 +280,71 @@ class BodyBeforeAuthenticationTests(ServedTestCase):
 
 
 class BodyBeforeAuthenticationOverHTTP2Tests(ServedTestCase):
-    """Item 4 over HTTP/2: the stream is not read beyond its first window."""
+    """Item 4 over HTTP/2: a stream is not read beyond its first window."""
 
     server_args = ("--enable-http2-serving",)
 
-    def test_refused_stream_is_reset_and_its_window_given_back(self):
-        """
-        Two unauthenticated POSTs of 60,000 bytes on one connection (the connection's
-        window is 65,535): each is answered 401 and reset with NO_ERROR; the second could
-        only be sent because the first one's held data was given back.
-        """
+    def client(self, identity: str | None) -> tuple:
+        """An HTTP/2 client, and the list its connection-level events are added to."""
+        client = H2Client(self.server.port_number, self.server.pki_dir, identity)
+        self.addCleanup(client.close)
+        events: list = []
+        receive = client.conn.receive_data
+        client.conn.receive_data = lambda data: _recorded(events, receive(data))
+        return client, events
+
+    @staticmethod
+    def post_unread(client: H2Client, path: str) -> Stream:
+        """POST 60,000 bytes (within the connection's first window of 65,535) to ``path``,
+        and read until the stream is reset."""
+        stream_id = client.conn.get_next_available_stream_id()
+        client.conn.send_headers(stream_id, [
+            (":method", "POST"), (":path", path), (":scheme", "https"),
+            (":authority", "127.0.0.1"), ("content-type", "application/json"),
+            ("content-length", "60000")])
+        client.streams[stream_id] = stream = Stream()
+        client.pump(lambda: client.conn.local_flow_control_window(stream_id) >= 60_000)
+        size = client.conn.max_outbound_frame_size
+        for start in range(0, 60_000, size):
+            client.conn.send_data(stream_id, b"x" * min(size, 60_000 - start))
+        client.flush()
+        client.pump(lambda: stream.reset)
+        return stream
+
+    def test_unauthenticated_stream_refused_then_goaway(self):
+        """401 with nothing read: the stream is reset with NO_ERROR after the answer, and
+        the connection ends with GOAWAY (upstream's UnauthenticatedHTTP2DOSMitigation)."""
         def run():
-            client = H2Client(self.server.port_number, self.server.pki_dir, identity=None)
-            self.addCleanup(client.close)
-            answers = []
-            for _ in range(2):
-                stream_id = client.conn.get_next_available_stream_id()
-                client.conn.send_headers(stream_id, [
-                    (":method", "POST"), (":path", CONFIGMAPS), (":scheme", "https"),
-                    (":authority", "127.0.0.1"), ("content-type", "application/json"),
-                    ("content-length", "60000")])
-                client.streams[stream_id] = stream = Stream()
-                client.pump(lambda: client.conn.local_flow_control_window(stream_id) >= 60_000)
-                size = client.conn.max_outbound_frame_size
-                for start in range(0, 60_000, size):
-                    client.conn.send_data(stream_id, b"x" * min(size, 60_000 - start))
-                client.flush()
-                resets = []
-                original = client.conn.receive_data
+            client, events = self.client(identity=None)
+            stream = self.post_unread(client, CONFIGMAPS)
+            try:
+                client.pump(lambda: False)
+            except ConnectionError:
+                pass  # closed after the GOAWAY
+            return (int(stream.headers[":status"]), "connection" in stream.headers,
+                    json.loads(bytes(stream.data)),
+                    [(type(e).__name__, e.error_code) for e in events
+                     if isinstance(e, (h2.events.StreamReset, h2.events.ConnectionTerminated))])
 
-                def receive(data):
-                    events = original(data)
-                    resets.extend(e.error_code for e in events
-                                  if isinstance(e, h2.events.StreamReset))
-                    return events
-                client.conn.receive_data = receive
-                client.pump(lambda: stream.reset)
-                client.conn.receive_data = original
-                answers.append((int(stream.headers[":status"]), stream.ended,
-                                json.loads(bytes(stream.data)), resets))
-            return answers
-
-        def check(answers):
-            self.assertEqual(answers, [(401, True, UNAUTHORIZED, [h2.errors.ErrorCodes.NO_ERROR])]
-                             * 2)
+        def check(result):
+            self.assertEqual(result, (401, False, UNAUTHORIZED, [
+                ("StreamReset", h2.errors.ErrorCodes.NO_ERROR),
+                ("ConnectionTerminated", h2.errors.ErrorCodes.NO_ERROR)]))
             self.assertEqual(self.content_files, [])
         return deferToThread(run).addCallback(check)
+
+    def test_answered_before_its_body_gives_the_window_back(self):
+        """An answer before the body (a 404: no route takes the path) resets the stream
+        and gives what it held back to the connection: two such POSTs of 60,000 bytes,
+        then a GET, on one connection whose window is 65,535."""
+        def run():
+            client, events = self.client(identity="admin")
+            codes = [int(self.post_unread(client, "/api/v1/namespaces/default/nothings")
+                         .headers[":status"]) for _ in range(2)]
+            return codes, client.call("GET", CONFIGMAPS)[0], [
+                e.error_code for e in events if isinstance(e, h2.events.StreamReset)]
+        return deferToThread(run).addCallback(self.assertEqual, (
+            [404, 404], 200, [h2.errors.ErrorCodes.NO_ERROR] * 2))
 
     def test_head_on_a_watch(self):
         def run():
@@ -387,6 +406,11 @@ class BodyDeadlineTests(ServedTestCase):
                 time.sleep(0.2)
         yield deferToThread(trickle)
         self.assertEqual(self.server.listener.connections(), [])
+
+
+def _recorded(events: list, received: list) -> list:
+    events.extend(received)
+    return received
 
 
 class _Exhausted:

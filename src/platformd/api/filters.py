@@ -143,22 +143,22 @@ class Authentication:
         except AuthenticationError as e:
             self._measure("error", started)
             self.refusals.warn(str(e))
-            raise errors.unauthorized() from None
+            raise _unauthorized(ctx.request) from None
         if isinstance(user, Deferred):
             return user.addCallbacks(self._authenticated, self._refused, (ctx, proceed, started),
-                                     errbackArgs=(started,))
+                                     errbackArgs=(ctx, started))
         return self._authenticated(user, ctx, proceed, started)
 
-    def _refused(self, failure, started: float):
+    def _refused(self, failure, ctx, started: float):
         failure.trap(AuthenticationError)
         self._measure("error", started)
         self.refusals.warn(str(failure.value))
-        raise errors.unauthorized()
+        raise _unauthorized(ctx.request)
 
     def _authenticated(self, user, ctx, proceed, started: float):
         if user is None:
             self._measure("failure", started)
-            raise errors.unauthorized()
+            raise _unauthorized(ctx.request)
         self._measure("success", started)
         if self.metrics is not None:
             self.metrics.authenticated_users.inc((_compress_username(user.name),))
@@ -168,6 +168,19 @@ class Authentication:
     def _measure(self, result: str, started: float) -> None:
         if self.metrics is not None:
             self.metrics.authentication.record(result, perf_counter() - started)
+
+
+def _unauthorized(request) -> errors.StatusError:
+    """
+    Upstream's ``Unauthorized`` handler: 401, and over HTTP/2 ``Connection: close``, which
+    Go's server turns into ``GOAWAY`` once the connection is idle (``http2.py`` does the
+    same), so that a client without credentials cannot keep an HTTP/2 connection, an
+    expensive one to serve (``UnauthenticatedHTTP2DOSMitigation``, on by default since
+    1.29; CVE-2023-44487 and CVE-2023-39325).
+    """
+    if request.clientproto == b"HTTP/2":
+        request.setHeader(b"Connection", b"close")
+    return errors.unauthorized()
 
 
 def _compress_username(name: str) -> str:

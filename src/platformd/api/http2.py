@@ -20,7 +20,11 @@ these changes:
   the handler lets the body in (``request.py``); ``Expect: 100-continue`` is answered
   then, not at the headers.  A stream answered before its body ended is reset with
   ``NO_ERROR`` after the answer, as Go's server does (RFC 9113 8.1: the client stops
-  sending), and what it held is given back to the connection's window.
+  sending), and what it held is given back to the connection's window;
+* an answer with ``Connection: close`` (a 401: ``filters.Authentication``) has the header
+  removed, as HTTP/2 allows no connection header, and ends the connection with
+  ``GOAWAY`` as Go's server does; once no stream is left rather than at once, since the
+  ``h2`` package sends nothing more on a connection after its ``GOAWAY``.
 
 What HTTP/2 gives for free, per Twisted's ``H2Connection``: each stream keeps to its own
 flow-control window (a client not reading one stream blocks only that stream, whose
@@ -43,6 +47,9 @@ from zope.interface import implementer
 
 class APIH2Connection(H2Connection):
     """Twisted's HTTP/2 connection with Go's idle timeout (see module docstring)."""
+
+    #: An answer said ``Connection: close``: ``GOAWAY`` once no stream is left.
+    _closing = False
 
     def __init__(self, reactor, idle: float):
         super().__init__(reactor)
@@ -67,6 +74,14 @@ class APIH2Connection(H2Connection):
             super()._send100Continue(stream.streamID)
         stream.resumeProducing()
 
+    def writeHeaders(self, version, code, reason, headers, streamID):
+        connection = [value.lower() for name, value in headers if name.lower() == b"connection"]
+        if connection:
+            self._closing = self._closing or b"close" in connection
+            headers = [(name, value) for name, value in headers
+                       if name.lower() != b"connection"]
+        super().writeHeaders(version, code, reason, headers, streamID)
+
     def _requestDone(self, streamID):
         stream = self.streams[streamID]
         super()._requestDone(streamID)
@@ -76,7 +91,11 @@ class APIH2Connection(H2Connection):
             except StreamClosedError:
                 pass  # the client reset it
             stream.resumeProducing()  # drops what it held, opening the window again
-        if not self.streams:
+        if self.streams:
+            return
+        if self._closing:
+            self.loseConnection()
+        else:
             self.setTimeout(self.idle)
 
     def loseConnection(self) -> None:
