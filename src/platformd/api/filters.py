@@ -173,10 +173,10 @@ class Authentication:
 def _unauthorized(request) -> errors.StatusError:
     """
     Upstream's ``Unauthorized`` handler: 401, and over HTTP/2 ``Connection: close``, which
-    Go's server turns into ``GOAWAY`` once the connection is idle (``http2.py`` does the
-    same), so that a client without credentials cannot keep an HTTP/2 connection, an
-    expensive one to serve (``UnauthenticatedHTTP2DOSMitigation``, on by default since
-    1.29; CVE-2023-44487 and CVE-2023-39325).
+    Go's server turns into a ``GOAWAY``, closing the connection once idle (``http2.py``),
+    so that a client without credentials cannot keep an HTTP/2 connection, an expensive
+    one to serve (``UnauthenticatedHTTP2DOSMitigation``, on by default since 1.29;
+    CVE-2023-44487 and CVE-2023-39325).
     """
     if request.clientproto == b"HTTP/2":
         request.setHeader(b"Connection", b"close")
