@@ -6,7 +6,7 @@ replays the attack over real sockets on loopback against a real platformd.
   405, with a ``Content-Length`` and no body; the connection carries the next request.
 * Bodies before authentication (item 4): a request is refused on its headers — no
   ``100 Continue``, no body read, no content file made — and the connection is closed
-  (HTTP/1.1) or the stream reset (HTTP/2).
+  (HTTP/1.1) or the stream reset (HTTP/2, and the connection ended after a 401).
 * Body deadlines and descriptors (item 5): a body trickled past the request's deadline is
   cut with upstream's 504; tricklers without credentials hold no connection; out of
   descriptors, the listener backs off and logs once.
@@ -17,10 +17,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
-import tempfile
 import threading
 import time
 
@@ -32,7 +32,7 @@ from twisted.internet.protocol import Protocol, ServerFactory
 from twisted.internet.task import Clock, deferLater
 from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SkipTest, TestCase
 
 from platformd import accepting
 from tests.e2e.daemon import Server, free_port, write_tokens
@@ -40,8 +40,8 @@ from tests.e2e.harness import start_server
 from tests.e2e.test_http2 import H2Client, Stream
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
-#: Upstream's 401: the authentication filter's ``responsewriters.InternalError``-free
-#: ``Unauthorized`` Status (``NewUnauthorized("Unauthorized")``).
+#: Upstream's 401: the authentication filter's ``Unauthorized`` handler writes
+#: ``NewUnauthorized("Unauthorized")``.
 UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
 #: go-restful's 405 through upstream's ``serviceErrorHandler``:
@@ -413,6 +413,16 @@ def _recorded(events: list, received: list) -> list:
     return received
 
 
+@inlineCallbacks
+def until(condition, within: float = 10):
+    """Wait (on the real reactor) until ``condition()`` is true."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("still waiting")
+        yield deferLater(reactor, 0.01, lambda: None)
+
+
 class _Exhausted:
     """A listening socket whose ``accept()`` fails with EMFILE ``failures`` times."""
 
@@ -449,12 +459,12 @@ class AcceptBackoffTests(TestCase):
         self.addCleanup(client.close)
         delays = []
         for _ in range(3):
-            yield deferLater(reactor, 0.05, lambda: None)  # the reactor tries to accept
-            self.assertNotIn(port, reactor.getReaders())  # and backs off
+            yield until(clock.getDelayedCalls)  # the reactor tried to accept, backed off
+            self.assertNotIn(port, reactor.getReaders())
             [call] = clock.getDelayedCalls()
             delays.append(call.getTime() - clock.seconds())
             clock.advance(delays[-1])
-        yield deferLater(reactor, 0.05, lambda: None)
+        yield until(lambda: accepted)
         self.assertEqual(([round(d, 6) for d in delays], len(accepted)), ([0.005, 0.01, 0.02], 1))
         self.assertEqual(clock.getDelayedCalls(), [])
         self.assertEqual([e["log_format"].format(**e) for e in events], [
@@ -467,8 +477,10 @@ class AcceptBackoffTests(TestCase):
         comes next waits in the listen queue (Twisted's own handling closed it) and is
         served once others close; one line is logged, no traceback.
         """
-        directory = tempfile.mkdtemp()
-        self.addCleanup(lambda: os.system(f"rm -rf {directory}"))
+        if shutil.which("prlimit") is None:
+            raise SkipTest("prlimit (util-linux) is not installed")
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
         server = Server(os.path.join(directory, "data"), free_port(),
                         write_tokens(directory, "token"), token="token",
                         wrapper=["prlimit", "--nofile=40", "--"],
