@@ -16,7 +16,7 @@ from platformd.codecs.interface import CodecError
 from platformd.model.schema import DecodeContext, DecodeError
 
 #: Upstream's ``MaxRequestBodyBytes`` (server/config.go: 3 MiB, no flag).  The site
-#: keeps at most one byte more of any body (``site.APIRequest``).
+#: keeps at most one byte more of any body (``request.APIRequest``).
 MAX_BODY = 3 * 1024 * 1024
 
 
