@@ -19,13 +19,13 @@ ROOT = os.path.dirname(platformd.__file__)
 #: Lowest first.  A unit (a package below platformd, or a top-level module) may import
 #: only units of lower layers.
 LAYERS = (
-    {"gotext"},
-    {"errors", "durations", "featuregates", "requestinfo", "deferreds", "startup", "ids",
+    {"gotext", "startup"},
+    {"errors", "durations", "featuregates", "requestinfo", "deferreds", "ids",
      "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
      "__version__", "protos", "pki", "configfile", "metrics",
-     "sdnotify", "journald", "timeouts", "gonumbers", "slices"},
+     "sdnotify", "journald", "timeouts", "gonumbers", "slices", "privatefiles"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
-     "activation", "accepting", "gojson", "privatefiles"},
+     "activation", "accepting", "gojson"},
     {"tracing", "egress"},
     {"admission"},
     {"auth", "cache", "patch", "listening", "audit"},
