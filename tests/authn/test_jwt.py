@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from joserfc import jws
 from twisted.internet import defer
+from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import TestCase
 
 from platformd.auth import authnconfig, jwks, jwt
@@ -49,6 +50,22 @@ class IssuerTests(IssuerTestCase):
             a.authenticate(request_with(self.token(signing="k3")))
         self.assertIn("failed to verify", str(caught.exception))
         self.assertEqual(len(self.issuer.hits), 4)
+
+    @defer.inlineCallbacks
+    def test_refusals_logged_once_a_minute(self):
+        """The same refusal, however often a client causes it, is logged once a minute."""
+        logged = []
+        self.patch(jwt, "log", Logger(observer=logged.append))
+        a = self.authenticator()
+        yield a.authenticate(request_with(self.token()))
+        bad = self.token(aud=["someone-else"])
+        for _ in range(5):
+            self.assertRaises(AuthenticationError, a.authenticate, request_with(bad))
+        self.clock.advance(61)
+        self.assertRaises(AuthenticationError, a.authenticate, request_with(bad))
+        texts = [formatEvent(e) for e in logged]
+        self.assertEqual(len(texts), 2, texts)
+        self.assertTrue(texts[0].startswith(f"oidc authenticator for {a.url}: "), texts)
 
     @defer.inlineCallbacks
     def test_slow_issuer_one_fetch_for_concurrent_requests(self):

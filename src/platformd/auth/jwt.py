@@ -29,6 +29,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from platformd import gojson, gonumbers, gotext
+from platformd.ratelog import RateLimitedLog
 from platformd.auth import authnconfig, cel, jwks
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
@@ -42,7 +43,6 @@ ALGORITHMS = ("ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "RS256", "RS
               "RS512")
 #: go-oidc's leeway on ``nbf``; ``exp`` has none.
 NBF_LEEWAY = 300.0
-LOG_INTERVAL = 60.0
 
 
 def _b64(part: str) -> bytes:
@@ -95,23 +95,6 @@ def _claim_times(claims: dict) -> dict:
     return times
 
 
-class _RateLimitedLog:
-    def __init__(self, clock, interval: float = LOG_INTERVAL):
-        self.clock = clock
-        self.interval = interval
-        self._last: dict = {}
-
-    def error(self, issuer: str, reason: str) -> None:
-        now = self.clock.seconds()
-        last = self._last.get(reason)
-        if last is not None and now - last < self.interval:
-            return
-        if len(self._last) > 1024:
-            self._last.clear()
-        self._last[reason] = now
-        log.warn("oidc authenticator for {issuer}: {reason}", issuer=issuer, reason=reason)
-
-
 @implementer(IAuthenticator)
 class JWTAuthenticator:
     def __init__(self, config: authnconfig.JWTAuthenticator, clock, reactor, *,
@@ -124,7 +107,10 @@ class JWTAuthenticator:
         self.audiences = frozenset(config.issuer.audiences)
         self.required_claims = {r.claim: r.required_value
                                 for r in config.claim_validation_rules if r.claim}
-        self._log = _RateLimitedLog(clock)
+        # The URL is part of the format, its braces escaped (the log formats it).
+        issuer = self.url.replace("{", "{{").replace("}", "}}")
+        self._log = RateLimitedLog(log, f"oidc authenticator for {issuer}: {{detail}}",
+                                   clock=clock)
 
     def __repr__(self):
         return f"<JWTAuthenticator {self.url}>"
@@ -142,15 +128,15 @@ class JWTAuthenticator:
         try:
             header, kid, alg = self._header(token)
             if self.keys.stale():
-                self.keys.fetch().addErrback(lambda f: self._log.error(self.url, (
-                    f"refreshing keys: {f.value}")))
+                self.keys.fetch().addErrback(lambda f: self._log.warn(
+                    f"refreshing keys: {f.value}"))
             known = self.keys.ready and (not kid or kid in self.keys.keys)
             if known or not self.keys.may_refetch():
                 if not self.keys.ready:
                     raise AuthenticationError("oidc: authenticator not initialized")
                 return self._verify(token, kid, alg)
         except AuthenticationError as error:
-            self._log.error(self.url, str(error))
+            self._log.warn(str(error))
             raise
         d = self.keys.fetch()
 
@@ -170,7 +156,7 @@ class JWTAuthenticator:
 
     def _logged(self, failure):
         if failure.check(AuthenticationError):
-            self._log.error(self.url, str(failure.value))
+            self._log.warn(str(failure.value))
         return failure
 
     # -- verification -------------------------------------------------------------------
