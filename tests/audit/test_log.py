@@ -272,6 +272,24 @@ class LogTests(TestCase):
                            "code": 401}))
 
     @inlineCallbacks
+    def test_unauthenticated_methods_from_the_first_header(self):
+        """
+        The methods tried are read as upstream's getAuthMethods reads them, from the
+        first Authorization header (Go's Header.Get): Basic credentials ahead of a
+        bearer token are "basic" (the token is not read either: 401).
+        """
+        stranger = token_client(self, self.server, "wrong")
+        for basic, attempted in (("Basic dTpw", "basic"), ("Basic bm9jb2xvbg==", None),
+                                 ("basic dTpw", "basic")):
+            r = yield stranger.get("/api/v1/namespaces", headers={
+                "Audit-ID": f"first-{basic}", "Authorization": basic})
+            self.assertEqual(r.code, 401)
+            (refused,) = yield self.events(f"first-{basic}", 1)
+            self.assertEqual(refused["responseStatus"]["message"], (
+                f"Authentication failed, attempted: {attempted}" if attempted else
+                "Authentication failed, no credentials provided"))
+
+    @inlineCallbacks
     def test_impersonation(self):
         r = yield self.admin.get("/api/v1/namespaces/default",
                                  headers={"Audit-ID": "as-1", "Impersonate-User": "jane",

@@ -28,6 +28,8 @@ docs/audit.md.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import time
 from typing import Any, Callable, Optional
@@ -340,13 +342,26 @@ def _drop_managed_fields(value: dict) -> dict:
     return dict(value, metadata=meta)
 
 
+def _basic_auth(header: str) -> bool:
+    """Whether Go's ``Request.BasicAuth`` finds credentials in ``header``: ``Basic `` in
+    any case, then standard base64 of text holding a colon."""
+    if header[:6].lower() != "basic ":
+        return False
+    try:
+        return b":" in base64.b64decode(header[6:], validate=True)
+    except binascii.Error:
+        return False
+
+
 def _auth_methods(request) -> str:
     """Upstream's ``getAuthMethods``: the credentials the refused request carried."""
     methods = []
-    authorization = (request.getHeader(b"authorization") or b"").decode("latin-1").strip()
-    scheme = authorization.split(" ")
-    if scheme[0].lower() == "basic" and len(scheme) > 1:
+    # Go's Header.Get: the first Authorization header (Twisted's getHeader gives the last).
+    raw = (request.requestHeaders.getRawHeaders(b"authorization") or [b""])[0]
+    header = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    if _basic_auth(header):
         methods.append("basic")
+    scheme = header.strip().split(" ")
     if len(scheme) > 1 and scheme[0].lower() == "bearer":
         methods.append("bearer")
     if (request.args.get(b"access_token") or [b""])[0].strip():
