@@ -78,4 +78,6 @@ def origin(failure: Optional[Failure] = None) -> str:
     """
     failure = failure if failure is not None else Failure()
     where = failure.frames[-1][1:3] if failure.frames else ("?", 0)
-    return f"{failure.type.__module__}.{failure.type.__qualname__} at {where[0]}:{where[1]}"
+    kind = failure.type
+    name = f"{kind.__module__}.{kind.__qualname__}" if kind is not None else "?"
+    return f"{name} at {where[0]}:{where[1]}"

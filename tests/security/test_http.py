@@ -192,6 +192,28 @@ class HeadTests(ServedTestCase):
         return deferToThread(run).addCallback(check)
 
 
+class ServerHeaderTests(ServedTestCase):
+    """Item 14: no Server header (Go's net/http sends none; twisted.web named itself)."""
+
+    def test_no_server_header(self):
+        def run():
+            answers = []
+            for identity in ("admin", None):
+                client = self.raw(identity)
+                for path in (CONFIGMAPS, "/version", "/no/such/path"):
+                    client.send(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+                    answers.append(client.response())
+                    if identity is None:
+                        break  # 401: the connection is closed
+            return answers
+
+        def check(answers):
+            self.assertEqual([code for code, _, _ in answers], [200, 200, 404, 401])
+            for _, headers, _ in answers:
+                self.assertNotIn("server", headers)
+        return deferToThread(run).addCallback(check)
+
+
 class BodyBeforeAuthenticationTests(ServedTestCase):
     """Item 4: the filters run on the headers; a refused body is never read."""
 

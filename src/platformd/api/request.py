@@ -62,6 +62,12 @@ class APIRequest(server.Request):
     _body: Optional[str] = None
     _waiting: list
 
+    def render(self, resrc):
+        # twisted.web names itself in a Server header (process() sets it); Go's net/http,
+        # and so upstream, sends none: nothing to tell a prober which server this is.
+        self.responseHeaders.removeHeader(b"server")
+        super().render(resrc)
+
     def gotLength(self, length):
         # The content file is made when the body is let in (``receive_body``).
         self._length = length
