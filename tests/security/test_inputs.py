@@ -305,18 +305,39 @@ class BearerHeaderTests(ServerTestCase):
         self.server = yield start_token_server(self, "tok-a,alice,1\ntok-b,bob,2\n")
 
     @inlineCallbacks
-    def review(self, *authorization: bytes):
-        """A SelfSubjectReview sent with exactly these Authorization header lines."""
+    def send(self, *authorization: bytes):
+        """A SelfSubjectReview sent with exactly these Authorization header lines: the
+        response and its decoded body."""
         client = Client(self, self.server.pki_dir, self.server.port_number, identity=None)
         headers = Headers({b"content-type": [b"application/json"],
                            b"authorization": list(authorization)})
         response = yield client.agent.request(
             b"POST", (client.base + REVIEW).encode(), headers,
             FileBodyProducer(BytesIO(b"{}")))
-        body = json.loads((yield readBody(response)))
+        return response, json.loads((yield readBody(response)))
+
+    @inlineCallbacks
+    def review(self, *authorization: bytes):
+        """Who the review says the user is, or the refusal's (code, message)."""
+        response, body = yield self.send(*authorization)
         if response.code == 201:
             return body["status"]["userInfo"]["username"]
         return (response.code, body["message"])
+
+    @inlineCallbacks
+    def test_extra_space_warned(self):
+        """
+        "Bearer  tok-a" (two spaces) is 401 with upstream's bearertoken warning, once
+        however many authenticators read the header; a well-formed header has none.
+        """
+        response, _ = yield self.send(b"Bearer  tok-a")
+        self.assertEqual(response.code, 401)
+        self.assertEqual(response.headers.getRawHeaders(b"warning"), [
+            b'299 - "the provided Authorization header contains extra space before the '
+            b'bearer token, and is ignored"'])
+        response, _ = yield self.send(b"Bearer tok-a")
+        self.assertEqual((response.code, response.headers.getRawHeaders(b"warning")),
+                         (201, None))
 
     @inlineCallbacks
     def test_authorization_header(self):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import time
 
-from platformd import errors
+from platformd import errors, warningheaders
 from platformd.api import query, views
 
 #: Responses larger than this are compressed for clients that accept gzip
@@ -49,8 +49,7 @@ def write_value(call, code: int, value) -> bytes:
     PartialObjectMetadata is answered in that view; a ``Status`` is always itself.
     """
     for text in [*call.warnings, *getattr(call.context, "warnings", ())]:
-        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-        call.request.responseHeaders.addRawHeader(b"Warning", f'299 - "{escaped}"'.encode())
+        warningheaders.add(call.request.responseHeaders, text)
     choice = call.pick(views.GET_VIEWS)
     codec = choice.codec
     media = choice.media_type

@@ -16,6 +16,7 @@ import attrs
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
+from platformd import warningheaders
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
@@ -79,13 +80,19 @@ class TokenAuthenticator:
 _GO_SPACE = " \t\n\v\f\r"
 
 
+#: What upstream's bearertoken authenticator warns of ``Bearer  token`` (two spaces).
+EXTRA_SPACE_WARNING = ("the provided Authorization header contains extra space before the "
+                       "bearer token, and is ignored")
+
+
 def bearer_token(request) -> str | None:
     """
     The request's bearer token, or None, read as upstream's bearertoken authenticator
     reads it: from the first Authorization header (Go's ``Header.Get``; Twisted's
     ``getHeader`` gives the last), trimmed, split on single spaces into at most three
     parts: the scheme ``bearer`` in any case, then the token, which ends at the next
-    space.  ``Bearer  token`` (two spaces) carries an empty token and so none at all.
+    space.  ``Bearer  token`` (two spaces) carries an empty token and so none at all,
+    with upstream's warning on the answer.
     """
     values = request.requestHeaders.getRawHeaders(b"authorization")
     if not values:
@@ -96,6 +103,8 @@ def bearer_token(request) -> str | None:
     parts = header.strip(_GO_SPACE).split(" ", 2)
     if len(parts) < 2 or parts[0].lower() != "bearer":
         return None
+    if not parts[1] and len(parts) == 3:
+        warningheaders.add(request.responseHeaders, EXTRA_SPACE_WARNING)
     return parts[1] or None
 
 
