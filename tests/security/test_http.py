@@ -231,6 +231,28 @@ class BodyBeforeAuthenticationTests(ServedTestCase):
             self.assertEqual(self.content_files, [])
         return deferToThread(run).addCallback(check)
 
+    def test_declared_length_over_the_limit_after_authentication(self):
+        """
+        A Content-Length over 3 MiB is refused where upstream's handler refuses it, past
+        the filters: 401 without credentials, 403 without permission, 413 for an admin;
+        none of the body read.
+        """
+        def run():
+            answers = []
+            for identity, extra in ((None, ()), (None, (f"Authorization: Bearer {NOBODY}",)),
+                                    ("admin", ())):
+                client = self.raw(identity)
+                client.send(post(CONFIGMAPS, 4 * 1024 * 1024, *extra))
+                code, _, body = client.response()
+                answers.append((code, json.loads(body)["reason"], client.closed()))
+            return answers
+
+        def check(answers):
+            self.assertEqual(answers, [(401, "Unauthorized", True), (403, "Forbidden", True),
+                                       (413, "RequestEntityTooLarge", True)])
+            self.assertEqual(self.content_files, [])
+        return deferToThread(run).addCallback(check)
+
     def test_forbidden_without_100(self):
         """Authorization runs before the body too: 403 at once, no 100 Continue."""
         def run():

@@ -18,11 +18,11 @@ in, or before all of it came (a 401, a 403, a 504 on a trickling body), has the 
 its body dropped unread: the HTTP/1.1 connection is closed after the answer, the HTTP/2
 stream reset.
 
-The body is also bounded in size: over upstream's 3 MiB it is refused as it arrives, at
-once from its ``Content-Length``, or when a chunked body passes the limit, with upstream's
-413 ``RequestEntityTooLarge`` Status, and (HTTP/1.1) the connection closed; no more than
-the limit is ever kept.  (Upstream reads the body in the handler, after authentication: a
-client without credentials gets 413 here, 401 there.)  Over HTTP/2 a stream cannot be
+The body is also bounded in size: over upstream's 3 MiB it is refused when the handler
+lets it in, at once from its ``Content-Length``, or as it arrives when a chunked body
+passes the limit, with upstream's 413 ``RequestEntityTooLarge`` Status, and (HTTP/1.1)
+the connection closed; no more than the limit is ever kept.  As upstream's handler reads
+the body after the filters, a client without credentials gets its 401 first.  Over HTTP/2 a stream cannot be
 answered before its request ends: the body is kept up to the limit and the rest dropped,
 and the handler answers 413 (``body.read_body``).
 """
@@ -69,11 +69,11 @@ class APIRequest(server.Request):
         super().render(resrc)
 
     def gotLength(self, length):
-        # The content file is made when the body is let in (``receive_body``).
+        # The content file is made when the body is let in (``receive_body``), and a
+        # declared length over the limit refused then: after the filters, as upstream's
+        # handler refuses it (a client without credentials gets its 401 first).
         self._length = length
         self.content = BytesIO()
-        if length is not None and length > MAX_BODY:
-            self._refuse_body()
 
     def serve_before_body(self, command: bytes, path: bytes, version: bytes) -> None:
         """Process the request now; its body is held until ``receive_body``."""
@@ -99,6 +99,9 @@ class APIRequest(server.Request):
         self._waiting.append(waiting)
         if self._body == "held":
             self._body = "reading"
+            if self._length is not None and self._length > MAX_BODY:
+                self._refuse_body()
+                return waiting
             self.content = self.channel.site.getContentFile(self._length)
             let_body_in(self.channel)
         return waiting
