@@ -1,7 +1,7 @@
 """
 --admission-control-config-file (platformd/admission/config.py): AdmissionConfiguration
 with each plugin's path or embedded configuration (embedded wins), relative paths against
-the file's directory, upstream's errors.
+the file's directory, strict decoding, upstream's errors.
 """
 
 from __future__ import annotations
@@ -64,10 +64,30 @@ class ConfigTests(SynchronousTestCase):
         self.assertEqual(json.loads(read_admission_configuration(path).config_for("P")),
                          {"a": 1})
 
-    def test_unknown_fields_ignored(self):
-        """Upstream's universal decoder is not strict."""
-        path = self.write("admission.yaml", HEAD + "extra: 1\nplugins: []\n")
-        self.assertEqual(read_admission_configuration(path).plugins, ())
+    def test_unknown_fields_refused(self):
+        """Upstream's codec is strict (serializer.EnableStrict, since 1.32): every unknown
+        field, nested ones by their path; the embedded configuration is not checked."""
+        path = self.write("admission.yaml", HEAD + "extra: 1\nplugins:\n"
+                          "- name: P\n  foo: bar\n  configuration: {anything: 1}\n")
+        self.assertError(path, 'strict decoding error: unknown field "extra", '
+                               'unknown field "plugins[0].foo"')
+
+    def test_unknown_plugin_names_kept(self):
+        """Any name is accepted here: only the enabled plugins are ever asked for theirs
+        (tests/admission/test_plugins.py ConfigurationTests)."""
+        path = self.write("admission.yaml", HEAD + "plugins:\n- name: NotARealPlugin\n"
+                          "  path: missing.yaml\n")
+        self.assertEqual([p.name for p in read_admission_configuration(path).plugins],
+                         ["NotARealPlugin"])
+
+    def test_empty_file(self):
+        """An empty file decodes to nothing, so its kind is missing."""
+        self.assertError(self.write("a.yaml", ""), "Object 'Kind' is missing in ''")
+
+    def test_wrong_type(self):
+        path = self.write("a.yaml", HEAD + "plugins:\n- name: 5\n")
+        self.assertError(path, "json: cannot unmarshal number into Go struct field "
+                               "AdmissionPluginConfiguration.plugins.name of type string")
 
     def assertError(self, path: str, message: str):
         e = self.assertRaises(AdmissionConfigError, read_admission_configuration, path)

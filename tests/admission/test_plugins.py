@@ -6,8 +6,13 @@ words, and the chain compose builds from the names (the RBAC escalation check al
 
 from __future__ import annotations
 
+import os
+
 from twisted.trial.unittest import SynchronousTestCase
 
+from platformd.admission.config import (
+    AdmissionConfigError, AdmissionConfiguration, read_admission_configuration,
+)
 from platformd.admission.plugins import (
     ALL_ORDERED_PLUGINS, AdmissionFlagError, Plugins, builtin,
 )
@@ -69,6 +74,60 @@ class OrderTests(SynchronousTestCase):
         built = registry("NamespaceLifecycle", "ServiceAccount").build(
             ["NamespaceLifecycle", "ServiceAccount"], None, FakeConfigs())
         self.assertEqual([p.config for p in built], [None, b"ServiceAccount"])
+
+
+class ConfigurationTests(SynchronousTestCase):
+    """--admission-control-config-file's entries reach only the plugins built."""
+
+    def configuration(self, text: str) -> AdmissionConfiguration:
+        directory = os.path.abspath(self.mktemp())
+        os.makedirs(directory)
+        path = os.path.join(directory, "admission.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: apiserver.config.platform.io/v1\n"
+                    "kind: AdmissionConfiguration\nplugins:\n" + text)
+        return read_admission_configuration(path)
+
+    def test_unknown_and_disabled_names_unused(self):
+        """Upstream's NewFromPlugins asks its config provider about the enabled plugins
+        only: an entry for a plugin that does not exist (NotARealPlugin) or is not
+        enabled is never read, even with a path that is missing."""
+        configs = self.configuration(
+            "- name: NotARealPlugin\n  path: missing.yaml\n"
+            "- name: ValidatingAdmissionWebhook\n  path: missing.yaml\n"
+            "- name: ServiceAccount\n  configuration: {a: 1}\n")
+        built = registry("ServiceAccount", "ValidatingAdmissionWebhook").build(
+            ["ServiceAccount"], None, configs)
+        self.assertEqual([(p.name, p.config) for p in built],
+                         [("ServiceAccount", b'{"a": 1}')])
+
+    def test_refused_configuration(self):
+        """A factory refusing its configuration fails the build in InitPlugin's words."""
+        def refuse(deps, config):
+            raise AdmissionConfigError("bad")
+        plugins = Plugins()
+        plugins.register("ServiceAccount", refuse)
+        e = self.assertRaises(AdmissionConfigError, plugins.build, ["ServiceAccount"], None)
+        self.assertEqual(str(e), 'couldn\'t init admission plugin "ServiceAccount": bad')
+
+    def test_webhook_configuration_refused(self):
+        """The webhook plugins read theirs (tests/webhooks/test_credentials.py has each
+        message): the first refused, in running order, fails the build."""
+        configs = self.configuration(
+            "- name: ValidatingAdmissionWebhook\n  configuration:\n"
+            "    apiVersion: apiserver.config.platform.io/v1\n"
+            "    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: relative.kubeconfig\n"
+            "- name: MutatingAdmissionWebhook\n  configuration:\n"
+            "    apiVersion: apiserver.config.platform.io/v1\n"
+            "    kind: WebhookAdmission\n")
+        stub = StubServer(admission_names=["MutatingAdmissionWebhook",
+                                           "ValidatingAdmissionWebhook"])
+        self.addCleanup(stub.stop)
+        e = self.assertRaises(AdmissionConfigError, stub.components.configure_admission,
+                              configs)
+        self.assertEqual(str(e), 'couldn\'t init admission plugin "MutatingAdmissionWebhook": '
+                                 'no kind "WebhookAdmission" is registered for version '
+                                 '"apiserver.config.platform.io/v1" in scheme')
 
 
 class FlagTests(SynchronousTestCase):

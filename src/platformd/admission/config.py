@@ -12,14 +12,18 @@ upstream's ``admission.ReadAdmissionConfiguration`` and its ``configProvider``).
     - name: MutatingAdmissionWebhook
       configuration: {...}                  # embedded: used instead of path
 
-``read_admission_configuration(path)`` reads and decodes the file (YAML or JSON; as
-upstream's universal decoder, unknown fields are ignored) and makes each plugin's
-relative ``path`` absolute against the file's directory.  ``config_for(name)`` answers a
-plugin's configuration as bytes: the embedded ``configuration`` (as JSON) if present,
-else the contents of ``path``, else None.  A plugin not named in the file has none;
-names the file gives that no enabled plugin has are ignored, as upstream.  Errors are
-``AdmissionConfigError``, one line in upstream's words (the daemon prefixes
-``failed to read plugin config: `` as ``AdmissionOptions.ApplyTo`` does).
+``read_admission_configuration(path)`` reads and decodes the file (YAML or JSON) strictly,
+as upstream's codec made with ``serializer.EnableStrict`` (since 1.32): an unknown field is
+``strict decoding error: unknown field "plugins[0].foo"``; the embedded ``configuration``
+is kept as written (a ``runtime.RawExtension``, not checked here).  Each plugin's
+relative ``path`` is made absolute against the file's directory.  ``config_for(name)``
+answers a plugin's configuration as bytes: the embedded ``configuration`` (as JSON) if
+present, else the contents of ``path``, else None.  Only the enabled plugins are asked
+(``plugins.Plugins.build``), so an entry whose name no enabled plugin has, a registered
+one or not (``NotARealPlugin``), is never read and never an error, as upstream's
+``configProvider.ConfigFor`` is only asked about the enabled names.  Errors are
+``AdmissionConfigError``, one line in upstream's words (the daemon prefixes ``failed to
+read plugin config: `` as ``AdmissionOptions.ApplyTo`` does).
 """
 
 from __future__ import annotations
@@ -29,16 +33,16 @@ import os
 from typing import Optional
 
 import attrs
-import yaml
 
-from platformd import gotext
+from platformd import configfile, gotext
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-KIND = "AdmissionConfiguration"
 #: Spec 2.5: AdmissionConfiguration exists in v1 only.
-API_VERSIONS = frozenset({"apiserver.config.platform.io/v1"})
-
+_KIND = configfile.Kind(
+    "AdmissionConfiguration", frozenset({"apiserver.config.platform.io/v1"}),
+    configfile.Struct("AdmissionConfiguration", "v1.AdmissionConfiguration", {
+        "plugins": [configfile.Struct(
+            "AdmissionPluginConfiguration", "v1.AdmissionPluginConfiguration",
+            {"name": "string", "path": "string", "configuration": configfile.RAW})]}))
 
 
 class AdmissionConfigError(Exception):
@@ -78,16 +82,6 @@ class AdmissionConfiguration:
         return None
 
 
-def _compact(data: bytes) -> str:
-    return " ".join(data.decode("utf-8", "replace").split())[:200]
-
-
-def _cannot(value, field: str, go_type: str) -> AdmissionConfigError:
-    got = gotext.json_kind(value)
-    return AdmissionConfigError(
-        f"json: cannot unmarshal {got} into Go struct field {field} of type {go_type}")
-
-
 def read_admission_configuration(path: str) -> AdmissionConfiguration:
     """The file at ``path``, decoded, its plugins' paths made absolute; ""/None: empty."""
     if not path:
@@ -99,46 +93,19 @@ def read_admission_configuration(path: str) -> AdmissionConfiguration:
         raise AdmissionConfigError(
             f'unable to read admission control configuration from "{path}" '
             f"[{gotext.path_error('open', path, e)}]") from None
-    return _decode(data, os.path.dirname(path))
-
-
-def _decode(data: bytes, base: str) -> AdmissionConfiguration:
     try:
-        document = yaml.load(data, Loader=_Loader) if data.strip() else None
-    except yaml.YAMLError as error:
-        raise AdmissionConfigError("error converting YAML to JSON: "
-                                   + " ".join(str(error).split())) from None
-    if not isinstance(document, dict):
-        document = {}
-    api_version, kind = document.get("apiVersion"), document.get("kind")
-    if not kind:
-        raise AdmissionConfigError(f"Object 'Kind' is missing in '{_compact(data)}'")
-    if not api_version:
-        raise AdmissionConfigError(f"Object 'apiVersion' is missing in '{_compact(data)}'")
-    if api_version not in API_VERSIONS or kind != KIND:
-        raise AdmissionConfigError(
-            f'no kind "{kind}" is registered for version "{api_version}" in scheme')
-    raw_plugins = document.get("plugins")
-    if raw_plugins is None:
-        raw_plugins = []
-    if not isinstance(raw_plugins, list):
-        raise _cannot(raw_plugins, "AdmissionConfiguration.plugins",
-                      "[]v1.AdmissionPluginConfiguration")
-    plugins = []
-    for raw in raw_plugins:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise _cannot(raw, "AdmissionConfiguration.plugins",
-                          "v1.AdmissionPluginConfiguration")
-        for field in ("name", "path"):
-            if raw.get(field) is not None and not isinstance(raw[field], str):
-                raise _cannot(raw[field], f"AdmissionPluginConfiguration.plugins.{field}",
-                              "string")
-        plugin_path = raw.get("path") or ""
-        if plugin_path and not os.path.isabs(plugin_path):
-            plugin_path = os.path.join(base if base not in ("", ".") else os.getcwd(),
-                                       plugin_path)
-        plugins.append(AdmissionPluginConfiguration(
-            raw.get("name") or "", plugin_path, raw.get("configuration")))
-    return AdmissionConfiguration(tuple(plugins))
+        _, document = configfile.decode(data, _KIND)
+    except configfile.DecodeError as error:
+        raise AdmissionConfigError(str(error)) from None
+    base = os.path.dirname(path)
+    return AdmissionConfiguration(tuple(
+        AdmissionPluginConfiguration(raw.get("name", ""), _absolute(raw.get("path", ""), base),
+                                     raw.get("configuration"))
+        for raw in document.get("plugins", ())))
+
+
+def _absolute(path: str, base: str) -> str:
+    """Upstream's ``makeAbs``: against the file's directory, or the working one."""
+    if not path or os.path.isabs(path):
+        return path
+    return os.path.join(base if base not in ("", ".") else os.getcwd(), path)

@@ -20,6 +20,9 @@ from typing import Any, Callable, Iterable, Optional
 
 import attrs
 
+from platformd.admission.config import AdmissionConfigError
+from platformd.gotext import go_quote
+
 #: Upstream's ``AllOrderedPlugins``: every admission plugin kube-apiserver knows, in the
 #: order they run (mutating ones in this order, then validating ones in this order).
 ALL_ORDERED_PLUGINS = (
@@ -108,12 +111,21 @@ class Plugins:
     def build(self, names: Iterable[str], deps, configs=None) -> list:
         """
         The plugins named, in running order (whatever order ``names`` has); ``configs``
-        (an ``AdmissionConfiguration``, or None) gives each its configuration.
+        (an ``AdmissionConfiguration``, or None) gives each its configuration.  Only
+        these names are looked up in ``configs``: an entry for any other name is unused,
+        as upstream's ``NewFromPlugins`` asks its config provider about the enabled
+        plugins only.  A factory refusing its configuration (``AdmissionConfigError``)
+        fails the build in upstream's ``InitPlugin`` words: ``couldn't init admission
+        plugin "NAME": <why>``.
         """
         plugins = []
         for name in sorted(set(names), key=_RANK.__getitem__):
             config = configs.config_for(name) if configs is not None else None
-            plugins.append(self._factories[name](deps, config))
+            try:
+                plugins.append(self._factories[name](deps, config))
+            except AdmissionConfigError as error:
+                raise AdmissionConfigError(
+                    f"couldn't init admission plugin {go_quote(name)}: {error}") from None
         return plugins
 
 

@@ -5,8 +5,10 @@ Only what a webhook client needs is read (client-go's meaning of each field): th
 ``current-context``'s cluster (``server``, ``certificate-authority`` or
 ``certificate-authority-data``, ``tls-server-name``) and user (``client-certificate`` /
 ``client-key`` or their ``-data`` forms, ``token`` or ``tokenFile``).  Relative file paths
-are relative to the kubeconfig's directory, as client-go resolves them.  Every file is
-read here, once: a connection holds bytes, and making requests touches no disk.
+are relative to the kubeconfig's directory, as client-go resolves them
+(``platformd.kubeconfig.local_path``, shared with the admission webhooks' reader of every
+user).  Every file is read here, once: a connection holds bytes, and making requests
+touches no disk.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from platformd.gotext import os_error
+from platformd.kubeconfig import local_path, named
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -63,16 +66,16 @@ def load_kubeconfig(path: str) -> Connection:
     if not context_name:
         raise KubeconfigError(f"invalid configuration in {path}: no configuration has been "
                               "provided (current-context is not set)")
-    context = _named(document, "contexts", "context", context_name)
+    context = named(document, "contexts", "context", context_name)
     if context is None:
         raise KubeconfigError(f"invalid configuration in {path}: context was not found for "
                               f"specified context: {context_name}")
-    cluster = _named(document, "clusters", "cluster", context.get("cluster") or "")
+    cluster = named(document, "clusters", "cluster", context.get("cluster") or "")
     if cluster is None:
         problems.append(f"cluster {context.get('cluster')!r} not found for context "
                         f"{context_name!r}")
         cluster = {}
-    user = _named(document, "users", "user", context.get("user") or "") or {}
+    user = named(document, "users", "user", context.get("user") or "") or {}
     server = cluster.get("server") or ""
     if not server:
         problems.append("cluster has no server defined")
@@ -97,21 +100,13 @@ def load_kubeconfig(path: str) -> Connection:
     return Connection(server, ca, cert, key, token, cluster.get("tls-server-name") or "")
 
 
-def _named(document: dict, plural: str, singular: str, name: str):
-    for entry in document.get(plural) or ():
-        if isinstance(entry, dict) and entry.get("name") == name:
-            value = entry.get(singular)
-            return value if isinstance(value, dict) else {}
-    return None
-
-
 @attrs.define
 class _Reader:
     base: str
     problems: list
 
     def file(self, path: str, what: str) -> bytes:
-        full = path if os.path.isabs(path) else os.path.join(self.base, path)
+        full = local_path(self.base, path)
         try:
             with open(full, "rb") as f:
                 return f.read()

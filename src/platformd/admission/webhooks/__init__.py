@@ -8,6 +8,8 @@ read live from the watch cache, with an ``AdmissionReview`` POSTed over HTTPS.
 - ``matching``: rules, namespace and object selectors, match conditions (``WebhookAccessor``);
 - ``review``:   the AdmissionReview sent and the answer's checks;
 - ``client``:   the HTTPS call (caBundle, timeout on the injected clock by cancellation);
+- ``config``, ``authinfo``, ``credentials``: the plugins' ``WebhookAdmissionConfiguration``,
+  the kubeconfig user chosen per webhook host, and what a call carries as that user;
 - ``errors``:   upstream's messages (denied, failed calling, dry run);
 - ``mutating``, ``validating``: the two plugins (see docs/admission.md, "Webhooks").
 
@@ -22,7 +24,9 @@ without one, ``conditions.compile_condition`` (the same environment) is used.
 from __future__ import annotations
 
 from platformd.admission.webhooks import conditions
+from platformd.admission.webhooks.authinfo import AuthInfoResolver
 from platformd.admission.webhooks.client import Caller
+from platformd.admission.webhooks.config import kubeconfig_file
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
 from platformd.admission.webhooks.source import WebhookSource, find_kind
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
@@ -30,14 +34,15 @@ from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 GROUP = "admissionregistration.platform.io"
 
 
-def build(cache, clock, reactor, *, compile_condition=None, metrics=None):
+def build(cache, clock, reactor, *, compile_condition=None, metrics=None, authinfo=None):
     """``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` over ``cache`` (the
-    ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``; each call is
-    timed in ``metrics`` (an ``APIServerMetrics``) if given."""
+    ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``, with the
+    credentials ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's
+    host; each call is timed in ``metrics`` (an ``APIServerMetrics``) if given."""
     if compile_condition is None:
         compile_condition = conditions.compile_condition
     namespaces = cache.for_kind(find_kind(cache, "", "Namespace"))
-    caller = Caller(clock, reactor)
+    caller = Caller(clock, reactor, authinfo)
     mutating = WebhookSource(
         cache.for_kind(find_kind(cache, GROUP, "MutatingWebhookConfiguration")),
         compile_condition, mutating=True)
@@ -49,11 +54,15 @@ def build(cache, clock, reactor, *, compile_condition=None, metrics=None):
 
 
 def plugin_factory(name: str):
-    """``factory(deps, config)`` making the plugin ``name`` (Mutating/ValidatingAdmissionWebhook)."""
+    """``factory(deps, config)`` making the plugin ``name`` (Mutating/ValidatingAdmissionWebhook)
+    with its own ``WebhookAdmissionConfiguration`` ``config`` (bytes, or None), as each
+    of upstream's two plugins reads its own (``AdmissionConfigError`` when refused)."""
     index = ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook").index(name)
 
     def factory(deps, config=None):
-        return build(deps.cache, deps.clock, deps.clock, metrics=deps.metrics)[index]
+        authinfo = AuthInfoResolver.load(kubeconfig_file(config), deps.clock)
+        return build(deps.cache, deps.clock, deps.clock, metrics=deps.metrics,
+                     authinfo=authinfo)[index]
     return factory
 
 

@@ -14,6 +14,12 @@ lookup: a seam for tests, which have no cluster DNS (the daemon leaves it empty)
 Connections go through the egress selection upstream uses (``docs/egress.md``): a
 webhook called by URL through ``controlplane``, one called by service reference
 through ``cluster``.
+
+Each call carries the credentials ``Caller.authinfo`` (an ``authinfo.AuthInfoResolver``:
+the plugin's ``WebhookAdmissionConfiguration`` kubeconfig; none by default) gives the
+webhook's host: its ``Authorization`` header and its client certificate, which is part
+of the TLS settings an agent is made for.  Credentials that cannot be made fail the call
+as upstream's ``could not get REST client: <why>``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
 from zope.interface import implementer
 
+from platformd.admission.webhooks.authinfo import AuthInfoResolver
+from platformd.admission.webhooks.credentials import CredentialsError
 from platformd.admission.webhooks.errors import CallError
 from platformd import httpclient
 from platformd.egress import selector
@@ -43,18 +51,21 @@ MAX_IDLE_PER_HOST = 32
 
 @implementer(IPolicyForHTTPS)
 class BundleTLSPolicy:
-    """TLS for a webhook: its caBundle's certificates, else the platform's trust."""
+    """TLS for a webhook: its caBundle's certificates, else the platform's trust; the
+    client certificate of its credentials (``client_pem``, b"": none)."""
 
-    def __init__(self, ca_bundle: bytes):
+    def __init__(self, ca_bundle: bytes, client_pem: bytes = b""):
         if ca_bundle:
             roots = [ssl.Certificate.loadPEM(c.public_bytes(Encoding.PEM))
                      for c in x509.load_pem_x509_certificates(ca_bundle)]
             self._trust = ssl.trustRootFromCertificates(roots)
         else:
             self._trust = ssl.platformTrust()
+        self._client = ssl.PrivateCertificate.loadPEM(client_pem) if client_pem else None
 
     def creatorForNetloc(self, hostname: bytes, port: int):
-        return ssl.optionsForClientTLS(hostname.decode("ascii"), trustRoot=self._trust)
+        return ssl.optionsForClientTLS(hostname.decode("ascii"), trustRoot=self._trust,
+                                       clientCertificate=self._client)
 
 
 @implementer(IAgentEndpointFactory)
@@ -88,9 +99,11 @@ class Caller:
     """Posts reviews (``post(hook, body) -> Deferred[bytes]``, failing with
     ``CallError``); ``close()`` drops idle connections."""
 
-    def __init__(self, clock, reactor):
+    def __init__(self, clock, reactor, authinfo=None):
         self.clock = clock
         self.reactor = reactor
+        #: The credentials of each webhook's host (default: none, every call anonymous).
+        self.authinfo = authinfo if authinfo is not None else AuthInfoResolver.load("", clock)
         self._pool = HTTPConnectionPool(reactor, persistent=True)
         # Concurrent writes each hold a connection: keep them rather than a new TLS
         # handshake per call (twisted's default keeps two per host).
@@ -101,26 +114,33 @@ class Caller:
         #: Calls made (tests and the benchmark read it).
         self.calls = 0
 
-    def _agent(self, ca_bundle: bytes, network: str) -> Agent:
-        agent = self._agents.get((ca_bundle, network))
+    def _agent(self, ca_bundle: bytes, network: str, client_pem: bytes) -> Agent:
+        key = (ca_bundle, network, client_pem)
+        agent = self._agents.get(key)
         if agent is None:
             if len(self._agents) > 64:
                 self._agents.clear()
-            agent = self._agents[(ca_bundle, network)] = Agent.usingEndpointFactory(
-                self.reactor, _Endpoints(self.reactor, BundleTLSPolicy(ca_bundle), self.hosts,
-                                         network), pool=self._pool)
+            policy = BundleTLSPolicy(ca_bundle, client_pem)
+            agent = self._agents[key] = Agent.usingEndpointFactory(
+                self.reactor, _Endpoints(self.reactor, policy, self.hosts, network),
+                pool=self._pool)
         return agent
 
     def post(self, hook, body: bytes, span=None):
         """``span``: the call's ``tracing.spans.Trace`` (None: not traced), parent of the
         HTTP client span whose ``traceparent`` the webhook receives."""
         try:
-            agent = self._agent(hook.ca_bundle, CLUSTER if hook.service else CONTROLPLANE)
+            credentials = self.authinfo.credentials(hook)
+        except CredentialsError as error:
+            return defer.fail(CallError(hook.name, f"could not get REST client: {error}"))
+        try:
+            agent = self._agent(hook.ca_bundle, CLUSTER if hook.service else CONTROLPLANE,
+                                credentials.client_pem)
         except (ValueError, ssl.SSL.Error) as error:
             return defer.fail(CallError(hook.name, f"invalid caBundle: {error}"))
         self.calls += 1
         url = call_url(hook)
-        headers = Headers(_HEADERS)
+        headers = Headers({**_HEADERS, **credentials.headers()})
         client_span = spans.outgoing(span, "POST", url, headers)
         answer: Any = httpclient.post(agent, url, headers, body, hook.timeout, self.clock)
         if client_span is not None:
