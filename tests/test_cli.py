@@ -4,6 +4,7 @@ files, unknown feature gates and a port in use prints one line and exits non-zer
 """
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.featuregates import DEFAULTS, FeatureGates
 from platformd.options import Options
+from tests.e2e.daemon import Server, free_port, write_tokens
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -143,6 +145,60 @@ class CommandLineTests(SynchronousTestCase):
                    "--admission-control-config-file", missing),
             f'failed to read plugin config: unable to read admission control configuration '
             f'from "{missing}"')
+
+
+    def write_admission_configuration(self, plugins: str) -> str:
+        os.makedirs(self.data, exist_ok=True)
+        path = os.path.join(self.data, "admission.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: apiserver.config.platform.io/v1\n"
+                    "kind: AdmissionConfiguration\nplugins:\n" + plugins)
+        return path
+
+    def test_bad_webhook_admission_configuration(self):
+        """A webhook plugin refusing its configuration is one line in upstream's
+        InitPlugin words."""
+        path = self.write_admission_configuration(
+            "- name: ValidatingAdmissionWebhook\n  configuration:\n"
+            "    apiVersion: apiserver.config.platform.io/v1\n"
+            "    kind: WebhookAdmissionConfiguration\n"
+            "    kubeConfigFile: relative.kubeconfig\n")
+        self.assertOneLineError(
+            twistd("--data-dir", self.data, "--secure-port", "0",
+                   "--admission-control-config-file", path),
+            'couldn\'t init admission plugin "ValidatingAdmissionWebhook": kubeConfigFile: '
+            'Invalid value: "relative.kubeconfig": must be an absolute file path')
+        missing = os.path.join(self.data, "missing.kubeconfig")
+        path = self.write_admission_configuration(
+            "- name: MutatingAdmissionWebhook\n  configuration:\n"
+            "    apiVersion: apiserver.config.platform.io/v1\n"
+            "    kind: WebhookAdmissionConfiguration\n"
+            f"    kubeConfigFile: {missing}\n")
+        self.assertOneLineError(
+            twistd("--data-dir", self.data, "--secure-port", "0",
+                   "--admission-control-config-file", path),
+            f'couldn\'t init admission plugin "MutatingAdmissionWebhook": stat {missing}: '
+            "no such file or directory")
+
+    def test_unknown_plugin_in_admission_configuration(self):
+        """A name no enabled plugin has (NotARealPlugin, or a plugin disabled) is unused,
+        its path never opened, as upstream's config provider is asked about enabled
+        plugins only: the server starts and serves, and says nothing of it."""
+        path = self.write_admission_configuration(
+            "- name: NotARealPlugin\n  path: missing.yaml\n"
+            "- name: ValidatingAdmissionWebhook\n  path: missing.yaml\n")
+        tokens = write_tokens(self.data, "t0ken")
+        platform = Server(self.data, free_port(), tokens, token="t0ken", args=[
+            "--admission-control-config-file", path,
+            "--disable-admission-plugins", "ValidatingAdmissionWebhook"])
+        self.addCleanup(platform.stop)
+        platform.start()
+        connection = platform.connection()
+        self.addCleanup(connection.close)
+        self.assertEqual(connection.request("GET", "/api/v1/namespaces/default")[0], 200)
+        platform.signal(signal.SIGTERM)
+        self.assertEqual(platform.wait(), 0)
+        self.assertNotIn("NotARealPlugin", platform.output)
 
 
 class OptionsTests(SynchronousTestCase):
