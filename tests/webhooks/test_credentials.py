@@ -14,6 +14,7 @@ import shutil
 
 import yaml
 from twisted.internet.task import Clock
+from twisted.logger import capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.admission.config import AdmissionConfigError
@@ -154,6 +155,19 @@ class KubeconfigTests(SynchronousTestCase):
         path = self.files.kubeconfig({"u": {"client-key-data": "abcde"}})
         self.assertRefused(path, f'error loading config file "{path}": illegal base64 data '
                                  "at input byte 4")
+
+    def test_unsupported_fields_logged(self):
+        """exec and impersonation are not acted upon: one warning per user at startup,
+        naming them; the user's other credentials are used."""
+        path = self.files.kubeconfig({"*": {"token": "t", "exec": {"command": "x"},
+                                            "as": "someone"}, "plain": {"token": "p"}})
+        with capturedLogs() as events:
+            resolver = AuthInfoResolver.load(path, Clock())
+        self.assertEqual([formatEvent(e) for e in events], [
+            f"webhook admission kubeconfig {path}: user '*' sets exec, as, not supported "
+            "here: its webhooks are called without them"])
+        self.assertEqual(resolver.credentials(Hook("https://h/")).headers(),
+                         {b"Authorization": [b"Bearer t"]})
 
     def test_lenient(self):
         """No validation and unknown fields skipped, as RawConfig: an empty file, no
