@@ -54,6 +54,7 @@ from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
+from platformd.api import health
 from platformd.api.site import make_site
 from platformd.audit.fromflags import build as audit_from_flags
 from platformd.auth.authenticators import (
@@ -118,7 +119,7 @@ class PlatformService(service.MultiService):
         self.encryption = None
         if options["encryption-provider-config"]:
             from platformd.storage.encryption.reload import Swappable
-            self.encryption = Swappable()
+            self.encryption = Swappable(reactor)
         self.encryption_reloader = None
         #: ``--egress-selector-config-file``'s selector once read (``_egress_selector``).
         self._selector = None
@@ -270,11 +271,15 @@ class PlatformService(service.MultiService):
         path = self.options["encryption-provider-config"]
         served = lambda: [(k.plural, k.group) for k in self.components.catalog.kinds]  # noqa: E731
         kms_v1 = self.options["feature-gates"]["KMSv1"]
+        reload = self.options["encryption-provider-config-automatic-reload"]
         try:
-            load_into(self.encryption, path, served(), kms_v1=kms_v1)
+            load_into(self.encryption, path, served(), reload, kms_v1)
         except EncryptionConfigError as e:
             raise StartupError(f"--encryption-provider-config: {e}") from None
-        if self.options["encryption-provider-config-automatic-reload"]:
+        self.components.health.checks.add_checks(
+            self.encryption.health_checks(reload), (health.HEALTHZ, health.READYZ),
+            after=health.STORAGE_CHECKS)
+        if reload:
             self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
                                                           self.reactor, kms_v1=kms_v1)
 

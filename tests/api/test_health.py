@@ -90,6 +90,22 @@ class HealthTests(SynchronousTestCase):
         with self.assertRaises(ValueError):
             self.stub.api.health.add_check("ping", health.ping)
 
+    def test_checks_added_after_others(self):
+        """``add_checks(after=...)``: in their order, after the last anchor of each root
+        (the KMS checks follow the storage's, as upstream adds them)."""
+        checks = health.standard_checks(self.stub.storage, self.stub.clock).checks
+        checks.add_checks([("kms-provider-0", health.ping), ("kms-provider-1", health.ping)],
+                          (health.HEALTHZ, health.READYZ), after=health.STORAGE_CHECKS)
+        names = {root: [c.name for c in checks.roots[root]] for root in health.ROOTS}
+        self.assertEqual(names[health.HEALTHZ][:6], [
+            "ping", "log", "etcd", "kms-provider-0", "kms-provider-1",
+            "poststarthook/generic-apiserver-start-informers"])
+        self.assertEqual(names[health.READYZ][2:6], [
+            "etcd", "etcd-readiness", "kms-provider-0", "kms-provider-1"])
+        self.assertNotIn("kms-provider-0", names[health.LIVEZ])
+        with self.assertRaises(ValueError):
+            checks.add_checks([("kms-provider-1", health.ping)], (health.READYZ,))
+
     def test_roots_are_counted_as_upstream(self):
         self.anonymous.get("/readyz")
         samples, _ = parse(self.stub.client().get("/metrics").body.decode())

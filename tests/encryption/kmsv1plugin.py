@@ -6,7 +6,6 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from concurrent import futures
 
 import grpc
@@ -15,32 +14,40 @@ from platformd.protos.platform.kms.apis.v1beta1 import api_pb2, api_pb2_grpc
 
 
 class V1Plugin(api_pb2_grpc.KeyManagementServiceServicer):
-    """A toy KMS: 'seals' by XOR with 0x5a behind a b"sealed:" tag; counts its calls."""
+    """
+    A toy KMS: 'seals' by XOR with 0x5a behind a b"sealed:" tag; counts its calls.  Each
+    call waits ``delay`` seconds (or until ``released`` is set: a test's cleanup ends a
+    hang); the calls named in ``failing`` fail.
+    """
 
     def __init__(self):
         self.version = "v1beta1"
         self.delay = 0.0
+        self.failing: set = set()
+        self.released = threading.Event()
         self.calls = {"Version": 0, "Encrypt": 0, "Decrypt": 0}
         self._lock = threading.Lock()
 
-    def _count(self, name):
+    def _count(self, name, context):
         with self._lock:
             self.calls[name] += 1
-        time.sleep(self.delay)
+        self.released.wait(self.delay)
+        if name in self.failing:
+            context.abort(grpc.StatusCode.INTERNAL, f"{name} refused")
 
     def Version(self, request, context):
-        self._count("Version")
+        self._count("Version", context)
         assert request.version == "v1beta1"
         return api_pb2.VersionResponse(version=self.version, runtime_name="toy",
                                        runtime_version="0.1.0")
 
     def Encrypt(self, request, context):
-        self._count("Encrypt")
+        self._count("Encrypt", context)
         assert request.version == "v1beta1"
         return api_pb2.EncryptResponse(cipher=b"sealed:" + bytes(b ^ 0x5A for b in request.plain))
 
     def Decrypt(self, request, context):
-        self._count("Decrypt")
+        self._count("Decrypt", context)
         if not request.cipher.startswith(b"sealed:"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not sealed by me")
         return api_pb2.DecryptResponse(plain=bytes(b ^ 0x5A for b in request.cipher[7:]))

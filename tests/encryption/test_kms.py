@@ -26,11 +26,17 @@ SECRET = "/registry/secrets/default/s"
 class Plugin(api_pb2_grpc.KeyManagementServiceServicer):
     """
     A toy KMS: 'encrypts' by XOR with a per-key-ID byte; can be slow (each call waits
-    ``delay`` seconds, or until ``released`` is set: a test's cleanup ends a hang).
+    ``delay`` seconds, or until ``released`` is set: a test's cleanup ends a hang).  Its
+    status says ``healthz`` and ``version``; ``Encrypt`` answers under
+    ``encrypt_key_id`` (default ``key_id``), or fails with ``encrypt_error``.
     """
 
     def __init__(self):
         self.key_id = "key-1"
+        self.healthz = "ok"
+        self.version = "v2"
+        self.encrypt_key_id = None
+        self.encrypt_error = None
         self.delay = 0.0
         self.statuses = 0
         self.encrypts = 0
@@ -46,13 +52,17 @@ class Plugin(api_pb2_grpc.KeyManagementServiceServicer):
     def Status(self, request, context):
         self.statuses += 1
         self._wait()
-        return api_pb2.StatusResponse(version="v2", healthz="ok", key_id=self.key_id)
+        return api_pb2.StatusResponse(version=self.version, healthz=self.healthz,
+                                      key_id=self.key_id)
 
     def Encrypt(self, request, context):
         self._wait()
         self.encrypts += 1
-        return api_pb2.EncryptResponse(ciphertext=self._xor(self.key_id, request.plaintext),
-                                       key_id=self.key_id, annotations={"a.example.com": b"1"})
+        if self.encrypt_error:
+            context.abort(grpc.StatusCode.INTERNAL, self.encrypt_error)
+        key_id = self.key_id if self.encrypt_key_id is None else self.encrypt_key_id
+        return api_pb2.EncryptResponse(ciphertext=self._xor(key_id, request.plaintext),
+                                       key_id=key_id, annotations={"a.example.com": b"1"})
 
     def Decrypt(self, request, context):
         self._wait()
@@ -134,7 +144,7 @@ class KMSv2Tests(TestCase):
         self.now += 31
         self.assertIsNone(e.prepare(SECRET, reactor))
         self.assertIn(b"key-1", e.to_storage(SECRET, b"during"))
-        while self.plugin.encrypts < 2 or e._refreshing:
+        while self.plugin.encrypts < 2 or e._probe.running:
             await deferLater(reactor, 0.01, lambda: None)
         new = await self.write(e, b"new")
         self.assertIn(b"key-2", new)
@@ -153,15 +163,18 @@ class KMSv2Tests(TestCase):
         error = self.assertRaises(KMSError, fresh.from_storage, SECRET, stored)
         self.assertIn("failed to decrypt DEK with KMS provider p", str(error))
         error = await self.assertFailure(ensureDeferred(self.write(fresh, b"v")), KMSError)
-        self.assertIn("failed to get status with KMS provider p: UNAVAILABLE", str(error))
+        self.assertEqual(str(error), "failed to perform status section of the healthz check "
+                                     "for KMS Provider p, error: rpc error: code = "
+                                     "DeadlineExceeded desc = Deadline Exceeded")
 
     async def test_slow(self):
         """A plugin slower than the timeout fails the writes that wait; then serves."""
         e = self.envelope(timeout=0.2)
         self.plugin.delay = 0.5
         error = await self.assertFailure(ensureDeferred(self.write(e, b"v")), KMSError)
-        self.assertEqual(str(error), "failed to get status with KMS provider p: "
-                                     "DEADLINE_EXCEEDED: Deadline Exceeded")
+        self.assertEqual(str(error), "failed to perform status section of the healthz check "
+                                     "for KMS Provider p, error: rpc error: code = "
+                                     "DeadlineExceeded desc = Deadline Exceeded")
         self.plugin.delay = 0
         self.plugin.released.set()  # end the slow call
         self.assertEqual(e.from_storage(SECRET, await self.write(e, b"v")), b"v")

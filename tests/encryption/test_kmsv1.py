@@ -22,7 +22,8 @@ class KMSv1Tests(TestCase):
         self.endpoint = serve_v1(self, self.plugin)
 
     def envelope(self, cache_size=1000, timeout=2.0, endpoint=None):
-        envelope = KMSv1Envelope(KMSv1Client(endpoint or self.endpoint, timeout), cache_size)
+        envelope = KMSv1Envelope(KMSv1Client("one", endpoint or self.endpoint, timeout),
+                                 cache_size)
         self.addCleanup(envelope.close)
         return envelope
 

@@ -207,8 +207,9 @@ class HungKMSPluginTests(TestCase):
         answers = yield gatherResults(secrets)
         secret = reactor.seconds() - started
         self.assertEqual({(a.code, a.json()["message"]) for a in answers}, {(
-            500, "Internal error occurred: failed to get status with KMS provider p: "
-            "DEADLINE_EXCEEDED: Deadline Exceeded")})
+            500, "Internal error occurred: failed to perform status section of the healthz "
+            "check for KMS Provider p, error: rpc error: code = DeadlineExceeded desc = "
+            "Deadline Exceeded")})
         self.assertLess(secret, self.KMS_TIMEOUT + 1.0)
         self.measured = (configmap, secret)
 

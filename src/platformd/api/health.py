@@ -45,10 +45,24 @@ class HealthChecks:
 
     def add_check(self, name: str, check: Callable, roots: Iterable[str] = ROOTS) -> None:
         """Add ``check`` as ``name`` to each of ``roots`` (a name is unique per root)."""
+        self.add_checks([(name, check)], roots)
+
+    def add_checks(self, checks: Iterable[tuple], roots: Iterable[str] = ROOTS,
+                   after: Iterable[str] = ()) -> None:
+        """
+        Add the ``(name, check)`` pairs in their order to each of ``roots``: at the end,
+        or right after the last check of the root named in ``after`` (upstream adds the
+        encryption checks after the storage's, before those added later in its start).
+        """
+        checks, after = list(checks), set(after)
         for root in roots:
-            if any(c.name == name for c in self.roots[root]):
-                raise ValueError(f"health check {name!r} already installed at /{root}")
-            self.roots[root].append(Check(name, check))
+            present = self.roots[root]
+            for name, _ in checks:
+                if any(c.name == name for c in present):
+                    raise ValueError(f"health check {name!r} already installed at /{root}")
+            anchors = [index for index, c in enumerate(present) if c.name in after]
+            at = anchors[-1] + 1 if anchors else len(present)
+            present[at:at] = [Check(name, check) for name, check in checks]
 
     def path(self, path: str):
         """``(root, check or None)`` that ``path`` names, or None for other paths."""
@@ -154,6 +168,8 @@ BOOTSTRAP_ROLES = "rbac/bootstrap-roles"
 POST_START_HOOKS = (INFORMERS, NAMESPACES, BOOTSTRAP_ROLES)
 #: Upstream's ``--etcd-healthcheck-timeout`` default.
 STORAGE_TIMEOUT = 2.0
+#: The storage's checks, which upstream's encryption checks follow.
+STORAGE_CHECKS = ("etcd", "etcd-readiness")
 
 
 @attrs.define

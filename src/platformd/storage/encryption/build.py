@@ -125,7 +125,7 @@ def _kms(kms: cfg.KMS, envelopes: list, kms_v1: bool) -> tuple:
         log.info(KMS_V1_DEPRECATED)
         from platformd.storage.encryption.kmsv1 import KMSv1Client, KMSv1Envelope
         assert kms.cachesize is not None  # config defaults it for v1
-        envelope, prefix = (KMSv1Envelope(KMSv1Client(kms.endpoint, kms.timeout),
+        envelope, prefix = (KMSv1Envelope(KMSv1Client(kms.name, kms.endpoint, kms.timeout),
                                           kms.cachesize), KMS_V1_PREFIX)
     elif kms.api_version == "v2":
         from platformd.storage.encryption.kms import KMSv2Client, KMSv2Envelope

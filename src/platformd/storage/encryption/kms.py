@@ -8,29 +8,39 @@ key-management plugin reached over gRPC on a UNIX socket (``platform.kms.apis.v2
   ``EncryptedObject`` (encrypted data, the plugin's key ID, the sealed seed, the
   plugin's annotations) after the ``platform:enc:kms:v2:<name>:`` prefix.
 - The plugin's ``Status`` is asked at most every ``status_interval`` seconds (upstream
-  polls once a minute) when writing: a new ``key_id`` there makes a new seed, so new
-  writes go under the new key while older data still reads.
+  polls once a minute) when writing, and by the health check (``check``, cached as
+  ``probes.LastAnswer`` says): a new ``key_id`` there makes a new seed, so new writes
+  go under the new key while older data still reads.  Both are upstream's probe
+  (``kmsv2PluginProbe.check``), with its words: a failed call is ``failed to perform
+  status section of the healthz check for KMS Provider <name>, error: <gRPC error>``,
+  a bad answer ``kmsv2 Provider <name> is not healthy, error: ...``.
 - Reads look the sealed seed up in a cache (one entry per seed and key ID, at most
   ``cache_size``), and ask the plugin's ``Decrypt`` only when it is missing.
 
 Writing never waits on the plugin where it writes.  A backend asks ``prepare`` on the
 reactor before it queues a write (``transformers.prepare``): the seed is sealed and the
-status asked there, as gRPC futures, one refresh at a time shared by every write that
-waits; ``to_storage`` then only derives a key and encrypts, in the storage threads.  So
-a plugin that hangs holds back the writes it would encrypt, for its ``timeout``, and
-no other write: before, the call ran in the SQLite writer thread, and every write to
-every resource waited behind it.  Only a write with no seed yet waits; once one is
+status asked there, as gRPC futures, one refresh at a time shared by every write and
+health check that waits (``deferreds.Shared``); ``to_storage`` then only derives a key
+and encrypts, in the storage threads.  So a plugin that hangs holds back the writes it
+would encrypt, for its ``timeout``, and no other write: before, the call ran in the
+SQLite writer thread, and every write to every resource waited behind it.  Only a write with no seed yet waits; once one is
 sealed, writes go on with it while the status is asked in the background (upstream
 writes with its current seed too, refreshed by its probe).
 
 ``Decrypt`` is still called in the thread that reads (the SQLite reader threads, the
 etcd store's pool), with the configured ``timeout``.  A write that cannot get a seed
-fails; a read that cannot decrypt fails with a ``TransformError`` (the object reads as
-corrupt until the plugin answers).
+fails with the probe's error; a read that cannot decrypt fails with a
+``TransformError`` (the object reads as corrupt until the plugin answers).
+
+Left out from upstream: the seed does not expire (upstream refuses writes three minutes
+after its probe last succeeded, ``kmsv2PluginWriteDEKSourceMaxTTL``), so the words of a
+failed rotation leave out upstream's ``expirationTimestamp``; the annotations an
+``Encrypt`` returns are not validated.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -39,19 +49,23 @@ from typing import Any, Optional
 import attrs
 import grpc
 from google.protobuf.message import DecodeError
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from platformd.deferreds import Shared
 from platformd.protos.platform.apiserver.kmsv2.v2 import api_pb2 as _stored_pb2
 from platformd.protos.platform.kms.apis.v2 import api_pb2 as _api_pb2, api_pb2_grpc
 from platformd.storage.encryption.aes import SEED_SIZE, HKDFExtendedNonceGCM
+from platformd.storage.encryption.fielderrors import aggregate
 from platformd.storage.encryption.lru import LRUCache
+from platformd.storage.encryption.probes import LastAnswer
 from platformd.storage.interface import TransformError
 from platformd.storage.transformers import IValueTransformer
 
-#: The plugin API version a healthy v2 plugin reports.
-KMS_API_VERSION = "v2"
+#: The plugin API versions a healthy v2 plugin reports (upstream ``KMSAPIVersionv2``,
+#: ``KMSAPIVersionv2beta1``), the first named in the error.
+KMS_API_VERSIONS = ("v2", "v2beta1")
 #: The generated messages (protoc's modules carry no type information).
 api_pb2: Any = _api_pb2
 stored_pb2: Any = _stored_pb2
@@ -67,6 +81,39 @@ class KMSError(TransformError):
     """The plugin could not be used (unreachable, too slow, unhealthy, bad answer)."""
 
 
+def status_text(error: grpc.RpcError) -> str:
+    """A gRPC error as grpc-go's ``status.Error`` prints it."""
+    code = error.code() if hasattr(error, "code") else None
+    name = "".join(part.capitalize() for part in getattr(code, "name", "Unknown").split("_"))
+    details = error.details() if hasattr(error, "details") else str(error)
+    return f"rpc error: code = {name} desc = {details}"
+
+
+def key_id_problem(key_id: str) -> Optional[str]:
+    """upstream's ``ValidateKeyID`` (sizes in bytes)."""
+    if not key_id:
+        return "keyID is empty"
+    size = len(key_id.encode())
+    if size > MAX_KEY_ID_SIZE:
+        return f"keyID is {size} bytes, which exceeds the max size of {MAX_KEY_ID_SIZE}"
+    return None
+
+
+def dek_source_problem(source: bytes) -> Optional[str]:
+    """upstream's ``validateEncryptedDEKSource``."""
+    if not source:
+        return "encrypted DEK source is empty"
+    if len(source) > MAX_DEK_SOURCE_SIZE:
+        return (f"encrypted DEK source is {len(source)} bytes, which exceeds the max size "
+                f"of {MAX_DEK_SOURCE_SIZE}")
+    return None
+
+
+def _hash(text: str) -> str:
+    """upstream's ``GetHashIfNotEmpty``, how key IDs appear in its errors."""
+    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()}" if text else ""
+
+
 @attrs.frozen
 class _WriteState:
     key_id: str
@@ -77,10 +124,11 @@ class _WriteState:
 
 class KMSv2Client:
     """
-    The plugin's three calls, each with ``timeout``; errors are ``KMSError``.  ``status``
+    The plugin's three calls, each with ``timeout`` and waiting for the connection until
+    then (gRPC wait-for-ready, as upstream's client); errors are ``KMSError``.  ``status``
     and ``encrypt`` are made from the reactor, as gRPC futures whose outcome comes back
-    with ``callFromThread`` (no thread waits on them); ``decrypt`` blocks the thread that
-    reads.
+    with ``callFromThread`` (no thread waits on them), failing with gRPC's words for the
+    probe to wrap in upstream's; ``decrypt`` blocks the thread that reads.
     """
 
     def __init__(self, name: str, endpoint: str, timeout: float):
@@ -96,7 +144,7 @@ class KMSv2Client:
         return KMSError(f"failed to {what} with KMS provider {self.name}: "
                         f"{getattr(code, 'name', code)}: {details}")
 
-    def _call_async(self, reactor, what: str, method, request) -> Deferred:
+    def _call_async(self, reactor, method, request) -> Deferred:
         """Deferred of ``method``'s answer to ``request`` (fired on the reactor)."""
         answered: Deferred = Deferred()
 
@@ -104,25 +152,24 @@ class KMSv2Client:
             try:
                 answered.callback(future.result())
             except grpc.RpcError as error:  # the channel closed too: CANCELLED
-                answered.errback(Failure(self._error(what, error)))
-        future = method.future(request, timeout=self.timeout)
+                answered.errback(Failure(KMSError(status_text(error))))
+        future = method.future(request, timeout=self.timeout, wait_for_ready=True)
         future.add_done_callback(lambda future: reactor.callFromThread(done, future))
         return answered
 
     def status(self, reactor) -> Deferred:
-        return self._call_async(reactor, "get status", self._stub.Status,
-                                api_pb2.StatusRequest())
+        return self._call_async(reactor, self._stub.Status, api_pb2.StatusRequest())
 
-    def encrypt(self, reactor, plaintext: bytes) -> Deferred:
-        return self._call_async(reactor, "encrypt DEK", self._stub.Encrypt,
-                                api_pb2.EncryptRequest(plaintext=plaintext,
-                                                       uid=str(uuid.uuid4())))
+    def encrypt(self, reactor, plaintext: bytes, uid: str) -> Deferred:
+        return self._call_async(reactor, self._stub.Encrypt,
+                                api_pb2.EncryptRequest(plaintext=plaintext, uid=uid))
 
     def decrypt(self, obj) -> bytes:
         try:
             response = self._stub.Decrypt(api_pb2.DecryptRequest(
                 ciphertext=obj.encryptedDEKSource, uid=str(uuid.uuid4()), key_id=obj.keyID,
-                annotations=dict(obj.annotations)), timeout=self.timeout)
+                annotations=dict(obj.annotations)), timeout=self.timeout,
+                wait_for_ready=True)
         except grpc.RpcError as error:
             raise self._error("decrypt DEK", error) from None
         return response.plaintext
@@ -135,6 +182,9 @@ class KMSv2Client:
 class KMSv2Envelope:
     """The transformer after the provider's prefix (see module docstring). Thread-safe."""
 
+    #: The configuration's ``apiVersion`` of this provider.
+    api_version = "v2"
+
     def __init__(self, client: KMSv2Client, cache_size: int = DEFAULT_CACHE_SIZE,
                  status_interval: float = STATUS_INTERVAL, clock=time.monotonic):
         self.client = client
@@ -144,9 +194,12 @@ class KMSv2Envelope:
         self._state: Optional[_WriteState] = None
         #: When the status last answered healthy (reactor only).
         self._checked: Optional[float] = None
-        #: The refresh under way, and the writes waiting for its outcome (reactor only).
-        self._refreshing = False
-        self._waiting: list = []
+        #: The API version of the first healthy status (upstream's must not change).
+        self._version: Optional[str] = None
+        #: The probe under way, shared by the writes and health checks waiting for it.
+        self._probe = Shared(lambda reactor: ensureDeferred(self._refresh(reactor)))
+        #: The last probe's answer, for the health check (reactor only).
+        self._last = LastAnswer(clock)
         #: (sealed seed, key ID) → its transformer.
         self._cache = LRUCache(cache_size)
         #: How many times the plugin was asked to Decrypt (tests, metrics).
@@ -158,38 +211,117 @@ class KMSv2Envelope:
         """
         On the reactor, before a write is queued: None when ``to_storage`` can write at
         once, else a Deferred firing once it can (a seed is sealed) or failing with the
-        plugin's ``KMSError``.  A status check that is due starts in the background.
+        probe's ``KMSError``.  A status check that is due starts in the background.
         """
         due = self._checked is None or self.clock() - self._checked >= self.status_interval
-        if due and not self._refreshing:
-            self._refreshing = True
-            ensureDeferred(self._refresh(reactor)).addBoth(self._refreshed)
+        if due and not self._probe.running:
+            # Its failure is for the health check (and the log) to report, not this write.
+            self._probe.join(reactor).addErrback(lambda _: None)
         if self._state is not None:
             return None
-        waiting: Deferred = Deferred()
-        self._waiting.append(waiting)
-        return waiting
+        return self._probe.join(reactor).addErrback(self._unless_seeded)
+
+    def _unless_seeded(self, failure):
+        """A failed probe fails a waiting write only when there is no seed to write with."""
+        return failure if self._state is None else None
+
+    def health_check(self, reactor):
+        """This provider's check for ``probes.ProviderChecks``."""
+        return lambda: self.check(reactor)
+
+    def check(self, reactor) -> Deferred:
+        """
+        The health check (a Deferred of None or the reason): the last probe's answer
+        while fresh, else a probe (joining one under way).
+        """
+        if self._last.fresh():
+            return succeed(self._last.reason)
+        return self._probe.join(reactor).addCallbacks(lambda _: None, lambda f: str(f.value))
 
     async def _refresh(self, reactor) -> None:
-        """Ask the status; seal a new seed for a new key ID (or the first)."""
-        key_id = self._healthy_key_id(await self.client.status(reactor))
-        if self._state is None or self._state.key_id != key_id:
-            seed = os.urandom(SEED_SIZE)
-            self._state = self._new_state(seed, await self.client.encrypt(reactor, seed))
+        """upstream's ``kmsv2PluginProbe.check`` (no cache): the status, then rotation."""
+        name = self.client.name
+        try:
+            response = await self.client.status(reactor)
+        except KMSError as error:
+            raise self._answer(f"failed to perform status section of the healthz check for "
+                               f"KMS Provider {name}, error: {error}") from None
+        problems = self._status_problems(response)
+        if key_id_problem(response.key_id) is None:
+            problems.append(await self._rotate(reactor, response.key_id))
+        problems = [problem for problem in problems if problem is not None]
+        if problems:
+            raise self._answer(f"kmsv2 Provider {name} is not healthy, error: "
+                               f"{aggregate(problems)}")
+        self._last.record(None)
         self._checked = self.clock()
 
-    def _refreshed(self, outcome) -> None:
-        """Hand the outcome to the writes that waited; a failure is theirs only."""
-        self._refreshing = False
-        waiting, self._waiting = self._waiting, []
-        for write in waiting:
-            if write.called:  # cancelled (its request's deadline)
-                continue
-            if self._state is not None:
-                write.callback(None)
+    def _answer(self, reason: str) -> KMSError:
+        """The probe's failure, remembered for the health check."""
+        self._last.record(reason)
+        return KMSError(reason)
+
+    def _status_problems(self, response) -> list:
+        """upstream's ``isKMSv2ProviderHealthyAndMaybeRotateDEK`` before the rotation."""
+        problems = []
+        if response.healthz != "ok":
+            problems.append(f"got unexpected healthz status: {response.healthz}")
+        if response.version not in KMS_API_VERSIONS:
+            problems.append(f"expected KMSv2 API version {KMS_API_VERSIONS[0]}, "
+                            f"got {response.version}")
+        else:
+            self._version = self._version or response.version
+            if response.version != self._version:
+                problems.append("KMSv2 API version should not change after the initial "
+                                f"status response version {self._version}, "
+                                f"got {response.version}")
+        key_problem = key_id_problem(response.key_id)
+        if key_problem is not None:
+            problems.append(f'got invalid KMSv2 KeyID hash "{_hash(response.key_id)}": '
+                            f"{key_problem}")
+        return problems
+
+    async def _rotate(self, reactor, key_id: str) -> Optional[str]:
+        """
+        upstream's ``rotateDEKOnKeyIDChange``: a new seed sealed unless the current one is
+        under ``key_id``; on failure the current seed stays, and its error is returned.
+        """
+        state = self._state
+        if state is not None and state.key_id == key_id:
+            return None
+        uid, seed = str(uuid.uuid4()), os.urandom(SEED_SIZE)
+        response, problem = None, "<nil>"
+        try:
+            response = await self.client.encrypt(reactor, seed, uid)
+        except KMSError as error:
+            problem = f"failed to encrypt DEK, error: {error}"
+        else:
+            try:
+                generated = self._generated(seed, response)
+            except KMSError as error:
+                problem = str(error)
             else:
-                assert isinstance(outcome, Failure)
-                write.errback(Failure(outcome.value))
+                if generated.key_id == key_id:
+                    self._state = generated
+                    self._cache.add((generated.encrypted_source, generated.key_id),
+                                    generated.transformer)
+                    return None
+        return (f'failed to rotate DEK uid="{uid}", useSeed=true, errState='
+                f'{"<nil>" if state is not None else "got unexpected nil transformer"}, '
+                f'errGen={problem}, statusKeyIDHash="{_hash(key_id)}", '
+                f'encryptKeyIDHash="{_hash(response.key_id if response else "")}", '
+                f'stateKeyIDHash="{_hash(state.key_id if state is not None else "")}"')
+
+    def _generated(self, seed: bytes, response) -> _WriteState:
+        """upstream's ``GenerateTransformer`` after ``Encrypt``: its answer validated."""
+        problem = dek_source_problem(response.ciphertext)
+        if problem is not None:
+            raise KMSError(f"failed to validate encrypted DEK source: {problem}")
+        problem = key_id_problem(response.key_id)
+        if problem is not None:
+            raise KMSError(f"failed to validate key id: {problem}")
+        return _WriteState(response.key_id, response.ciphertext, dict(response.annotations),
+                           HKDFExtendedNonceGCM(seed))
 
     def to_storage(self, key: str, value: bytes) -> bytes:
         state = self._state
@@ -200,31 +332,6 @@ class KMSv2Envelope:
             encryptedDEKSource=state.encrypted_source, annotations=state.annotations,
             encryptedDEKSourceType=stored_pb2.HKDF_SHA256_XNONCE_AES_GCM_SEED)
         return obj.SerializeToString()
-
-    def _healthy_key_id(self, response) -> str:
-        problems = []
-        if response.healthz != "ok":
-            problems.append(f"got unexpected healthz status: {response.healthz}")
-        if response.version != KMS_API_VERSION:
-            problems.append(f"expected KMSv2 API version {KMS_API_VERSION}, "
-                            f"got {response.version}")
-        if not response.key_id:
-            problems.append(f"expected KMSv2 KeyID to be set, got {response.key_id}")
-        if problems:
-            detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
-            raise KMSError(f"kmsv2 Provider {self.client.name} is not healthy, error: {detail}")
-        return response.key_id
-
-    def _new_state(self, seed: bytes, response) -> _WriteState:
-        if not response.key_id or len(response.key_id) > MAX_KEY_ID_SIZE:
-            raise KMSError(f"KMS provider {self.client.name} returned an invalid keyID")
-        if not response.ciphertext or len(response.ciphertext) > MAX_DEK_SOURCE_SIZE:
-            raise KMSError(f"KMS provider {self.client.name} returned an invalid "
-                           "encryptedDEKSource")
-        state = _WriteState(response.key_id, response.ciphertext, dict(response.annotations),
-                            HKDFExtendedNonceGCM(seed))
-        self._cache.add((state.encrypted_source, state.key_id), state.transformer)
-        return state
 
     # reading
 
@@ -260,4 +367,8 @@ class KMSv2Envelope:
         return transformer
 
     def close(self) -> None:
-        self.client.close()
+        """Close the plugin's connection once the probe under way, if any, has ended."""
+        if self._probe.running:
+            self._probe.join().addBoth(lambda _: self.client.close())
+        else:
+            self.client.close()

@@ -19,7 +19,7 @@ The plugin speaks ``platform.kms.apis.v1beta1``; before its first ``Encrypt`` or
 wait-for-ready, as upstream) up to ``timeout``, and runs in the thread that transforms
 (the SQLite writer and reader threads), never on the reactor.  Plugin errors are
 upstream's unwrapped gRPC status text; as ``KMSError`` a write fails and a read is a
-corrupt object.
+corrupt object.  The health check is ``KMSv1Probe`` (upstream's ``kmsPluginProbe``).
 """
 
 from __future__ import annotations
@@ -27,16 +27,22 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from typing import Any
+import time
+from typing import Any, Optional
 
 import grpc
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
+
+from platformd.deferreds import Shared
 
 from platformd.protos.platform.kms.apis.v1beta1 import api_pb2 as _api_pb2, api_pb2_grpc
 from platformd.storage.encryption.aes import CBC, GCM
 from platformd.storage.encryption.fielderrors import aggregate
-from platformd.storage.encryption.kms import KMSError
+from platformd.storage.encryption.kms import KMSError, status_text
 from platformd.storage.encryption.lru import LRUCache
+from platformd.storage.encryption.probes import LastAnswer
 from platformd.storage.interface import TransformError
 from platformd.storage.transformers import IValueTransformer
 
@@ -51,18 +57,11 @@ STALE_MEMORY = 1024
 api_pb2: Any = _api_pb2
 
 
-def status_text(error: grpc.RpcError) -> str:
-    """A gRPC error as grpc-go's ``status.Error`` prints it."""
-    code = error.code() if hasattr(error, "code") else None
-    name = "".join(part.capitalize() for part in getattr(code, "name", "Unknown").split("_"))
-    details = error.details() if hasattr(error, "details") else str(error)
-    return f"rpc error: code = {name} desc = {details}"
-
-
 class KMSv1Client:
     """Upstream's v1 ``gRPCService``: Encrypt and Decrypt, after one Version check."""
 
-    def __init__(self, endpoint: str, timeout: float):
+    def __init__(self, name: str, endpoint: str, timeout: float):
+        self.name = name
         self.timeout = timeout
         # Making a channel connects lazily: no I/O here.
         self._channel = grpc.insecure_channel(endpoint)
@@ -135,6 +134,9 @@ class _GCMOrCBC:
 class KMSv1Envelope:
     """The transformer after the provider's prefix (see module docstring). Thread-safe."""
 
+    #: The configuration's ``apiVersion`` of this provider.
+    api_version = "v1"
+
     def __init__(self, client: KMSv1Client, cache_size: int):
         self.client = client
         #: Sealed DEK → its transformer; upstream's cache is off when cachesize <= 0.
@@ -178,5 +180,43 @@ class KMSv1Envelope:
         """
         return self._cbc_reads.get((key, data[-16:])) is not None
 
+    def health_check(self, reactor) -> "KMSv1Probe":
+        return KMSv1Probe(self.client, reactor)
+
     def close(self) -> None:
         self.client.close()
+
+
+class KMSv1Probe:
+    """
+    upstream's ``kmsPluginProbe``: ``ping`` sealed by ``Encrypt`` and unsealed by
+    ``Decrypt``, each within the provider's timeout, in a thread of the reactor's pool
+    (the client blocks); the answer kept as ``probes.LastAnswer`` says, one probe at a
+    time.  Calling it is a Deferred of None or upstream's reason.
+    """
+
+    def __init__(self, client: KMSv1Client, reactor, clock=time.monotonic):
+        self.client = client
+        self._last = LastAnswer(clock)
+        self._probe = Shared(lambda: deferToThreadPool(
+            reactor, reactor.getThreadPool(), self._round_trip).addCallback(self._last.record))
+
+    def __call__(self) -> Deferred:
+        if self._last.fresh():
+            return succeed(self._last.reason)
+        return self._probe.join()
+
+    def _round_trip(self) -> Optional[str]:
+        try:
+            sealed = self.client.encrypt(b"ping")
+        except KMSError as error:
+            return self._failed("encrypt", error)
+        try:
+            self.client.decrypt(sealed)
+        except KMSError as error:
+            return self._failed("decrypt", error)
+        return None
+
+    def _failed(self, section: str, error: KMSError) -> str:
+        return (f"failed to perform {section} section of the healthz check for KMS "
+                f"Provider {self.client.name}, error: {error}")
