@@ -75,9 +75,10 @@ class CredentialsEndToEndTests(TestCase):
     def admission_configuration(self) -> str:
         """The user is named after the webhook's host:port; a wildcard user beside it
         must not be chosen."""
-        kubeconfig = self.write("webhooks.kubeconfig", {"apiVersion": "v1", "kind": "Config", "users": [
-            {"name": "*.example.com", "user": {"token": "wrong"}},
-            {"name": self.host_port, "user": self.credentials}]})
+        kubeconfig = self.write("webhooks.kubeconfig", {
+            "apiVersion": "v1", "kind": "Config", "users": [
+                {"name": "*.example.com", "user": {"token": "wrong"}},
+                {"name": self.host_port, "user": self.credentials}]})
         webhook_admission = {"apiVersion": "apiserver.config.platform.io/v1",
                              "kind": "WebhookAdmissionConfiguration",
                              "kubeConfigFile": kubeconfig}

@@ -18,7 +18,8 @@ admission layer sits below ``auth`` and ``registry``, so the CEL compiler of
 ``matchConditions`` is handed in (``registry.kinds.webhookshapes.compile_condition``);
 without one, ``conditions.compile_condition`` (the same environment) is used.
 ``plugin_factory(name)`` is ``factory(deps, config)`` for a registry of plugins by name
-(``deps.cache``, ``deps.clock``; the clock is the reactor in the daemon).
+(``deps.cache``, ``deps.clock``: the clock is the reactor in the daemon; ``config``: the
+plugin's ``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' credentials).
 """
 
 from __future__ import annotations
