@@ -46,8 +46,8 @@ class RequestContext:
     field_manager: str = ""
     #: The request's trace span once tracing is configured; None otherwise.
     span: Any = None
-    #: Warnings from below the handlers (admission webhooks), sent as ``Warning``
-    #: headers with a successful response.
+    #: Warnings from below the handlers (admission), sent as ``Warning`` headers with
+    #: the answer, whatever it is.
     warnings: list = attrs.field(factory=list)
     #: Audit annotations for the audit log: admission's (``webhook-name/key``) and the
     #: authorization decision (``authorization.platform.io/decision``, ``/reason``).

@@ -1,7 +1,7 @@
 """
 Go's text forms that upstream's messages are made of: ``%q`` of a string
 (``strconv.Quote``) and of a ``[]string`` (``["a" "b"]``), ``%#v`` of a ``[]string``, a
-JSON number as encoding/json writes it, a Unix time as ``time.Time`` prints it, the text
+JSON number as encoding/json writes it, ``%v`` of a decoded JSON value, a Unix time as ``time.Time`` prints it, the text
 of an aggregated error (``utilerrors.NewAggregate(errs).Error()``) and of an
 ``*os.PathError``.  At the bottom of the layers: validation, authorization and the flags
 all word errors with them.
@@ -127,3 +127,47 @@ def json_number(value) -> str:
 
 
 _JSON_KINDS: dict = {str: "string", list: "array", dict: "object"}
+
+
+def go_value(value) -> str:
+    """
+    A decoded JSON value as Go's ``%v`` (and ``%+v``) prints the ``interface{}`` holding
+    it: ``map[a:1 b:[x y]]`` (keys sorted, as ``fmt`` sorts a map's), strings bare,
+    ``<nil>``, a float as ``strconv.FormatFloat(f, 'g', -1, 64)``; a number past int64
+    as the float64 Go's decoder makes of it.
+    """
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{key}:{go_value(value[key])}" for key in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_value(item) for item in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    as_float = getattr(value, "as_float", None)
+    if as_float is not None and as_float() is not None:
+        value = as_float()
+    if isinstance(value, float):
+        return _go_float(value)
+    return str(value)
+
+
+def _go_float(value: float) -> str:
+    """``strconv.FormatFloat(value, 'g', -1, 64)``: exponent form below 1e-4 and from 1e6."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    sign, digits, exponent = decimal.Decimal(repr(value)).normalize().as_tuple()
+    text = "".join(map(str, digits)) or "0"
+    point = len(text) + exponent  # the decimal point's place in the digits (Go's dp)
+    minus = "-" if sign else ""
+    if value and not -4 <= point - 1 < 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        power = point - 1
+        return f"{minus}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return minus + text + "0" * (point - len(text))
+    return f"{minus}{text[:point]}.{text[point:]}"

@@ -54,9 +54,20 @@ metadata:
         self.assertEqual(YAMLCodec().decode(YAMLCodec().encode(value)), value)
 
     def test_yaml_duplicates(self):
-        """Repeated YAML keys are marked for field validation."""
-        value = YAMLCodec().decode(b"a: 1\na: 2\n")
-        self.assertEqual((value["a"], value.duplicates), (2, ["a"]))
+        """
+        Repeated YAML keys are go-yaml v2's strict error, in the order it decodes them
+        (a value's own before its key's), on the line of the repeated value, the key as
+        %#v prints it; the last value wins and keys come sorted, as sigs.k8s.io/yaml's
+        JSON has them.
+        """
+        value, problems = YAMLCodec().decode_strict(
+            b"b: 1\na: 2\nm:\n  x: 1\n  x: 2\nb:\n  3\n1: x\n1: z\n")
+        self.assertEqual(list(value.items()), [("1", "z"), ("a", 2), ("b", 3), ("m", {"x": 2})])
+        self.assertEqual(problems, ['yaml: unmarshal errors:\n'
+                                    '  line 5: key "x" already set in map\n'
+                                    '  line 7: key "b" already set in map\n'
+                                    '  line 9: key 1 already set in map'])
+        self.assertEqual(YAMLCodec().decode_strict(b"a: 1\n"), ({"a": 1}, []))
 
     def test_malformed(self):
         """Malformed bodies raise CodecError with a location."""

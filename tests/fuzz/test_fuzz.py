@@ -105,16 +105,20 @@ class FuzzTests(ServerTestCase):
     @inlineCallbacks
     def test_resource_version_past_uint64(self):
         """A resourceVersion that strconv.ParseUint(rv, 10, 64) refuses is a 400 at once,
-        not a wait ending in 504; a JSON patch of arrays is a 400 with Go's words."""
+        not a wait ending in 504; a JSON patch of arrays is a 400 with Go's words (those
+        of UnmarshalStrict unless fieldValidation=Ignore)."""
         for rv in ("18446744073709551616", "99999999999999999999", "+5", "%D9%A3"):
             r = yield self.expect("GET", f"{CM}?resourceVersion={rv}", code=400,
                                   reason="BadRequest")
             self.assertIn("invalid resource version", r.json()["message"])
         yield self.expect("POST", CM, b'{"metadata":{"name":"x"}}', code=201)
-        r = yield self.expect("PATCH", f"{CM}/x", b'[[""]]',
-                              content_type="application/json-patch+json", code=400)
-        self.assertEqual(r.json()["message"], "json: cannot unmarshal array into Go value of "
-                                              "type jsonpatch.Operation")
+        for level, message in (("Warn", "error decoding patch: json: cannot unmarshal array "
+                                         "into Go value of type handlers.jsonPatchOp"),
+                               ("Ignore", "json: cannot unmarshal array into Go value of "
+                                          "type jsonpatch.Operation")):
+            r = yield self.expect("PATCH", f"{CM}/x?fieldValidation={level}", b'[[""]]',
+                                  content_type="application/json-patch+json", code=400)
+            self.assertEqual(r.json()["message"], message)
 
     @inlineCallbacks
     def test_numbers_of_any_length(self):

@@ -8,7 +8,7 @@ from platformd.codecs.jsoncodec import JSONCodec
 from platformd.model import meta
 from platformd.registry import core, rbac
 from platformd.registry.kinds import pod, rbacshapes
-from platformd.model.schema import DecodeContext, DecodeError
+from platformd.model.schema import MAX_PROBLEMS, DecodeContext, DecodeError
 
 
 class DecodeTests(SynchronousTestCase):
@@ -25,7 +25,8 @@ class DecodeTests(SynchronousTestCase):
         obj = core.POD.schema.decode({"spec": {"containers": [{"name": "a", "foo": 1}],
                                                "bar": {}}, "top": 1}, "", ctx)
         self.assertEqual(obj, {"spec": {"containers": [{"name": "a"}]}})
-        self.assertEqual(sorted(ctx.unknown), ["spec.bar", "spec.containers[0].foo", "top"])
+        self.assertEqual(ctx.texts(), ['unknown field "spec.containers[0].foo"',
+                                       'unknown field "spec.bar"', 'unknown field "top"'])
 
     def test_duplicates_reported(self):
         """Keys repeated in the body are reported with their paths."""
@@ -34,7 +35,36 @@ class DecodeTests(SynchronousTestCase):
         ctx = DecodeContext()
         obj = core.CONFIG_MAP.schema.decode(value, "", ctx)
         self.assertEqual(obj["metadata"]["name"], "b")
-        self.assertEqual(ctx.duplicates, ["metadata.name", "data.k"])
+        self.assertEqual(ctx.texts(), ['duplicate field "metadata.name"',
+                                       'duplicate field "data.k"'])
+
+    def test_problems_in_upstream_order(self):
+        """
+        As sigs.k8s.io/json meets them (upstream's field_validation_test.go body): a
+        repeated key before its value, a repeated unknown field once as unknown, each
+        problem once, at most 100, paths strconv.Quote'd.
+        """
+        value = JSONCodec().decode(
+            b'{"metadata": {"name": "a", "name": "b", "labels": {}, "unknownMeta": 1},'
+            b' "spec": {"unknown1": 1, "unknownDupe": 1, "unknownDupe": 2,'
+            b' "restartPolicy": "Always", "restartPolicy": "Never",'
+            b' "containers": [{"name": "c", "unknownNested": 1,'
+            b' "image": "i", "image": "j"}]}}')
+        ctx = DecodeContext()
+        core.POD.schema.decode(value, "", ctx)
+        self.assertEqual(ctx.texts(), [
+            'duplicate field "metadata.name"', 'unknown field "metadata.unknownMeta"',
+            'unknown field "spec.unknown1"', 'unknown field "spec.unknownDupe"',
+            'duplicate field "spec.restartPolicy"',
+            'unknown field "spec.containers[0].unknownNested"',
+            'duplicate field "spec.containers[0].image"'])
+        ctx = DecodeContext()
+        core.CONFIG_MAP.schema.decode({f"x{i}": 1 for i in range(150)} | {'q"\n': 1}, "",
+                                      ctx)
+        self.assertEqual(len(ctx.texts()), MAX_PROBLEMS)
+        ctx = DecodeContext()
+        core.CONFIG_MAP.schema.decode({'q"\n': 1}, "", ctx)
+        self.assertEqual(ctx.texts(), ['unknown field "q\\"\\n"'])
 
     def test_integers_from_whole_floats(self):
         """A whole float (from YAML or JSON 1.0) is accepted for an integer field."""
@@ -95,7 +125,8 @@ class NumberTests(SynchronousTestCase):
         ctx = DecodeContext()
         obj = core.CONFIG_MAP.schema.decode(JSONCodec().decode(
             b'{"metadata": {"name": "a", "x": %s}, "y": 1e400}' % digits), "", ctx)
-        self.assertEqual((obj, ctx.unknown), ({"metadata": {"name": "a"}}, ["metadata.x", "y"]))
+        self.assertEqual((obj, ctx.texts()), ({"metadata": {"name": "a"}},
+                                              ['unknown field "metadata.x"', 'unknown field "y"']))
         status = b'{"status": {"containerStatuses": [{"name": "c", "state": {"a": [%s]}}]}}'
         obj = core.POD.schema.decode(JSONCodec().decode(status % (b"1" * 30)), "",
                                      DecodeContext())

@@ -164,13 +164,13 @@ class APIServer:
         try:
             result = self.chain(ctx)
         except Exception:
-            result = self._failed(Failure(), request, errors_in)
+            result = self._failed(Failure(), ctx, errors_in)
         if isinstance(result, Deferred):
             watch = None
             if ctx.routed and ctx.info.verb == "watch":
                 watch = self.request_metrics.watch_started(
                     self.request_metrics.labels(request, ctx.info))
-            return result.addErrback(self._failed, request, errors_in).addBoth(
+            return result.addErrback(self._failed, ctx, errors_in).addBoth(
                 self._measured, ctx, started, watch)
         if ctx.routed or request.code == 429:
             self.request_metrics.record(request, self.request_metrics.labels(request, ctx.info),
@@ -187,9 +187,11 @@ class APIServer:
                                         perf_counter() - started, _size(result, request))
         return result
 
-    def _failed(self, failure: Failure, request, errors_in):
+    def _failed(self, failure: Failure, ctx, errors_in):
         if failure.check(CancelledError):
             return None  # the client went away; nothing to answer
+        request = ctx.request
+        responses.add_warnings(ctx)
         if failure.check(errors.StatusError):
             return responses.write_error(request, failure.value, errors_in)
         if failure.check(CorruptObjectError):

@@ -2,16 +2,18 @@
 Reading a request body into an object of the target kind, with field validation
 (spec 4.8.3, 4.8.4).
 
-Order of failures matches upstream: a body that does not parse, or has a field of the
-wrong type, fails first (400, that error alone); then unknown and duplicate fields are
-reported per ``fieldValidation`` (``Strict``: 400 naming them all; ``Warn``: one
-``Warning`` header each; ``Ignore``: dropped silently); then defaulting and validation
-(422) run in the store.
+Order of failures matches upstream's create and update handlers: a body that does not
+parse, or has a field of the wrong type, fails first (400, that error alone); then its
+unknown and duplicate fields are reported per ``fieldValidation`` (``fieldvalidation.py``:
+``Strict``: 400 naming them all, before any validation; ``Warn``: one ``Warning`` header
+each; ``Ignore``: dropped silently); then defaulting and validation (422, with the
+warnings) run in the store.
 """
 
 from __future__ import annotations
 
 from platformd import errors
+from platformd.api import fieldvalidation
 from platformd.codecs.interface import CodecError
 from platformd.model.schema import DecodeContext, DecodeError
 
@@ -51,7 +53,7 @@ def decode_object(call, level: str, schema, kind_name: str, api_version: str,
         return errors.bad_request(f"{kind_name} in version \"{_version(api_version)}\" cannot "
                                   f"be handled as a {kind_name}: {problem}")
     try:
-        value = codec.decode(data)
+        value, problems = fieldvalidation.parse(codec, data)
     except CodecError as e:
         raise cannot_handle(str(e)) from None
     if not isinstance(value, dict):
@@ -62,27 +64,9 @@ def decode_object(call, level: str, schema, kind_name: str, api_version: str,
         obj = schema.decode(value, "", ctx)
     except DecodeError as e:
         raise cannot_handle(str(e)) from None
-    report_fields(call, level, ctx, refuse=cannot_handle)
+    fieldvalidation.report(call, level, problems + ctx.texts(), cannot_handle)
     call.context.audit_request(obj)
     return obj
-
-
-def report_fields(call, level: str, ctx: DecodeContext, duplicates=None, refuse=None) -> None:
-    """
-    Report unknown and duplicate fields per ``level``: warnings for ``Warn``; for
-    ``Strict``, ``refuse("strict decoding error: ...")`` (each request kind words the
-    refusal as upstream's handler for it does).  ``duplicates`` overrides the duplicates
-    the decode saw (a patch's are found in the patch body, not the result).
-    """
-    problems = [f'unknown field "{p}"' for p in ctx.unknown]
-    problems += [f'duplicate field "{p}"' for p in
-                 (ctx.duplicates if duplicates is None else duplicates)]
-    if not problems or level == "Ignore":
-        return
-    if level == "Strict":
-        raise (refuse or errors.bad_request)("strict decoding error: " + ", ".join(problems))
-    for problem in problems:
-        call.warn(problem)
 
 
 def _version(api_version: str) -> str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from platformd import errors, gonumbers
+from platformd import errors, gonumbers, warningheaders
 from platformd.api import query
 
 
 class Call:
     __slots__ = ("request", "context", "info", "user", "kind", "negotiator", "accept",
-                 "pretty", "warnings", "gates", "_args")
+                 "pretty", "gates", "_args")
 
     def __init__(self, context, negotiator, gates):
         request = context.request
@@ -25,7 +25,6 @@ class Call:
         self.info = context.info
         self.user = context.user
         self.kind = None
-        self.warnings: list = []
         self.negotiator = negotiator
         self._args = request.args
         self.pretty = query.pretty_requested(request)
@@ -82,8 +81,10 @@ class Call:
 
     def warn(self, text: str) -> None:
         """
-        Queue an RFC 7234 ``Warning: 299 - "text"`` header (upstream's warning form).
-        Warnings go out only with a successful response: a request that fails reports
-        its error alone (spec 4.8.4).
+        Add an RFC 7234 ``Warning: 299 - "text"`` header now, as upstream's warning
+        recorder writes each warning into the response's headers when it is added: it
+        goes out with whatever the request answers, an error too (a body with an unknown
+        field that then fails validation is a 422 with its warning; spec 4.8.4 is about a
+        body that cannot be decoded, which warns of nothing).
         """
-        self.warnings.append(text)
+        warningheaders.add(self.request.responseHeaders, text)

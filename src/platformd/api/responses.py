@@ -44,12 +44,11 @@ def start(request, code: int, content_type: str) -> None:
 
 def write_value(call, code: int, value) -> bytes:
     """
-    Encode a write's or delete's answer as negotiated (and send queued warnings).  As
+    Encode a write's or delete's answer as negotiated (with admission's warnings).  As
     upstream's ``transformResponseObject``, an object asked for as a Table or as
     PartialObjectMetadata is answered in that view; a ``Status`` is always itself.
     """
-    for text in [*call.warnings, *getattr(call.context, "warnings", ())]:
-        warningheaders.add(call.request.responseHeaders, text)
+    add_warnings(call.context)
     choice = call.pick(views.GET_VIEWS)
     codec = choice.codec
     media = choice.media_type
@@ -58,6 +57,15 @@ def write_value(call, code: int, value) -> bytes:
                                   time.time())
         media = content_type(choice)
     return write(call.request, code, codec.encode(value, call.indented(choice)), media)
+
+
+def add_warnings(context) -> None:
+    """
+    The warnings recorded below the handlers (admission's) as ``Warning`` headers: with
+    any answer, a refusal too, as upstream's recorder sends what it was given.
+    """
+    for text in context.warnings:
+        warningheaders.add(context.request.responseHeaders, text)
 
 
 def write_error(request, error: errors.StatusError, choice) -> bytes:

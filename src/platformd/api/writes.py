@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import jsonpatch
 from platformd import errors, gotext
-from platformd.api import responses, writeoptions
-from platformd.api.body import decode_object, read_body, report_fields
-from platformd.codecs.duplicates import duplicate_paths
+from platformd.api import fieldvalidation, patchfields, responses, writeoptions
+from platformd.api.body import decode_object, read_body
+from platformd.api.patchfields import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH
 from platformd.codecs.cborcodec import CBORCodec
 from platformd.codecs.interface import CodecError
-from platformd.codecs.jsoncodec import JSONCodec, dumps
+from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.yamlcodec import YAMLCodec
+from platformd.patch import undeclared
 from platformd.patch.apply import apply as apply_configuration
 from platformd.patch.merge import merge_patch
 from platformd.patch.strategic import strategic_merge
-from platformd.model import fielderrors as fe
 from platformd.patch.managedfields import Manager
 from platformd.model.schema import DecodeContext, DecodeError
 
@@ -32,9 +32,6 @@ _json = JSONCodec()
 _yaml = YAMLCodec()
 _cbor = CBORCodec()
 
-JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 APPLY_CBOR = "application/apply-patch+cbor"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
@@ -98,7 +95,9 @@ def _patch(call, store, content_type: str):
     except CodecError as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
     call.context.audit_request(patch_doc, has_object_meta=False)
-    duplicates = duplicate_paths(patch_doc) if content_type != JSON_PATCH else []
+    level = options.field_validation
+    problems = [] if level == fieldvalidation.IGNORE else \
+        patchfields.document_problems(content_type, patch_doc)
 
     def patched(current):
         # Each attempt of the update loop patches the object as it is then.  The
@@ -106,37 +105,14 @@ def _patch(call, store, content_type: str):
         # another (a precondition: 409 when stale, as upstream) or removed it.
         if current is None:
             raise errors.not_found(kind.plural, kind.group, call.info.name)
-        call.warnings.clear()
-        return _decode(call, kind, apply_patch(content_type, current, patch_doc, kind.schema),
-                       options.field_validation, duplicates)
+        return patchfields.decode(call, kind, content_type,
+                                  apply_patch(content_type, current, patch_doc, kind.schema),
+                                  patch_doc, level, problems)
 
     d = store.update(call.context, call.info.namespace or None, call.info.name, patched,
                      call.info.subresource,
                      Manager(options.field_manager, "Update", call.info.subresource))
     return d.addCallback(lambda answer: responses.write_value(call, 200, answer[0]))
-
-
-def _decode(call, kind, value, level: str, duplicates=None, refuse=None) -> dict:
-    """
-    A patched or applied value as an object of ``kind``.  A patch's problems are
-    upstream's patcher's: 422 Invalid on field ``patch`` whose value is the patched
-    object (``refuse`` words them otherwise, as apply does).  A JSON patch that makes
-    the object ``null`` leaves the empty object, as Go's decoder leaves a struct it
-    decodes ``null`` into (``DecodeInto``).
-    """
-    refuse = refuse or (lambda problem: _invalid_patch(value, problem))
-    ctx = DecodeContext()
-    try:
-        obj = kind.schema.decode(value, "", ctx)
-    except DecodeError as e:
-        raise refuse(str(e)) from None
-    report_fields(call, level, ctx, duplicates, refuse)
-    return kind.schema.zero() if obj is None else obj
-
-
-def _invalid_patch(patched, problem: str) -> errors.StatusError:
-    """handlers/patch.go: NewInvalid(GroupKind{}, "", [Invalid("patch", patchedJS, problem)])."""
-    return errors.invalid("", "", "", [fe.invalid("patch", dumps(patched).decode(), problem)])
 
 
 #: Upstream's maxJSONPatchOperations.
@@ -193,7 +169,7 @@ def server_side_apply(call, store, content_type: str = APPLY_PATCH):
     options = _options(call, apply=True)
     codec = _cbor if content_type == APPLY_CBOR else _yaml
     try:
-        value = codec.decode(read_body(call))
+        value, problems = fieldvalidation.parse(codec, read_body(call))
     except CodecError as e:
         raise errors.bad_request(f"error decoding the apply configuration: {e}") from None
     call.context.audit_request(value, has_object_meta=False)
@@ -205,12 +181,15 @@ def server_side_apply(call, store, content_type: str = APPLY_PATCH):
         if value[field] != expected:
             raise errors.bad_request(f'{field} "{value[field]}" does not match the expected '
                                      f'"{expected}"')
-    applied = _decode(call, kind, value, options.field_validation, duplicate_paths(value),
-                      lambda problem: errors.bad_request(
-                          f"error strict decoding patch: {problem}"
-                          if problem.startswith("strict decoding error")
-                          else f'{kind.kind} in version "{kind.version}" cannot be handled '
-                               f"as a {kind.kind}: {problem}"))
+    undeclared.check(kind, value)
+    try:
+        applied = kind.schema.decode(value, "", DecodeContext())
+    except DecodeError as e:
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled '
+                                 f"as a {kind.kind}: {e}") from None
+    # applyPatcher strict-decodes the configuration again for its repeated keys
+    # (sigs.k8s.io/yaml.UnmarshalStrict's words), once the merge has not failed.
+    problems = [f"error converting YAML to JSON: {problem}" for problem in problems]
     meta = applied.setdefault("metadata", {})
     if meta.get("name", call.info.name) != call.info.name:
         raise errors.bad_request(f"the name of the object ({meta['name']}) does not match "
@@ -222,7 +201,11 @@ def server_side_apply(call, store, content_type: str = APPLY_PATCH):
 
     def merged(current):
         # Field ownership decides the merge; managedFields are the apply's own record.
-        return apply_configuration(kind, current, applied, manager, options.force, store.now())
+        result = apply_configuration(kind, current, applied, manager, options.force,
+                                     store.now())
+        fieldvalidation.report(call, options.field_validation, problems, errors.bad_request,
+                               lambda found: f"error strict decoding YAML: {found[0]}")
+        return result
 
     d = store.update(call.context, call.info.namespace or None, call.info.name, merged,
                      call.info.subresource, force_allow_create=True)

@@ -31,13 +31,18 @@ def from_pairs(pairs):
 
 
 def duplicate_paths(value, path: str = "") -> list:
-    """Every repeated key anywhere in a parsed document, as ``a.b[0].c`` paths."""
+    """
+    Every repeated key anywhere in a parsed document, as ``a.b[0].c`` paths, in the
+    order sigs.k8s.io/json meets them: a key where it repeats, before its (last) value.
+    """
     found = []
     if isinstance(value, dict):
-        for key in getattr(value, "duplicates", ()):
-            found.append(f"{path}.{key}" if path else key)
+        repeated = getattr(value, "duplicates", ())
         for key, item in value.items():
-            found.extend(duplicate_paths(item, f"{path}.{key}" if path else key))
+            child = f"{path}.{key}" if path else key
+            if key in repeated:
+                found.append(child)
+            found.extend(duplicate_paths(item, child))
     elif isinstance(value, list):
         for i, item in enumerate(value):
             found.extend(duplicate_paths(item, f"{path}[{i}]"))

@@ -17,8 +17,10 @@ class ICodec(Interface):
     def decode(data: bytes):
         """
         Parse ``data`` into plain values.  Objects whose keys repeat come back as
-        ``DuplicateKeysDict`` (see ``duplicates.py``) so field validation can name them.
-        Raises ``CodecError`` with a message fit for a 400.
+        ``DuplicateKeysDict`` (see ``duplicates.py``) so field validation can name them,
+        unless the codec reports them itself (YAML's ``decode_strict``: ``(value,
+        problems)``, go-yaml's strict error for them).  Raises ``CodecError`` with a
+        message fit for a 400.
         """
 
     def encode(value, pretty: bool = False) -> bytes:

@@ -1,9 +1,10 @@
 """
 ``application/yaml``.
 
-Parsing uses PyYAML's C loader (libyaml) with a mapping constructor that marks repeated
-keys (see ``duplicates.py``); timestamps stay strings, as they do in JSON, so a YAML body
-decodes to exactly what the equivalent JSON body would.  Before composing, the event
+Parsing uses PyYAML's C loader (libyaml) with a mapping constructor that sorts keys and
+notes repeated ones as go-yaml's strict mode words them (``decode_strict``); timestamps
+stay strings, as they do in JSON, so a YAML body decodes to exactly what the equivalent
+JSON body would.  Before composing, the event
 stream's nesting is checked against ``limits.MAX_DEPTH`` (libyaml's composer recurses in
 C and crashes the process on deep enough input); before constructing, the node graph is
 checked for alias bombs as go-yaml checks it (``document contains excessive aliasing``:
@@ -31,9 +32,8 @@ import struct
 import yaml
 from zope.interface import implementer
 
-from platformd import gonumbers
+from platformd import gonumbers, gotext
 from platformd.codecs import limits
-from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -42,7 +42,11 @@ _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Loader(_BaseLoader):
-    """Safe loading; mappings report duplicate keys; timestamps stay strings."""
+    """Safe loading; repeated keys noted in ``repeated``; timestamps stay strings."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.repeated: list = []
 
     def construct_document(self, node):
         _check_aliases(node)
@@ -199,13 +203,34 @@ def _as_float32(value: float) -> float:
 
 
 def _construct_mapping(loader, node):
+    """
+    A mapping as ``sigs.k8s.io/yaml`` hands it on: the last of repeated keys wins, and
+    the keys are sorted, as the JSON it writes from a Go map has them (so a YAML body's
+    unknown fields are named in that order, as upstream names them).  A repeated key is
+    noted in go-yaml v2's strict words (``setMapIndex``: the line of the repeated
+    value, once that value is read, the key as ``%#v`` prints it).
+    """
     loader.flatten_mapping(node)
-    pairs = []
+    out: dict = {}
+    seen: set = set()
     for key_node, value_node in node.value:
-        key = _json_key(loader.construct_object(key_node, deep=True),
-                        key_node.start_mark.line + 1)
-        pairs.append((key, loader.construct_object(value_node, deep=True)))
-    return from_pairs(pairs)
+        raw = loader.construct_object(key_node, deep=True)
+        key = _json_key(raw, key_node.start_mark.line + 1)
+        out[key] = loader.construct_object(value_node, deep=True)
+        if (type(raw), raw) in seen:
+            loader.repeated.append(f"line {value_node.start_mark.line + 1}: key "
+                                   f"{_go_syntax(raw)} already set in map")
+        seen.add((type(raw), raw))
+    return dict(sorted(out.items()))
+
+
+def _go_syntax(key) -> str:
+    """A scalar mapping key as Go's ``%#v`` prints it."""
+    if isinstance(key, str):
+        return gotext.go_quote(key)
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
 
 
 #: go-yaml v2's booleans beyond YAML 1.1's that PyYAML knows: y, Y, n, N.
@@ -279,9 +304,26 @@ class YAMLCodec:
     media_type = "application/yaml"
 
     def decode(self, data: bytes):
+        return self.decode_strict(data)[0]
+
+    def decode_strict(self, data: bytes) -> tuple:
+        """
+        ``(value, problems)``: the document, and go-yaml v2's strict error for its
+        repeated keys when it has any (``yaml: unmarshal errors:\n  line 5: key "name"
+        already set in map``, as ``sigs.k8s.io/yaml.YAMLToJSONStrict`` returns it), the
+        one strict problem a YAML body's parser finds itself.
+        """
         try:
             _check_nesting(data)
-            documents = [d for d in yaml.load_all(data, Loader=_Loader) if d is not None]
+            loader = _Loader(data)
+            try:
+                documents = []
+                while loader.check_data():
+                    document = loader.get_data()
+                    if document is not None:
+                        documents.append(document)
+            finally:
+                loader.dispose()
         except yaml.YAMLError as e:
             raise CodecError(f"invalid YAML: {_describe(e)}") from None
         except RecursionError:
@@ -289,7 +331,10 @@ class YAMLCodec:
         if len(documents) != 1:
             raise CodecError(f"expected one YAML document, found {len(documents)}")
         limits.check_value(documents[0])
-        return documents[0]
+        problems = []
+        if loader.repeated:
+            problems.append("yaml: unmarshal errors:\n  " + "\n  ".join(loader.repeated))
+        return documents[0], problems
 
     def encode(self, value, pretty: bool = False) -> bytes:
         return yaml.dump(value, Dumper=_Dumper, default_flow_style=False,

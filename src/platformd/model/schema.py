@@ -76,19 +76,40 @@ def join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-class DecodeContext:
-    """What one decode collects besides the result: the unknown fields it pruned."""
+#: sigs.k8s.io/json's ``saveStrictError`` keeps at most this many strict errors.
+MAX_PROBLEMS = 100
 
-    __slots__ = ("unknown", "duplicates")
+
+UNKNOWN, DUPLICATE = "unknown field", "duplicate field"
+
+
+class DecodeContext:
+    """
+    What one decode collects besides the result: its strict problems, the unknown
+    fields it pruned (``UNKNOWN``, path) and the keys the parser saw twice
+    (``DUPLICATE``, path), ordered as sigs.k8s.io/json meets them: a repeated key just
+    before its (last) value, a repeated unknown field once, as unknown; each problem
+    once, at most ``MAX_PROBLEMS`` (its ``saveStrictError``).
+    """
+
+    __slots__ = ("problems",)
 
     def __init__(self):
-        self.unknown: list[str] = []
-        self.duplicates: list[str] = []
+        self.problems: dict = {}
 
-    def note_duplicates(self, value, path: str) -> None:
-        """Record keys the parser saw more than once in ``value`` (a parsed mapping)."""
-        for key in getattr(value, "duplicates", ()):
-            self.duplicates.append(join(path, key))
+    def unknown(self, path: str) -> None:
+        self._add((UNKNOWN, path))
+
+    def duplicate(self, path: str) -> None:
+        self._add((DUPLICATE, path))
+
+    def _add(self, problem: tuple) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.setdefault(problem)
+
+    def texts(self) -> list:
+        """The problems as sigs.k8s.io/json words them (the path ``strconv.Quote``d)."""
+        return [f"{kind} {gotext.go_quote(path)}" for kind, path in self.problems]
 
 
 @attrs.frozen
@@ -156,10 +177,15 @@ class MapOf:
             return None
         if not isinstance(value, dict):
             raise DecodeError(path, "object", value)
-        ctx.note_duplicates(value, path)
         values = self.values
-        return {k: values.zero() if v is None else values.decode(v, join(path, k), ctx)
-                for k, v in value.items()}
+        repeated = getattr(value, "duplicates", ())
+        out = {}
+        for key, item in value.items():
+            if key in repeated:
+                ctx.duplicate(join(path, key))
+            out[key] = values.zero() if item is None else values.decode(item, join(path, key),
+                                                                         ctx)
+        return out
 
     def zero(self):
         return None  # a nil map
@@ -242,17 +268,19 @@ class Struct:
             return None
         if not isinstance(value, dict):
             raise DecodeError(path, "object", value)
-        ctx.note_duplicates(value, path)
         out = {}
         props = self.props
+        repeated = getattr(value, "duplicates", ())
         for key, item in value.items():
             prop = props.get(key)
             if prop is None:
                 if self.preserve_unknown:
                     out[key] = _free_form(item, join(path, key))
                 else:
-                    ctx.unknown.append(join(path, key))
+                    ctx.unknown(join(path, key))
                 continue
+            if key in repeated:
+                ctx.duplicate(join(path, key))
             decoded = prop.node.decode(item, join(path, key), ctx)
             if decoded is not None:
                 out[key] = decoded

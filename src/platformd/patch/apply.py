@@ -105,8 +105,12 @@ def apply(kind, live, applied: dict, manager, force: bool, now: str) -> dict:
     return result
 
 
-def _dotted(path: tuple) -> str:
-    """A path as upstream prints it in conflicts: ``.spec.containers[name="web"].image``."""
+def dotted(path: tuple) -> str:
+    """
+    A path as structured-merge-diff prints it (``PathElement.String``), in conflicts and
+    validation errors: ``.spec.containers[name="web"].image``, ``[=value]`` for a set's
+    element, ``[0]`` for an atomic list's.
+    """
     out = ""
     for element in path:
         if element.startswith("f:"):
@@ -116,6 +120,8 @@ def _dotted(path: tuple) -> str:
             out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]"
         elif element.startswith("v:"):
             out += f"[={element[2:]}]"
+        elif element.startswith("i:"):
+            out += f"[{element[2:]}]"
     return out
 
 
@@ -123,10 +129,10 @@ def conflict_error(kind, applied: dict, found: list) -> errors.StatusError:
     causes = tuple(errors.Cause("FieldManagerConflict",
                                 f'conflict with "{name}"'
                                 + (f" using {kind.api_version}" if op == "Update" else ""),
-                                _dotted(path))
+                                dotted(path))
                    for path, name, op in found)
     lines = [f'conflict with "{name}"' + (f" using {kind.api_version}" if op == "Update" else "")
-             + f": {_dotted(path)}" for path, name, op in found]
+             + f": {dotted(path)}" for path, name, op in found]
     plural = "conflict" if len(found) == 1 else "conflicts"
     name = (applied.get("metadata") or {}).get("name", "")
     return errors.StatusError(

@@ -26,12 +26,12 @@ IGNORED = frozenset({
 })
 
 
-def _key_json(value) -> str:
+def key_json(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def item_key(item: dict, node: ListOf) -> str:
-    return "k:" + _key_json({k: item[k] for k in node.map_keys if k in item})
+    return "k:" + key_json({k: item[k] for k in node.map_keys if k in item})
 
 
 def _keyed(node) -> bool:
@@ -77,7 +77,7 @@ def _walk(value, node, prefix, out):
         if not value:
             out.add(prefix)
         for item in value:
-            out.add(prefix + ("v:" + _key_json(item),))
+            out.add(prefix + ("v:" + key_json(item),))
     else:
         out.add(prefix)
 
