@@ -306,6 +306,28 @@ class RecordTests(WebhookCase):
         self.assertEqual(a.context.audit_annotations, {"hook.example.com/checked": "yes"})
 
 
+class ConnectionReuseTests(WebhookCase):
+    @defer.inlineCallbacks
+    def test_no_connection_reused_across_trust(self):
+        """
+        A connection made for one webhook is not reused by another at the same host and
+        port with another caBundle: the second's trust is checked on a connection of its
+        own (and fails here: no caBundle, the server's CA unknown to the system store).
+        """
+        trusted = self.hook(name="trusted.example.com", failurePolicy="Fail")
+        untrusted = self.hook(name="untrusted.example.com", failurePolicy="Fail",
+                              clientConfig={"url": self.base + "/check"})
+        self.configure("validating", trusted, name="first")
+        yield self.admit(self.attributes())  # a pooled connection, the CA verified
+        self.validating_configs.objects.clear()
+        self.configure("validating", untrusted, name="second")
+        error = yield self.assertFailure(self.admit(self.attributes()), errors.StatusError)
+        self.assertTrue(error.message.startswith(
+            'Internal error occurred: failed calling webhook "untrusted.example.com": '
+            'failed to call webhook: Post'), error.message)
+        self.assertEqual(len(self.reviews()), 1)
+
+
 class CaBundleTests(WebhookCase):
     def test_ca_bundle_decoded(self):
         self.configure("validating", self.hook())

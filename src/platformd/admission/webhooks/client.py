@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from twisted.internet import defer, ssl
@@ -123,7 +124,7 @@ class Caller:
             policy = BundleTLSPolicy(ca_bundle, client_pem)
             agent = self._agents[key] = Agent.usingEndpointFactory(
                 self.reactor, _Endpoints(self.reactor, policy, self.hosts, network),
-                pool=self._pool)
+                pool=_PoolFor(self._pool, key))
         return agent
 
     def post(self, hook, body: bytes, span=None):
@@ -151,6 +152,28 @@ class Caller:
 
     def close(self):
         return self._pool.closeCachedConnections()
+
+
+@attrs.frozen
+class _PoolFor:
+    """
+    The shared pool as one agent sees it: its connections keyed by the agent's trust
+    (caBundle, network, client certificate) as well as by scheme, host and port, which is
+    all twisted's ``Agent`` keys them by.  Without it a connection made and verified for
+    one webhook was reused by another at the same host and port whose caBundle was never
+    checked.
+    """
+
+    pool: HTTPConnectionPool
+    trust: tuple
+
+    def getConnection(self, key, endpoint):
+        return self.pool.getConnection((self.trust, key), endpoint)
+
+    @property
+    def persistent(self) -> bool:
+        # The two parts of a pool Agent uses (twisted.web.client, bounded in setup.cfg).
+        return self.pool.persistent
 
 
 def _read(response):
