@@ -396,3 +396,29 @@ class SelectedNameTests(SynchronousTestCase):
                          b"metadata.name=.."):
             asked, _ = self.asked({b"fieldSelector": [selector]})
             self.assertEqual(asked.name, "")
+
+
+class SelectorAttributesTests(SynchronousTestCase):
+    """The authorizers are given the selectors of a list, watch or deletecollection (the
+    first of each), as upstream's request info gives them; other verbs none."""
+
+    def asked(self, method=b"GET", path=b"/api/v1/namespaces/default/pods", more=None):
+        authorizer = Recording(lambda a: Decision(ALLOW))
+        run, _ = chain(Static(JANE), authorizer)
+        run(RequestContext(request(method, path, args={
+            b"fieldSelector": [b"spec.nodeName=n1", b"ignored=1"],
+            b"labelSelector": [b"app=shop"], **(more or {})})))
+        [attributes] = authorizer.asked
+        return attributes.info.verb, attributes.field_selector, attributes.label_selector
+
+    def test_verbs_with_selectors(self):
+        self.assertEqual(self.asked(), ("list", "spec.nodeName=n1", "app=shop"))
+        self.assertEqual(self.asked(more={b"watch": [b"1"]}), ("watch", "spec.nodeName=n1", "app=shop"))
+        self.assertEqual(self.asked(b"DELETE"),
+                         ("deletecollection", "spec.nodeName=n1", "app=shop"))
+
+    def test_other_verbs(self):
+        self.assertEqual(self.asked(path=b"/api/v1/namespaces/default/pods/p"),
+                         ("get", "", ""))
+        self.assertEqual(self.asked(b"POST"), ("create", "", ""))
+        self.assertEqual(self.asked(path=b"/healthz"), ("get", "", ""))

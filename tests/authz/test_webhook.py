@@ -6,6 +6,8 @@ answer, each failure under each failure policy, the decision cache, matchConditi
 from __future__ import annotations
 
 import json
+import socket
+import struct
 
 from twisted.internet import defer, reactor
 from twisted.internet import task
@@ -24,7 +26,11 @@ from tests.authz.helpers import healthz, kubeconfig_for, pki, pods
 
 
 class ReviewService(resource.Resource):
-    """Answers each POST with ``answer`` (a dict, bytes, or ``None`` for never)."""
+    """
+    Answers each POST with ``answer`` (a dict, bytes, or ``None`` for never), after the
+    ``failures`` queued: each ``(code, body, headers)``, or ``RESET`` (the connection
+    reset, no answer).
+    """
 
     isLeaf = True
 
@@ -32,6 +38,7 @@ class ReviewService(resource.Resource):
         super().__init__()
         self.answer: object = {"status": {"allowed": True}}
         self.code = 200
+        self.failures: list = []
         self.reviews: list = []
         self.identities: list = []
         self.headers: list = []
@@ -41,6 +48,8 @@ class ReviewService(resource.Resource):
         self.reviews.append(json.loads(request.content.read()))
         self.identities.append(peer_identity(request.channel.transport))
         self.headers.append(request.getHeader(b"authorization"))
+        if self.failures:
+            return self._fail(request, self.failures.pop(0))
         request.setResponseCode(self.code)
         if self.answer is None:
             self.pending.append(request)
@@ -48,6 +57,23 @@ class ReviewService(resource.Resource):
         if isinstance(self.answer, bytes):
             return self.answer
         return json.dumps(self.answer).encode()
+
+    def _fail(self, request, failure):
+        if failure == RESET:
+            tcp = request.channel.transport.transport  # under TLS
+            tcp.getHandle().setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))  # closing sends RST
+            tcp.abortConnection()
+            return server.NOT_DONE_YET
+        code, body, headers = failure
+        request.setResponseCode(code)
+        for name, value in headers.items():
+            request.setHeader(name, value)
+        return body
+
+
+#: A queued failure of ``ReviewService``: the connection reset by the server.
+RESET = "reset"
 
 
 class WebhookTestCase(TestCase):
@@ -233,14 +259,30 @@ class FailureTests(WebhookTestCase):
             yield self.check_failure(setup, lambda error, expected=expected: self.assertTrue(
                 error.startswith(expected), error))
 
-    def test_server_error(self):
-        def setup(policy):
-            self.service.code, self.service.answer = 500, b"oops"
-            return self.authorizer(failure_policy=policy)
+    @defer.inlineCallbacks
+    def test_error_answers(self):
+        """Answers other than 2xx in client-go's words (``NewGenericServerResponse``, or
+        the Status sent); none of these is retried."""
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                  "message": "bad review", "reason": "BadRequest", "code": 400}
+        for code, body, headers, expected in [
+            (418, b"oops", {}, "the server responded with the status code 418 but did not "
+                               "return more information"),
+            (403, b"  go away\n", {}, "go away"),
+            (403, b"{}", {b"content-type": b"application/json"}, "unknown"),
+            (404, b"", {}, "the server could not find the requested resource"),
+            (503, b"", {}, "the server is currently unable to handle the request"),
+            (400, json.dumps(status).encode(), {b"content-type": b"application/json"},
+             "bad review"),
+        ]:
+            def setup(policy, answer=(code, body, headers)):
+                self.service.failures = [answer]
+                return self.authorizer(failure_policy=policy)
 
-        return self.check_failure(setup, lambda error: self.assertEqual(
-            error, "the server responded with the status code 500 but did not return more "
-                   "information"))
+            calls = len(self.service.reviews)
+            yield self.check_failure(
+                setup, lambda error, expected=expected: self.assertEqual(error, expected))
+            self.assertEqual(len(self.service.reviews), calls + 2)  # once per policy
 
 
 def deferLater(seconds):
@@ -276,7 +318,7 @@ class CacheTests(WebhookTestCase):
         yield self.decide(webhook, pods())
         yield self.decide(webhook, pods())
         self.assertEqual(webhook.calls, 2)
-        self.service.code, self.service.answer = 500, b"down"
+        self.service.code, self.service.answer = 403, b"down"
         yield self.decide(webhook, pods(verb="list"))
         self.service.code, self.service.answer = 200, {"status": {"allowed": True}}
         decision = yield self.decide(webhook, pods(verb="list"))

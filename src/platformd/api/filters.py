@@ -382,7 +382,7 @@ class Authorization:
             name = _selected_name(ctx.request)
             if name:
                 info = attrs.evolve(info, name=name)
-        attributes = Attributes(ctx.user, info, ctx.span)
+        attributes = Attributes(ctx.user, info, ctx.span, *_selectors(ctx.request, info))
         if self.metrics is None:
             return then(self.authorizer.authorize(attributes), _allow_or_refuse, attributes,
                         ctx, proceed)
@@ -426,6 +426,19 @@ def _allow_or_refuse(decision: Decision, attributes: Attributes, ctx, proceed):
 
 
 _PLATFORM_GROUP_OF = {upstream: platform for platform, upstream in UPSTREAM_REVIEW_GROUPS.items()}
+
+
+#: upstream's ``verbsWithSelectors``: the verbs whose selectors authorization is given.
+_VERBS_WITH_SELECTORS = frozenset(("list", "watch", "deletecollection"))
+
+
+def _selectors(request, info) -> tuple:
+    """``(fieldSelector, labelSelector)`` as upstream's request info takes them: the first
+    of each query value, for the verbs with selectors; else empty."""
+    if not info.is_resource or info.verb not in _VERBS_WITH_SELECTORS:
+        return "", ""
+    return tuple((query.values(request, key) or [b""])[0].decode("utf-8", "replace")
+                 for key in (b"fieldSelector", b"labelSelector"))
 
 
 def _selected_name(request) -> str:

@@ -2,8 +2,9 @@
 Label and field selectors (``labelSelector``, ``fieldSelector``).
 
 Parsed once per request, in slices (``slices.run``: a request line may hold a megabyte
-of terms), into predicates whose cost per object does not grow with the number of terms
-(``LabelSelector``, ``FieldSelector``); the grammar and the error wording follow
+of terms; label selectors read by ``model.selectors``), into predicates whose cost per
+object does not grow with the number of terms (``LabelSelector``, ``FieldSelector``);
+the grammar and the error wording follow
 upstream's ``labels.Parse`` and ``fields.ParseSelector``, which set no limit of their own
 on a selector's length or terms: the request line's (``api/site.py``) is the only one.
 Field selectors are limited to the fields each kind indexes (``metadata.name`` and
@@ -19,13 +20,8 @@ import re
 import attrs
 
 from platformd import errors, slices
-from platformd.model.meta import qualified_name
+from platformd.model.selectors import label_requirements
 
-_LABEL_TOKEN = re.compile(
-    r"\s*(?:(?P<op>==|!=|=|\(|\)|,|!)|(?P<word>[A-Za-z0-9_./-]+)|(?P<bad>\S))")
-
-#: The lexer's operator tokens; every other token is a word (a key, a value, in, notin).
-_OPERATORS = frozenset(("==", "!=", "=", "(", ")", ",", "!"))
 #: Operators that need the key (with one of the values); the others ("!=", "notin",
 #: "!") need it absent, or with none of theirs.
 _POSITIVE = ("=", "in", "exists")
@@ -67,87 +63,15 @@ class LabelSelector:
         return not self.required and not self.forbidden
 
 
-def _label_error(detail: str):
-    return errors.bad_request(f"unable to parse requirement: {detail}")
-
-
 def label_selector(text: str) -> slices.Work[LabelSelector]:
     """
     Parse ``labelSelector`` (work for ``slices.run``: it may be a megabyte long); a
     malformed one is a 400 BadRequest.
     """
-    # Tokens, requirements and their values are strings and tuples of strings: objects
-    # the garbage collector need not follow, though there may be a million of them.
-    tokens: list = []
-    for count, m in enumerate(_LABEL_TOKEN.finditer(text), 1):
-        if m.group("bad"):
-            raise _label_error(f"found '{m.group('bad')}', expected: identifier")
-        tokens.append(m.group("op") or m.group("word"))
-        if not count % slices.STEP:
-            yield
-    if text.strip() and not tokens:
-        raise _label_error("found '', expected: identifier")
-    requirements = []
-    pos = 0
-
-    def take():
-        nonlocal pos
-        tok = tokens[pos] if pos < len(tokens) else None
-        pos += 1
-        return tok
-
-    def word(tok, what):
-        if tok is None or tok in _OPERATORS:
-            raise _label_error(f"found '{tok or ''}', expected: {what}")
-        return tok
-
-    while pos < len(tokens):
-        if requirements and not len(requirements) % slices.STEP:
-            yield
-        tok = take()
-        if tok == "!":
-            requirements.append((word(take(), "identifier"), "!", None))
-        else:
-            key = word(tok, "identifier")
-            nxt = take()
-            if nxt is None or nxt == ",":
-                requirements.append((key, "exists", None))
-                pos -= 1 if nxt is None else 0
-                if nxt == ",":
-                    continue
-                break
-            if nxt in ("=", "==", "!="):
-                value_tok = tokens[pos] if pos < len(tokens) else None
-                if value_tok is not None and value_tok not in _OPERATORS:
-                    pos += 1
-                    value = value_tok
-                else:
-                    value = ""
-                requirements.append((key, "!=" if nxt == "!=" else "=", (value,)))
-            elif nxt in ("in", "notin"):
-                if take() != "(":
-                    raise _label_error("found '', expected: '('")
-                values = []
-                while True:
-                    tok = take()
-                    if tok == ")":
-                        break
-                    if tok == ",":
-                        continue
-                    values.append(word(tok, "',', ')' or identifier"))
-                requirements.append((key, nxt, tuple(values)))
-            else:
-                raise _label_error(f"found '{nxt}', expected: in, notin, =, ==, !=, "
-                                   "gt, lt, identifier, or ','")
-        if pos < len(tokens):
-            sep = take()
-            if sep != ",":
-                raise _label_error(f"found '{sep}', expected: ',' or 'end of string'")
+    requirements = yield from label_requirements(text)
     required: dict = {}
     forbidden: dict = {}
     for count, (key, op, values) in enumerate(requirements, 1):
-        if key not in required and key not in forbidden:
-            _check_label_key(key)
         if op in _POSITIVE:
             _narrow(required, key, values)
         else:
@@ -173,12 +97,6 @@ def _widen(forbidden: dict, key: str, values) -> None:
         forbidden[key] = None
     elif forbidden[key] is not None:
         forbidden[key].update(values)
-
-
-def _check_label_key(key: str):
-    problems = qualified_name(key)
-    if problems:
-        raise _label_error(f"key: Invalid value: {key!r}: {'; '.join(problems)}")
 
 
 def _path_getter(path: str):

@@ -37,6 +37,11 @@ class Attributes:
     #: The request's span (``tracing.spans.Trace``; None when not traced): a webhook
     #: authorizer's call is its child.  Not part of what is asked.
     trace: object = attrs.field(default=None, eq=False, repr=False)
+    #: The ``fieldSelector`` and ``labelSelector`` of a list, watch or deletecollection
+    #: (upstream's ``RequestInfo.FieldSelector``/``LabelSelector``), as given: parsed only
+    #: by an authorizer that uses them (a webhook's ``auth/selectorattributes.py``).
+    field_selector: str = ""
+    label_selector: str = ""
 
 
 ALLOW, DENY, NO_OPINION = "Allow", "Deny", "NoOpinion"

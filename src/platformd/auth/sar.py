@@ -3,8 +3,8 @@ The SubjectAccessReview an authorization webhook is sent, and the matchCondition
 evaluated against it.
 
 ``spec_for(attributes)`` is the review's spec as upstream's webhook authorizer fills it
-(``user``, ``groups``, ``uid``, ``extra``, and ``resourceAttributes`` or
-``nonResourceAttributes``), in its JSON form (empty fields left out, as Go's
+(``user``, ``groups``, ``uid``, ``extra``, and ``resourceAttributes``, with a list's
+selectors, or ``nonResourceAttributes``), in its JSON form (empty fields left out, as Go's
 ``omitempty`` leaves them); ``review_body`` wraps it for ``authorization.platform.io/v1``
 or ``v1beta1`` (whose spec calls the groups ``group``).
 
@@ -65,11 +65,17 @@ def _resource_values(attributes: Attributes):
     return "nonResourceAttributes", NON_RESOURCE_FIELDS, (info.path, info.verb)
 
 
-def spec_for(attributes: Attributes) -> dict:
-    """The v1 spec in its JSON form, Go's field order and ``omitempty``."""
+def spec_for(attributes: Attributes, selectors: dict | None = None) -> dict:
+    """
+    The v1 spec in its JSON form, Go's field order and ``omitempty``; ``selectors`` the
+    ``fieldSelector``/``labelSelector`` of ``resourceAttributes``
+    (``selectorattributes.resource_selectors``).
+    """
     spec: dict = {}
     key, names, values = _resource_values(attributes)
     spec[key] = {name: value for name, value in zip(names, values) if value}
+    if selectors:
+        spec[key].update(selectors)
     user = attributes.user
     if user is not None:
         if user.name:

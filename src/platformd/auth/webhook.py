@@ -13,8 +13,16 @@ it.  The answer: ``status.denied`` → Deny, ``status.allowed`` → Allow, neith
 NoOpinion, both → Deny with upstream's error; ``status.reason`` is the reason and
 ``status.evaluationError`` the error.
 
-Left out from upstream: retries with backoff of a failed call, field and label selectors
-in ``resourceAttributes`` (the request info carries none).
+A failed call is tried again as upstream's ``DefaultRetryBackoff()`` and
+``DefaultShouldRetry`` say (``retry``, ``webhookerrors``): at most 5 attempts 0.5, 0.75,
+1.125 and 1.6875 s apart (each up to 20 % longer), for a connection reset, 500 and
+other 5xx, 504, 429, or an answer asking for a delay; the last error is the failure
+policy's.  A list, watch or deletecollection's field and label selectors are sent in
+``resourceAttributes`` as upstream's ``requirements`` (``selectorattributes``), and are
+part of the cache key, as the spec is.
+
+Left out from upstream: the selectors in matchConditions' ``request`` (its CEL type has
+no ``fieldSelector``/``labelSelector``).
 """
 
 from __future__ import annotations
@@ -31,7 +39,11 @@ from zope.interface import implementer
 from platformd.auth import sar
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.auth.kubeconfig import Connection
-from platformd import httpclient
+from platformd.auth.retry import with_backoff
+from platformd.auth.selectorattributes import resource_selectors
+from platformd.auth.webhookerrors import WebhookError, answer_failed, call_failed
+from platformd import httpclient, slices
+from platformd.deferreds import then
 from platformd.ratelog import RateLimitedLog
 from platformd.egress import selector
 from platformd.egress.config import CONTROLPLANE
@@ -46,10 +58,6 @@ CACHE_SIZE = 8192
 _BOTH = "webhook subject access review returned both allow and deny response"
 _HEADERS = {b"Content-Type": [b"application/json"], b"Accept": [b"application/json"],
             b"User-Agent": [b"platformd"]}
-
-
-class WebhookError(Exception):
-    """The call failed or its answer is not a SubjectAccessReview."""
 
 
 class _DecisionCache:
@@ -85,8 +93,9 @@ class WebhookAuthorizer:
     """
     ``connection``: the kubeconfig's server and credentials; ``version``: ``v1`` or
     ``v1beta1``; ``failure_policy``: ``NoOpinion`` or ``Deny``; ``matcher``: a
-    ``sar.Matcher`` or None (match everything).  ``clock`` times the cache and the
-    timeout; ``reactor`` carries the connections.  ``close()`` drops idle connections.
+    ``sar.Matcher`` or None (match everything).  ``clock`` times the cache, the timeout
+    and the waits between attempts; ``reactor`` carries the connections.  ``close()``
+    drops idle connections.
     """
 
     def __init__(self, name: str, connection: Connection, *, version: str = "v1",
@@ -124,32 +133,44 @@ class WebhookAuthorizer:
                     return Decision(NO_OPINION)
             except sar.MatchError as error:
                 return Decision(self._on_error, "", str(error))
-        spec = sar.spec_for(attributes)
+        if attributes.info.is_resource and (attributes.field_selector
+                                            or attributes.label_selector):
+            return then(slices.run(resource_selectors(attributes)), self._authorize_spec,
+                        attributes)
+        return self._authorize_spec(None, attributes)
+
+    def _authorize_spec(self, selectors, attributes: Attributes):
+        spec = sar.spec_for(attributes, selectors)
         key = sar.cache_key(spec)
         status = self._cache.get(key)
         if status is not None:
             return _decide(status)
-        return self._ask(spec, key, _cacheable(attributes), attributes.trace).addCallbacks(
+        body = sar.review_body(spec, self._version)
+        asked = with_backoff(lambda: self._ask(body, attributes.trace),
+                             lambda error: getattr(error, "retriable", False), self._clock)
+        return asked.addCallback(self._remember, key, _cacheable(attributes)).addCallbacks(
             _decide, self._failed)
 
-    def _ask(self, spec: dict, key: str, cacheable: bool, trace=None):
+    def _ask(self, body: bytes, trace=None):
+        """One attempt: the review's status, or a ``WebhookError``."""
         self.calls += 1
-        body = sar.review_body(spec, self._version)
         headers = Headers(self._headers)
         span = spans.outgoing(trace, "POST", self.url, headers)
         answer: Any = httpclient.post(self._agent, self.url, headers, body, self._timeout,
                                       self._clock)
         if span is not None:
             answer.addBoth(spans.answered, span)
-        answer.addCallback(self._read)
-        answer.addErrback(_as_webhook_error, self.url)
-        answer.addCallback(self._remember, key, cacheable)
-        return answer
+        return answer.addCallbacks(self._read, self._call_failed)
 
     def _read(self, response):
         reading = readBody(response)
-        reading.addCallback(_status_of, response.code)
+        reading.addCallbacks(_status_of, self._call_failed, (response,))
         return reading
+
+    def _call_failed(self, failure):
+        if failure.check(WebhookError):
+            return failure
+        raise call_failed(failure, self.url)
 
     def _remember(self, status: dict, key: str, cacheable: bool) -> dict:
         if cacheable:
@@ -168,14 +189,6 @@ class WebhookAuthorizer:
         return self._pool.closeCachedConnections()
 
 
-def _as_webhook_error(failure, url: str):
-    """Any failure of the call as a ``WebhookError`` worded as Go's client words it; a
-    cancellation (ours, at the timeout) is a deadline exceeded."""
-    if failure.check(WebhookError):
-        return failure
-    raise WebhookError(httpclient.failure_text(failure, url))
-
-
 def _cacheable(attributes: Attributes) -> bool:
     info = attributes.info
     size = sum(len(v) for v in (info.namespace, info.verb, info.group, info.version,
@@ -183,20 +196,14 @@ def _cacheable(attributes: Attributes) -> bool:
     return size < MAX_CACHED_ATTRIBUTES_SIZE
 
 
-def _status_of(body: bytes, code: int) -> dict:
+def _status_of(body: bytes, response) -> dict:
     """The review's status from the answer; ``WebhookError`` when there is none."""
+    if not 200 <= response.code < 300:
+        raise answer_failed(response.code, response.headers, body)
     try:
         document = json.loads(body)
     except ValueError as error:
-        document = None
-        parse_error = str(error)
-    if not 200 <= code < 300:
-        if isinstance(document, dict) and isinstance(document.get("message"), str):
-            raise WebhookError(document["message"])
-        raise WebhookError(f"the server responded with the status code {code} but did not "
-                           "return more information")
-    if document is None:
-        raise WebhookError(f"invalid SubjectAccessReview response: {parse_error}")
+        raise WebhookError(f"invalid SubjectAccessReview response: {error}") from None
     if not isinstance(document, dict):
         raise WebhookError("invalid SubjectAccessReview response: not a JSON object")
     kind = document.get("kind")
