@@ -21,17 +21,22 @@ class FilePoller:
     ``start()`` calls ``check()`` every ``interval`` seconds; ``changed()`` answers the
     file's new bytes when they differ from the last seen (None otherwise, and when the
     file cannot be read: ``unreadable`` is then logged with ``{path}`` and ``{error}``).
-    Subclasses implement ``check``.
+    Subclasses implement ``check``, calling ``failed()`` or ``reloaded(data)`` as a new
+    file is refused or takes effect; with ``reloads`` (``metrics.configreloads``) those,
+    an unreadable file and the file read at start are counted as upstream counts them.
     """
 
     def __init__(self, path: str, clock, unreadable: str,
-                 interval: float = DEFAULT_INTERVAL):
+                 interval: float = DEFAULT_INTERVAL, reloads=None):
         self.path = path
         self.clock = clock
         self.interval = interval
+        self.reloads = reloads
         self._unreadable = unreadable
         self._data = self._read()
         self._loop: Optional[LoopingCall] = None
+        if reloads is not None and self._data is not None:
+            reloads.applied(self._data)
 
     def start(self) -> None:
         self._loop = LoopingCall(self.check)
@@ -48,10 +53,22 @@ class FilePoller:
 
     def changed(self) -> Optional[bytes]:
         data = self._read()
+        if data is None:
+            self.failed()  # upstream counts each read that fails, and tries again
         if data is None or data == self._data:
             return None
         self._data = data
         return data
+
+    def failed(self) -> None:
+        """A new file did not take effect."""
+        if self.reloads is not None:
+            self.reloads.failure()
+
+    def reloaded(self, data: bytes) -> None:
+        """``data`` took effect."""
+        if self.reloads is not None:
+            self.reloads.success(data)
 
     def _read(self) -> Optional[bytes]:
         try:

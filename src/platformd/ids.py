@@ -1,6 +1,9 @@
-"""Random identifiers: object UIDs and audit IDs."""
+"""Identifiers: random ones (object UIDs and audit IDs) and the server's own."""
 
+import base64
+import hashlib
 import os
+import socket
 
 _VARIANT = "89ab"
 #: How many UUIDs' worth of randomness one ``os.urandom`` call draws.
@@ -29,3 +32,13 @@ def _refill() -> str:
     digits = os.urandom(16 * _BATCH).hex()
     _pool.extend(digits[i:i + 32] for i in range(32, len(digits), 32))
     return digits[:32]
+
+
+def apiserver_id(hostname: str | None = None) -> str:
+    """
+    The server's identity as upstream's APIServerIdentity names it (``NewConfig``):
+    ``apiserver-`` + base32 (lower case, unpadded) of the first 16 bytes of the host
+    name's SHA-256.
+    """
+    digest = hashlib.sha256((hostname or socket.gethostname()).encode()).digest()[:16]
+    return "apiserver-" + base64.b32encode(digest).decode().rstrip("=").lower()

@@ -43,6 +43,7 @@ line on standard error and a non-zero exit.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
@@ -67,11 +68,13 @@ from platformd.auth.fromflags import (
 from platformd.admission import plugins as admission_plugins
 from platformd.admission.config import AdmissionConfigError, read_admission_configuration
 from platformd.compose import Components, boot_sequence, compose
+from platformd.ids import apiserver_id
 from platformd.lifecycle import Step
 from platformd.listening import (
     DRAIN_POLL, ListenerService, activated_socket, listen_description, tls_factory,
 )
 from platformd import privatefiles
+from platformd.metrics.configreloads import ConfigReloads
 from platformd.pki import PKIError, ensure_pki
 from platformd.registry import core
 from platformd.sdnotify import Notifier, WatchdogService
@@ -253,12 +256,15 @@ class PlatformService(service.MultiService):
         except (serviceaccount.SigningKeyError, PKIError) as e:
             raise StartupError(f"service-account keys: {e}") from None
         self.components.api.serve_tokens(token_issuer)
+        reloads = functools.partial(ConfigReloads, self.components.metrics.registry,
+                                    apiserver_id(), self.reactor)
         try:
             self.authentication_reloader = authenticators_from_flags(
                 options, self.authenticator, static, (service_accounts,), self.reactor,
-                self.reactor)
+                self.reactor, reloads)
             self.authorization_reloader = authorizers_from_flags(
-                options, self.components.api.authorizer, self.components.rbac, self.reactor)
+                options, self.components.api.authorizer, self.components.rbac, self.reactor,
+                reloads)
         except AuthFlagError as e:
             raise StartupError(str(e)) from None
 

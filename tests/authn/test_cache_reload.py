@@ -1,9 +1,13 @@
-"""The token cache (hits, expiry on a Clock, failures, shared waits) and the reloader."""
+"""The token cache (hits, expiry on a Clock, failures, shared waits) and the reloader
+(its log lines and metrics)."""
 
 from __future__ import annotations
 
+import os
+
 from twisted.internet import defer
 from twisted.internet.task import Clock
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
@@ -13,6 +17,8 @@ from platformd.auth.authnreload import AuthenticationReloader
 from platformd.auth.interfaces import AuthenticationError, IAuthenticator, UserInfo
 from platformd.auth.jwt import JWTAuthenticator
 from platformd.auth.tokencache import CachedTokenAuthenticator
+from platformd.metrics.configreloads import ConfigReloads, config_hash
+from platformd.metrics.core import Registry
 from tests.authn.helpers import document, jwt_entry, request_with
 
 
@@ -125,3 +131,71 @@ class Reload(TestCase):
         wrapped = self.chain.authenticators[1]
         self.assertIsInstance(wrapped, CachedTokenAuthenticator)
         self.assertIsInstance(wrapped.inner, JWTAuthenticator)
+
+
+class ReloadCounted(TestCase):
+    """
+    A reload that fails keeps the authenticators, says why in upstream's words and
+    counts in apiserver_authentication_config_controller_* (kube-apiserver's ApplyTo
+    watch callback); one that takes effect counts a success and names the file in use.
+    """
+
+    def setUp(self):
+        self.path = self.mktemp()
+        self.good = document(jwt_entry("https://a.example"))
+        with open(self.path, "wb") as f:
+            f.write(self.good)
+        self.clock = Clock()
+        self.registry = Registry(process=False)
+        self.reloads = ConfigReloads(self.registry, "testAPIServerID", self.clock,
+                                     "authentication")
+        self.chain = AuthenticatorChain([])
+        self.reloader = AuthenticationReloader(
+            self.path, self.chain, authnconfig.load_authentication_config(self.path),
+            clock=self.clock, reactor=None, reloads=self.reloads)
+        self.events: list = []
+        globalLogPublisher.addObserver(self.events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, self.events.append)
+
+    def write(self, data: bytes):
+        with open(self.path, "wb") as f:
+            f.write(data)
+
+    def counts(self) -> dict:
+        return {status: self.reloads.total.get((status, self.reloads.server))
+                for status in ("success", "failure")}
+
+    def messages(self) -> list:
+        return [formatEvent(e) for e in self.events]
+
+    def test_refused_file(self):
+        """Refused: chain kept, one log line, one failure, not tried again until it
+        changes; unreadable: a failure each time; a good file: a success."""
+        self.assertEqual(self.reloads.info.values,
+                         {(self.reloads.server, config_hash(self.good)): [1]})
+        before = list(self.chain.authenticators)
+        self.clock.advance(100)
+        self.write(document(jwt_entry("http://b.example")))
+        self.assertFalse(self.reloader.check())
+        self.assertFalse(self.reloader.check())
+        self.assertEqual(self.chain.authenticators, before)
+        self.assertEqual(self.messages(), [
+            'failed to validate authentication config: jwt[0].issuer.url: Invalid value: '
+            '"http://b.example": URL scheme must be https'])
+        self.assertEqual(self.counts(), {"success": 0, "failure": 1})
+        self.assertEqual(self.reloads.timestamp.get(("failure", self.reloads.server)), 100)
+        os.remove(self.path)
+        self.assertFalse(self.reloader.check())
+        self.assertFalse(self.reloader.check())
+        self.assertEqual(self.counts(), {"success": 0, "failure": 3})
+        self.assertEqual(self.messages()[-1], "failed to read authentication config file: "
+                                              f"open {self.path}: No such file or directory")
+        replacement = document(jwt_entry("https://b.example"))
+        self.write(replacement)
+        self.clock.advance(1)
+        self.assertTrue(self.reloader.check())
+        self.assertEqual(self.counts(), {"success": 1, "failure": 3})
+        self.assertEqual(self.reloads.timestamp.get(("success", self.reloads.server)), 101)
+        self.assertEqual(self.reloads.info.values,
+                         {(self.reloads.server, config_hash(replacement)): [1]})
+        self.assertEqual(self.messages()[-1], "reloaded authentication config")

@@ -29,6 +29,21 @@ class Validation(TestCase):
             self.assertEqual(config.anonymous, authnconfig.AnonymousAuthConfig(True, ("/livez",)))
         self.assertEqual(authnconfig.parse_authentication_config(document()).jwt, ())
 
+    def test_optional_as_upstream(self):
+        """
+        Accepted as upstream accepts them, though the reference marks them [Required]:
+        neither jwt nor anonymous (validation_test.go "jwt authenticator is empty": no
+        authenticators now, some by a reload later), and uid {} (a struct, not a
+        pointer: {} is no uid mapping; validateClaimMappings checks only claim and
+        expression both set).
+        """
+        config = authnconfig.parse_authentication_config(
+            b"apiVersion: apiserver.config.platform.io/v1\nkind: AuthenticationConfiguration\n")
+        self.assertEqual((config.jwt, config.anonymous), ((), None))
+        config = authnconfig.parse_authentication_config(document(jwt_entry(URL, uid={})))
+        self.assertEqual(config.jwt[0].claim_mappings.uid, authnconfig.ClaimOrExpression())
+        self.assertIsNone(config.jwt[0].rules.uid)
+
     def test_decoding(self):
         for data, message in (
             (b"", "empty config data"),

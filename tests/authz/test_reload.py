@@ -1,10 +1,10 @@
-"""build_authorizers, AlwaysDeny, and reloading the file into a running chain."""
+"""build_authorizers, AlwaysDeny, and reloading the file into a running chain (counted)."""
 
 from __future__ import annotations
 
 from twisted.internet import reactor
 from twisted.internet.task import Clock
-from twisted.logger import globalLogPublisher
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.auth.authorizers import AlwaysAllow, AlwaysDeny, AuthorizerChain
@@ -13,6 +13,8 @@ from platformd.auth.interfaces import ALLOW, NO_OPINION, Decision
 from platformd.auth.modes import build_authorizers
 from platformd.auth.reloading import AuthorizationReloader
 from platformd.auth.webhook import WebhookAuthorizer
+from platformd.metrics.configreloads import ConfigReloads, config_hash
+from platformd.metrics.core import Registry
 from tests.authz.helpers import document, kubeconfig_for, pki, pods, webhook_entry, write
 
 
@@ -118,4 +120,51 @@ class ReloadTests(SynchronousTestCase):
         self.clock.advance(60)
         self.assertIs(self.chain.authorizers, before)
         self.assertTrue(any("no such file" in m.lower() for m in self.messages()))
+        self.flushLoggedErrors()
+
+
+class ReloadCountedTests(SynchronousTestCase):
+    """
+    apiserver_authorization_config_controller_* as upstream's checkFile counts: a file
+    that cannot be read, loaded or built is a failure (the chain kept), one that takes
+    effect a success naming it; an unchanged configuration counts nothing.
+    """
+
+    def test_counts(self):
+        path = write(self, document(RBAC, DENY_ALL))
+        clock = Clock()
+        reloads = ConfigReloads(Registry(process=False), "testAPIServerID", clock,
+                                "authorization")
+        initial = load_authorization_config(path)
+        chain = AuthorizerChain([])
+        reloader = AuthorizationReloader(path, chain, initial, rbac=FakeRBAC(), clock=clock,
+                                         reactor=reactor, reloads=reloads)
+        events: list = []
+        globalLogPublisher.addObserver(events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, events.append)
+
+        def counts():
+            return [reloads.total.get((status, reloads.server))
+                    for status in ("success", "failure")]
+
+        self.assertEqual(counts(), [0, 0])
+        with open(path, "rb") as f:
+            self.assertEqual(reloads.info.values, {(reloads.server, config_hash(f.read())): [1]})
+        with open(path, "wb") as f:
+            f.write(document(DENY_ALL))
+        self.assertFalse(reloader.check())
+        self.assertEqual(chain.authorizers, [])
+        self.assertEqual(counts(), [0, 1])
+        self.assertEqual(formatEvent(events[-1]),
+                         "reloading authorization config: missing required types: [RBAC]")
+        with open(path, "wb") as f:
+            f.write(document(RBAC, DENY_ALL) + b"\n")  # new bytes, the same configuration
+        self.assertFalse(reloader.check())
+        self.assertEqual(counts(), [0, 1])
+        changed = document(ALLOW_ALL, RBAC, DENY_ALL)
+        with open(path, "wb") as f:
+            f.write(changed)
+        self.assertTrue(reloader.check(), [formatEvent(e) for e in events])
+        self.assertEqual(counts(), [1, 1])
+        self.assertEqual(reloads.info.values, {(reloads.server, config_hash(changed)): [1]})
         self.flushLoggedErrors()

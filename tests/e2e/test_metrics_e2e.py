@@ -1,17 +1,22 @@
 """
 /metrics and the health checks of a real daemon over HTTPS: authorized as upstream
-(``system:monitoring``), the SQLite file's size, the process collector; health open to
-anyone.
+(``system:monitoring``), the SQLite file's size, the process collector, the reloads of
+--authentication-config; health open to anyone.
 """
 
 from __future__ import annotations
 
+import os
+
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
+from platformd.ids import apiserver_id
+from platformd.metrics.configreloads import config_hash
 from platformd.metrics.core import CONTENT_TYPE
 
-from tests.e2e.harness import Client, start_token_server, token_client
+from tests.authn.helpers import document, jwt_entry
+from tests.e2e.harness import Client, start_server, start_token_server, token_client
 from tests.metrics.test_metrics import parse
 
 
@@ -47,3 +52,33 @@ class MetricsOverHTTPSTests(TestCase):
         self.assertTrue(r.body.endswith(b"[+]shutdown ok\nreadyz check passed\n"), r.body)
         r = yield anonymous.get("/livez/etcd")
         self.assertEqual((r.code, r.body), (200, b"ok"))
+
+
+class ConfigReloadMetricsTests(TestCase):
+    """The daemon counts --authentication-config's reloads in upstream's families."""
+
+    timeout = 60
+
+    @inlineCallbacks
+    def test_refused_reload_counted(self):
+        path = os.path.abspath(self.mktemp())
+        good = document(jwt_entry("https://127.0.0.1:1"))
+        with open(path, "wb") as f:
+            f.write(good)
+        server = yield start_server(self, "--authentication-config", path)
+        client = Client(self, server.pki_dir, server.port_number)
+        prefix = "apiserver_authentication_config_controller_"
+        identity = config_hash(apiserver_id().encode())
+        samples, _ = parse((yield client.get("/metrics")).body.decode())
+        self.assertEqual(samples[(prefix + "last_config_info", (
+            ("apiserver_id_hash", identity), ("hash", config_hash(good))))], 1)
+        self.assertFalse([key for key in samples if key[0].startswith(prefix + "automatic")])
+        with open(path, "wb") as f:
+            f.write(document(jwt_entry("http://127.0.0.1:1")))
+        server.reload()
+        samples, _ = parse((yield client.get("/metrics")).body.decode())
+        failure = (("apiserver_id_hash", identity), ("status", "failure"))
+        self.assertEqual(samples[(prefix + "automatic_reloads_total", failure)], 1)
+        self.assertIn((prefix + "automatic_reload_last_timestamp_seconds", failure), samples)
+        self.assertEqual(samples[(prefix + "last_config_info", (
+            ("apiserver_id_hash", identity), ("hash", config_hash(good))))], 1)

@@ -66,6 +66,13 @@ class ConfigTests(SynchronousTestCase):
         self.assertEqual(self.error(document(selection("master"), selection("controlplane"))),
                          PREFIX + 'service.connection[1]: Duplicate value: "controlplane"')
 
+    def test_no_selections(self):
+        """No egressSelections is accepted, as upstream's ValidateEgressSelectorConfiguration
+        checks only the selections there are (every connection then direct)."""
+        for data in (document(), b"apiVersion: apiserver.platform.io/v1beta1\n"
+                                 b"kind: EgressSelectorConfiguration\n"):
+            self.assertEqual(parse_egress_config(data).by_name(), {})
+
     def test_v1alpha1_accepted(self):
         config = parse_egress_config(document(selection(), api_version=
                                               "apiserver.platform.io/v1alpha1"))

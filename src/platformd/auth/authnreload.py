@@ -11,7 +11,8 @@ words are logged: ``failed to read authentication config file``, ``failed to loa
 authentication config``, ``failed to validate authentication config``, ``reloaded
 authentication config``; the running authenticators stay on any failure.  As upstream, a
 file that fails to load or validate is not retried until its bytes change again; one that
-cannot be read is.
+cannot be read is.  Each failure and each reload that takes effect is counted in
+``apiserver_authentication_config_controller_*`` (``metrics.configreloads``).
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ class AuthenticationReloader(FilePoller):
 
     def __init__(self, path: str, chain, initial: authnconfig.AuthenticationConfiguration, *,
                  clock, reactor, prefix=(), suffix=(), wrap=None,
-                 interval: float = DEFAULT_INTERVAL):
+                 interval: float = DEFAULT_INTERVAL, reloads=None):
         super().__init__(path, clock,
                          "failed to read authentication config file: open {path}: {error}",
-                         interval)
+                         interval, reloads)
         self.chain = chain
         self.reactor = reactor
         self.prefix = tuple(prefix)
@@ -54,6 +55,7 @@ class AuthenticationReloader(FilePoller):
             config = authnconfig.decode(data)
         except authnconfig.AuthenticationConfigError as error:
             log.error("failed to load authentication config: {error}", error=str(error))
+            self.failed()
             return False
         try:
             causes, _ = authnconfig.validate(config)
@@ -66,10 +68,12 @@ class AuthenticationReloader(FilePoller):
             config = authnconfig.validated(config)
         except authnconfig.AuthenticationConfigError as error:
             log.error("failed to validate authentication config: {error}", error=str(error))
+            self.failed()
             return False
         built = jwt.build_authenticators(config, self.clock, self.reactor)
         if self.wrap is not None:
             built = [self.wrap(a) for a in built]
         self.chain.authenticators = [*self.prefix, *built, *self.suffix]
         log.info("reloaded authentication config")
+        self.reloaded(data)
         return True

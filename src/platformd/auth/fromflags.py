@@ -46,14 +46,15 @@ ANONYMOUS_BOTH = ("anonymous: Forbidden: --anonymous-auth flag cannot be set whe
                   "field is configured in authentication configuration file")
 
 
-def authenticators_from_flags(options, chain, prefix, suffix, clock,
-                              reactor) -> Optional[AuthenticationReloader]:
+def authenticators_from_flags(options, chain, prefix, suffix, clock, reactor,
+                              reloads=None) -> Optional[AuthenticationReloader]:
     """
     Fill ``chain.authenticators``: ``prefix`` (certificates, the token file), the JWT
     issuers, ``suffix`` (service-account tokens; cached here too), the refusal of a
     bearer token none of them knew, anonymous access.
-    The reloader of ``--authentication-config`` (not started), or None.  Raises
-    ``AuthFlagError``.
+    The reloader of ``--authentication-config`` (not started; its reloads counted by
+    ``reloads("authentication")``, a ``metrics.configreloads.ConfigReloads``, when given),
+    or None.  Raises ``AuthFlagError``.
     """
     config = _authentication_config(options)
     anonymous: list = []
@@ -79,7 +80,8 @@ def authenticators_from_flags(options, chain, prefix, suffix, clock,
     from platformd.auth.authnreload import AuthenticationReloader
     return AuthenticationReloader(options["authentication-config"], chain, config,
                                   clock=clock, reactor=reactor, prefix=prefix, suffix=after,
-                                  wrap=cached)
+                                  wrap=cached,
+                                  reloads=reloads("authentication") if reloads else None)
 
 
 def _authentication_config(options):
@@ -99,11 +101,12 @@ def _authentication_config(options):
         raise AuthFlagError(f"{flag}: {e}") from None
 
 
-def authorizers_from_flags(options, chain, rbac, reactor) -> Optional[AuthorizationReloader]:
+def authorizers_from_flags(options, chain, rbac, reactor,
+                           reloads=None) -> Optional[AuthorizationReloader]:
     """
     Fill ``chain.authorizers`` as the flags say; the reloader of
-    ``--authorization-config`` (not started), or None.  Raises
-    ``AuthFlagError``.
+    ``--authorization-config`` (not started; counted by ``reloads("authorization")``
+    when given), or None.  Raises ``AuthFlagError``.
     """
     prefix = (PrivilegedGroups(),)
     path = options["authorization-config"]
@@ -118,7 +121,8 @@ def authorizers_from_flags(options, chain, rbac, reactor) -> Optional[Authorizat
             raise AuthFlagError(f"--authorization-config: {e}") from None
         chain.authorizers = [*prefix, *built]
         return AuthorizationReloader(path, chain, config, rbac=rbac, clock=reactor,
-                                     reactor=reactor, prefix=prefix)
+                                     reactor=reactor, prefix=prefix,
+                                     reloads=reloads("authorization") if reloads else None)
     chain.authorizers = [*prefix, *(_by_mode(mode, options, rbac, reactor)
                                     for mode in options["authorization-mode"])]
     return None

@@ -8,7 +8,9 @@ loaded and validated again, requiring the non-webhook types configured at startu
 authorizers are built and put in the chain in one assignment (the reactor thread is the
 only one reading the chain, so a request sees the old list or the new one).  Anything
 that fails is logged with upstream's words (``reloading authorization config``) and the
-running authorizers stay.  Replaced webhooks drop their idle connections.
+running authorizers stay.  Replaced webhooks drop their idle connections.  Each failure
+and each reload that takes effect is counted in
+``apiserver_authorization_config_controller_*`` (``metrics.configreloads``).
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ class AuthorizationReloader(FilePoller):
     """
 
     def __init__(self, path: str, chain, initial: authzconfig.AuthorizationConfiguration, *,
-                 rbac, clock, reactor, prefix=(), interval: float = DEFAULT_INTERVAL):
+                 rbac, clock, reactor, prefix=(), interval: float = DEFAULT_INTERVAL,
+                 reloads=None):
         super().__init__(path, clock, "reloading authorization config: open {path}: {error}",
-                         interval)
+                         interval, reloads)
         self.chain = chain
         self.rbac = rbac
         self.reactor = reactor
@@ -50,6 +53,7 @@ class AuthorizationReloader(FilePoller):
             config = authzconfig.parse_authorization_config(data, self._require)
         except authzconfig.AuthorizationConfigError as error:
             log.error("reloading authorization config: {error}", error=str(error))
+            self.failed()
             return False
         if config == self._config:
             return False
@@ -59,10 +63,12 @@ class AuthorizationReloader(FilePoller):
             built = modes.build_authorizers(config, self.rbac, self.clock, self.reactor)
         except authzconfig.AuthorizationConfigError as error:
             log.error("reloading authorization config: {error}", error=str(error))
+            self.failed()
             return False
         log.info("constructed new authorizer")
         old = self.chain.authorizers
         self.chain.authorizers = [*self.prefix, *built]
         modes.close_authorizers(a for a in old if a not in built)
         log.info("reloaded authz config")
+        self.reloaded(data)
         return True

@@ -26,6 +26,7 @@ from prometheus_client.utils import floatToGoString
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 ALPHA = "ALPHA"
+BETA = "BETA"
 STABLE = "STABLE"
 
 

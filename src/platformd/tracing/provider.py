@@ -21,10 +21,6 @@ Without ``--tracing-config-file`` no ``Tracing`` exists at all: no filter, no sp
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import socket
-
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.resources import Resource
@@ -34,6 +30,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRat
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from twisted.internet.threads import deferToThread
 
+from platformd.ids import apiserver_id
 from platformd.tracing.config import TracingConfiguration
 
 SERVICE_NAME = "apiserver"
@@ -44,13 +41,6 @@ MAX_QUEUE_SIZE = 2048
 SCHEDULE_DELAY = 5.0
 
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
-
-
-def apiserver_id(hostname: str | None = None) -> str:
-    """Upstream's ``apiserver-`` + base32 (lower case, unpadded) of the first 16 bytes
-    of the host name's SHA-256."""
-    digest = hashlib.sha256((hostname or socket.gethostname()).encode()).digest()[:16]
-    return "apiserver-" + base64.b32encode(digest).decode().rstrip("=").lower()
 
 
 def sampler_for(config: TracingConfiguration):
