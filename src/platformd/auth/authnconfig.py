@@ -536,7 +536,6 @@ def _validate_issuer(issuer: Issuer, fp: str, disallowed) -> list:
                 f"{fp}.certificateAuthority", "<omitted>",
                 "data does not contain any valid RSA or ECDSA certificates"))
     if issuer.egress_selector_type and issuer.egress_selector_type not in EGRESS_TYPES:
-        # Accepted and not used: the issuer is dialled directly (no egress selector).
         errs.append(fielderrors.invalid(f"{fp}.egressSelectorType", issuer.egress_selector_type,
                                         "egress selector must be either controlplane or cluster"))
     return errs
