@@ -385,9 +385,23 @@ class WatchCache:
         self._watch: Optional[IWatch] = None
         self._waiters: list = []  # (revision, Deferred), fired once the cache reaches it
         self._stopped = False
+        #: Whether ``start`` has loaded every object (informers' "has synced").
+        self.loaded = False
+        self._on_loaded: list = []
 
     def for_kind(self, kind) -> KindCache:
         return self._by_kind[kind.gvr]
+
+    def for_gvr(self, gvr: tuple) -> KindCache:
+        """The cache of the kind served as ``(group, version, plural)``."""
+        return self._by_kind[gvr]
+
+    def when_loaded(self, f: Callable[[], None]) -> None:
+        """``f()`` once ``start`` has loaded every object (at once if it has)."""
+        if self.loaded:
+            f()
+        else:
+            self._on_loaded.append(f)
 
     @inlineCallbacks
     def start(self):
@@ -401,6 +415,10 @@ class WatchCache:
             cache.initializations += 1
         self.revision = self.horizon = result.revision
         self._follow(result.revision)
+        self.loaded = True
+        waiting, self._on_loaded = self._on_loaded, []
+        for f in waiting:
+            f()
 
     def stop(self):
         if self._watch is not None:

@@ -1,0 +1,258 @@
+"""
+The in-process client side of the watch cache (upstream's client-go ``tools/cache``
+informers and listers): what controllers, the RBAC index and other in-process readers
+use instead of reaching into ``KindCache``.
+
+An ``IInformer`` serves one kind, named by its GVR (``(group, version, plural)``):
+
+- ``lister`` (``ILister``): ``get(namespace, name)`` and ``list(namespace, selector)``
+  read the cache's current objects (``CachedObject``, shared: take ``mutable()`` to
+  change one);
+- ``add_handler(EventHandlers(on_add, on_update, on_delete))`` delivers the current
+  objects as adds (once the cache has loaded, if it has not yet), then every change, on
+  the reactor, in the cache's order; ``remove_handler`` stops it.  A handler that raises
+  is logged (once a minute per place) and the others still hear the event;
+- ``has_synced()``: the cache has loaded.
+
+``Informers(cache).informer(gvr)`` makes them on demand, one per GVR, so a kind the
+cache serves from later on (custom resources) gets one the same way.  ``FakeInformer``
+is the in-memory implementation for tests: objects are put in and taken out by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import attrs
+import orjson
+from zope.interface import Attribute, Interface, implementer
+
+from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CachedObject, CorruptObjectError
+from platformd.labelselectors import labels_of, matches
+
+
+class ILister(Interface):
+    """Reads of one kind's current objects."""
+
+    def get(namespace: Optional[str], name: str) -> Optional[CachedObject]:
+        """The object (None when there is none); ``namespace`` None for a cluster kind."""
+
+    def list(namespace: Optional[str] = None, selector=None) -> list:
+        """
+        The objects in ``namespace`` (None: every namespace) whose labels match
+        ``selector`` (``labelselectors.compile_selector``'s; None: every one), in key
+        order.  An object whose bytes do not decode matches no selector.
+        """
+
+
+class IInformer(Interface):
+    """One kind's objects and their changes."""
+
+    lister = Attribute("The ILister over the same objects.")
+
+    def add_handler(handlers: "EventHandlers") -> object:
+        """Deliver the current objects as adds, then each change; a registration."""
+
+    def remove_handler(registration: object) -> None:
+        """Stop delivering to a registration (again: nothing)."""
+
+    def has_synced() -> bool:
+        """Whether every object has been loaded."""
+
+
+@attrs.frozen
+class EventHandlers:
+    """Upstream's ``ResourceEventHandlerFuncs``: each takes ``CachedObject``s."""
+
+    on_add: Optional[Callable[[CachedObject], None]] = None
+    on_update: Optional[Callable[[CachedObject, CachedObject], None]] = None
+    on_delete: Optional[Callable[[CachedObject], None]] = None
+
+    def dispatch(self, type_: str, new, old) -> None:
+        if type_ == ADDED:
+            if self.on_add is not None:
+                self.on_add(new)
+        elif type_ == DELETED:
+            if self.on_delete is not None:
+                self.on_delete(old)
+        elif self.on_update is not None:
+            self.on_update(old, new)
+
+
+def _selected(entries, selector) -> list:
+    if selector is None:
+        return list(entries)
+    found = []
+    for entry in entries:
+        try:
+            labels = labels_of(entry.obj)
+        except CorruptObjectError:
+            continue
+        if matches(selector, labels):
+            found.append(entry)
+    return found
+
+
+@implementer(ILister)
+class Lister:
+    """An ``ILister`` over one ``KindCache``."""
+
+    def __init__(self, kind_cache):
+        self._cache = kind_cache
+        self._kind = kind_cache.kind
+
+    def get(self, namespace, name):
+        return self._cache.get(self._kind.storage_key(namespace, name))
+
+    def list(self, namespace=None, selector=None):
+        kind = self._kind
+        prefix = kind.namespace_prefix(namespace) if namespace else kind.storage_prefix
+        return _selected(self._cache.current(prefix), selector)
+
+
+@implementer(IInformer)
+class Informer:
+    """An ``IInformer`` over one ``KindCache`` of a ``WatchCache``."""
+
+    def __init__(self, cache, kind_cache):
+        self._cache = cache
+        self._kind_cache = kind_cache
+        self.lister = Lister(kind_cache)
+
+    def add_handler(self, handlers: EventHandlers):
+        def listener(type_, new, old, revision):
+            handlers.dispatch(type_, new, old)
+
+        registration = _Registration(listener)
+        self._kind_cache.listeners.append(listener)
+
+        def initial():
+            if registration.active:
+                for entry in list(self._kind_cache.objects.values()):
+                    handlers.dispatch(ADDED, entry, None)
+        self._cache.when_loaded(initial)
+        return registration
+
+    def remove_handler(self, registration) -> None:
+        registration.active = False
+        listeners = self._kind_cache.listeners
+        if registration.listener in listeners:
+            listeners.remove(registration.listener)
+
+    def has_synced(self) -> bool:
+        return self._cache.loaded
+
+
+@attrs.define(eq=False)
+class _Registration:
+    listener: Callable
+    active: bool = True
+
+
+class Informers:
+    """``informer(gvr)``: the one informer per GVR over a ``WatchCache``, made on demand."""
+
+    def __init__(self, cache):
+        self._cache = cache
+        self._made: dict = {}
+
+    def informer(self, gvr: tuple) -> Informer:
+        found = self._made.get(gvr)
+        kind_cache = self._cache.for_gvr(gvr)
+        if found is None or found._kind_cache is not kind_cache:
+            found = self._made[gvr] = Informer(self._cache, kind_cache)
+        return found
+
+    def for_kind(self, kind) -> Informer:
+        return self.informer(kind.gvr)
+
+
+# -- the fake -------------------------------------------------------------------------
+
+
+@implementer(ILister)
+class FakeLister:
+    """An ``ILister`` over a ``FakeInformer``'s objects."""
+
+    def __init__(self, objects: dict):
+        self._objects = objects
+
+    def get(self, namespace, name):
+        return self._objects.get((namespace or None, name))
+
+    def list(self, namespace=None, selector=None):
+        entries = [self._objects[k] for k in sorted(self._objects, key=lambda k: (k[0] or "", k[1]))
+                   if namespace is None or k[0] == namespace]
+        return _selected(entries, selector)
+
+
+@implementer(IInformer)
+class FakeInformer:
+    """
+    An in-memory ``IInformer`` for tests: ``put(obj)`` adds or replaces an object (an
+    add or an update for the handlers), ``delete(namespace, name)`` removes one; each
+    change gets the next revision.  ``synced`` says what ``has_synced`` answers; until it
+    is set, handlers are not yet given the current objects (as over an unloaded cache).
+    """
+
+    def __init__(self, objects=(), resource: str = "things", synced: bool = True):
+        self.resource = resource
+        self.revision = 0
+        self._objects: dict = {}
+        self._handlers: list = []
+        self._waiting: list = []
+        self.lister = FakeLister(self._objects)
+        for obj in objects:
+            self.put(obj)
+        self.synced = False
+        if synced:
+            self.sync()
+
+    def sync(self) -> None:
+        """The fake has "loaded": handlers added meanwhile get the current objects."""
+        self.synced = True
+        waiting, self._waiting = self._waiting, []
+        for handlers in waiting:
+            self._initial(handlers)
+
+    def _initial(self, handlers) -> None:
+        for entry in self.lister.list():
+            handlers.dispatch(ADDED, entry, None)
+
+    def put(self, obj: dict) -> CachedObject:
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or None, meta["name"]
+        key = f"/registry/{self.resource}/{namespace}/{name}" if namespace else \
+            f"/registry/{self.resource}/{name}"
+        self.revision += 1
+        old = self._objects.get((namespace, name))
+        new = CachedObject(key, orjson.dumps(obj), self.revision,
+                           old.create_revision if old is not None else self.revision)
+        self._objects[(namespace, name)] = new
+        self._emit(MODIFIED if old is not None else ADDED, new, old)
+        return new
+
+    def delete(self, namespace: Optional[str], name: str) -> None:
+        old = self._objects.pop((namespace or None, name))
+        self.revision += 1
+        self._emit(DELETED, None, old)
+
+    def _emit(self, type_: str, new, old) -> None:
+        for handlers in list(self._handlers):
+            handlers.dispatch(type_, new, old)
+
+    def add_handler(self, handlers: EventHandlers):
+        self._handlers.append(handlers)
+        if self.synced:
+            self._initial(handlers)
+        else:
+            self._waiting.append(handlers)
+        return handlers
+
+    def remove_handler(self, registration) -> None:
+        for pending in (self._handlers, self._waiting):
+            if registration in pending:
+                pending.remove(registration)
+
+    def has_synced(self) -> bool:
+        return self.synced

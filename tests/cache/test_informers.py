@@ -1,0 +1,147 @@
+"""Informers and listers over the watch cache (``cache/informers.py``), and their fake."""
+
+import orjson
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
+
+from platformd.cache.informers import (
+    EventHandlers, FakeInformer, IInformer, ILister, Informers)
+from platformd.cache.watchcache import WatchCache
+from platformd.labelselectors import compile_selector
+from platformd.registry import core
+from platformd.registry.catalog import builtin
+from platformd.storage.memory import MemoryStorage
+
+
+def _cm(namespace, name, labels=None):
+    meta = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = labels
+    return {"metadata": meta}
+
+
+class Recorder:
+    def __init__(self):
+        self.seen = []
+        self.handlers = EventHandlers(
+            on_add=lambda new: self.seen.append(("add", new.name)),
+            on_update=lambda old, new: self.seen.append(("update", old.name, new.name)),
+            on_delete=lambda old: self.seen.append(("delete", old.name)))
+
+
+class InformerTests(SynchronousTestCase):
+    """The real informer over a cache on memory storage."""
+
+    def setUp(self):
+        self.storage = MemoryStorage(Clock())
+        self.successResultOf(self.storage.start())
+        self.cache = WatchCache(self.storage, builtin(), Clock())
+        self.informers = Informers(self.cache)
+        self.informer = self.informers.for_kind(core.CONFIG_MAP)
+
+    def put(self, namespace, name, labels=None):
+        key = core.CONFIG_MAP.storage_key(namespace, name)
+        current = self.successResultOf(self.storage.get(key))
+        value = orjson.dumps(_cm(namespace, name, labels))
+        if current is None:
+            return self.successResultOf(self.storage.create(key, value))
+        return self.successResultOf(self.storage.update(key, value, current.mod_revision))
+
+    def test_interfaces(self):
+        """The informer and its lister provide IInformer and ILister."""
+        verifyObject(IInformer, self.informer)
+        verifyObject(ILister, self.informer.lister)
+
+    def test_one_informer_per_gvr(self):
+        """Asking twice for a GVR gives the same informer."""
+        self.assertIs(self.informers.informer(core.CONFIG_MAP.gvr), self.informer)
+
+    def test_initial_state_as_adds_once_loaded(self):
+        """A handler added before the cache loads hears the loaded objects as adds."""
+        self.put("a", "one")
+        recorder = Recorder()
+        self.informer.add_handler(recorder.handlers)
+        self.assertFalse(self.informer.has_synced())
+        self.assertEqual(recorder.seen, [])
+        self.successResultOf(self.cache.start())
+        self.assertTrue(self.informer.has_synced())
+        self.assertEqual(recorder.seen, [("add", "one")])
+
+    def test_changes_followed(self):
+        """After the initial adds, creates, updates and deletes reach the handlers."""
+        self.put("a", "one")
+        self.successResultOf(self.cache.start())
+        recorder = Recorder()
+        registration = self.informer.add_handler(recorder.handlers)
+        self.put("a", "two")
+        self.put("a", "one", {"x": "y"})
+        self.successResultOf(self.storage.delete(core.CONFIG_MAP.storage_key("a", "two")))
+        self.assertEqual(recorder.seen, [("add", "one"), ("add", "two"),
+                                         ("update", "one", "one"), ("delete", "two")])
+        self.informer.remove_handler(registration)
+        self.informer.remove_handler(registration)
+        self.put("a", "three")
+        self.assertEqual(len(recorder.seen), 4)
+
+    def test_failing_handler_does_not_stop_others(self):
+        """A handler that raises is logged; the next still hears the event."""
+        self.successResultOf(self.cache.start())
+
+        def bug(new):
+            raise RuntimeError("a bug")
+        self.informer.add_handler(EventHandlers(on_add=bug))
+        recorder = Recorder()
+        self.informer.add_handler(recorder.handlers)
+        self.put("a", "one")
+        self.assertEqual(recorder.seen, [("add", "one")])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+
+    def test_lister(self):
+        """get and list by namespace and label selector, in key order."""
+        self.put("b", "two", {"tier": "x"})
+        self.put("a", "one", {"tier": "x"})
+        self.put("a", "three")
+        self.successResultOf(self.cache.start())
+        lister = self.informer.lister
+        self.assertEqual(lister.get("a", "one").obj["metadata"]["name"], "one")
+        self.assertIsNone(lister.get("a", "missing"))
+        self.assertEqual([e.name for e in lister.list()], ["one", "three", "two"])
+        self.assertEqual([e.name for e in lister.list("a")], ["one", "three"])
+        selector = compile_selector({"matchLabels": {"tier": "x"}})
+        self.assertEqual([e.name for e in lister.list(selector=selector)], ["one", "two"])
+        self.assertEqual([e.name for e in lister.list("a", selector)], ["one"])
+
+
+class FakeInformerTests(SynchronousTestCase):
+    """The fake behaves as the informer does, driven by hand."""
+
+    def test_interfaces(self):
+        """The fake and its lister provide IInformer and ILister."""
+        fake = FakeInformer()
+        verifyObject(IInformer, fake)
+        verifyObject(ILister, fake.lister)
+
+    def test_handlers_and_lister(self):
+        """put and delete reach the handlers; the lister reads what is held."""
+        fake = FakeInformer([_cm("a", "one", {"tier": "x"})], synced=False)
+        recorder = Recorder()
+        registration = fake.add_handler(recorder.handlers)
+        self.assertFalse(fake.has_synced())
+        self.assertEqual(recorder.seen, [])
+        fake.sync()
+        self.assertTrue(fake.has_synced())
+        fake.put(_cm("a", "one"))
+        fake.put(_cm("b", "two"))
+        fake.delete("a", "one")
+        self.assertEqual(recorder.seen, [("add", "one"), ("update", "one", "one"),
+                                         ("add", "two"), ("delete", "one")])
+        self.assertEqual([e.name for e in fake.lister.list()], ["two"])
+        self.assertEqual(fake.lister.get("b", "two").namespace, "b")
+        self.assertEqual(fake.lister.list("a"), [])
+        fake.put(_cm("b", "three", {"tier": "x"}))
+        self.assertEqual([e.name for e in fake.lister.list(
+            selector=compile_selector({"matchLabels": {"tier": "x"}}))], ["three"])
+        fake.remove_handler(registration)
+        fake.put(_cm("c", "four"))
+        self.assertEqual(len(recorder.seen), 5)
