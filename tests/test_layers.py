@@ -32,6 +32,7 @@ LAYERS = (
     {"auth", "cache", "patch", "listening", "audit"},
     {"context"},
     {"registry", "podinfo"},
+    {"controllers"},
     {"api"},
     {"compose"},
     {"service"},
