@@ -1,5 +1,5 @@
 """
-The service-account controller (platformd/registry/serviceaccounts.py): ``default`` in
+The service-account controller (platformd/controllers/serviceaccounts.py): ``default`` in
 every namespace, existing and new, re-created when deleted; none in a terminating one.
 """
 

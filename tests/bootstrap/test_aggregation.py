@@ -1,13 +1,12 @@
 """
-The ClusterRole aggregation controller (``registry/bootstrap/aggregation.py``) over the
+The ClusterRole aggregation controller (``controllers/aggregation.py``) over the
 in-memory server: it follows the watch cache and writes only when the union changes.
 """
 
 from twisted.internet.defer import Deferred
 
 from platformd.context import internal
-from platformd.registry.bootstrap import ClusterRoleAggregator
-from platformd.registry.bootstrap.aggregation import MANAGER
+from platformd.controllers.aggregation import MANAGER, ClusterRoleAggregator
 from tests.bootstrap.support import BootstrapCase
 
 LABEL = "example.com/aggregate-to-reader"
@@ -22,7 +21,8 @@ class AggregationTests(BootstrapCase):
         super().setUp()
         self.create_role("reader", aggregate=SELECT)
         self.create_role("pods", {LABEL: "true"}, [READ_PODS])
-        self.aggregator = ClusterRoleAggregator(self.stub.clock, self.stub.cache, self.stores)
+        self.aggregator = ClusterRoleAggregator(self.stub.clock, self.stub.components.informers,
+                                                self.stores)
         self.addCleanup(self.aggregator.stop)
         self.writes = []
         update = self.roles.update
@@ -159,7 +159,8 @@ class AggregationTests(BootstrapCase):
         self.roles.update = lambda *args, **kw: pending
         self.aggregator.start()
         self.stub.flush()
+        queue = self.aggregator.queue
         self.aggregator.stop()
         pending.errback(RuntimeError("EtcdStorage stopped"))
         self.assertEqual(self.flushLoggedErrors(RuntimeError), [])
-        self.assertEqual(self.aggregator._retries, {})
+        self.assertEqual(queue.num_requeues("reader"), 0)

@@ -3,7 +3,8 @@
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.registry import rbac
-from platformd.registry.bootstrap import ClusterRoleAggregator, policy, reconcile_bootstrap_policy
+from platformd.controllers.aggregation import ClusterRoleAggregator
+from platformd.registry.bootstrap import policy, reconcile_bootstrap_policy
 from platformd.labelselectors import compile_selector, matches
 from platformd.registry.bootstrap.rules import breakdown, uncovered
 from tests.bootstrap.support import BootstrapCase
@@ -77,7 +78,8 @@ class BootstrappedServerTests(BootstrapCase):
     def test_admin_edit_view(self):
         """Reconciled, then aggregated: admin ⊇ edit ⊇ view, as upstream."""
         self.resolve(reconcile_bootstrap_policy(self.stores))
-        aggregator = ClusterRoleAggregator(self.stub.clock, self.stub.cache, self.stores)
+        aggregator = ClusterRoleAggregator(self.stub.clock, self.stub.components.informers,
+                                           self.stores)
         aggregator.start()
         self.addCleanup(aggregator.stop)
         self.stub.flush()

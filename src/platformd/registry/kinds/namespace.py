@@ -1,7 +1,7 @@
 """
 Namespace (core ``v1``): a scope for names.  Its delete is its own (upstream's
 ``core/namespace/storage``): the first marks it Terminating and the namespace controller
-(``registry/namespaces.py``) empties it; it goes once its ``spec.finalizers`` are done.
+(``controllers/namespaces.py``) empties it; it goes once its ``spec.finalizers`` are done.
 """
 
 from __future__ import annotations

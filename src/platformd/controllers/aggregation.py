@@ -7,29 +7,32 @@ The ClusterRole aggregation controller (upstream's
 role, as ``LabelSelectorAsSelector`` makes it.  The role is written only when that
 differs from its rules.
 
-It follows the watch cache (a ``KindCache`` listener, on the reactor): a changed
-ClusterRole is recomputed when it aggregates, and so is every aggregating role a
-selector of which matches the changed role's labels, old or new (``edit`` carries the
+It follows the ClusterRole informer (``cache/informers.py``): a changed ClusterRole is
+recomputed when it aggregates, and so is every aggregating role a selector of which
+matches the changed role's labels, old or new (``edit`` carries the
 ``aggregate-to-admin`` label, so a change reaching ``edit`` reaches ``admin`` next).
-Roles to recompute are gathered and done in one pass on a later reactor turn
-(``clock.callLater(0, ...)``), so a burst of changes costs one pass; ``start()`` does a
-full pass.  Writes go through the generic store's ``update`` as the server
-(``context.internal()``, field manager ``clusterrole-aggregation-controller``); a role
-whose sync fails is tried again as upstream's workqueue retries it (``retry_delay``),
-and its failures are logged at most once a minute (``ratelog``): a stored role that
-cannot be synced must not flood the log.
+Roles to recompute go on the work queue (``controllers/queue.py``): one worker drains
+it on a later reactor turn, so a burst of changes costs each role one sync; ``start()``
+queues every aggregating role (the informer's initial adds).  Writes go through the
+generic store's ``update`` as the server (``context.internal()``, field manager
+``clusterrole-aggregation-controller``); a role whose sync fails is tried again through
+the queue's rate limiter (upstream's ``DefaultControllerRateLimiter``: 5 ms, doubling,
+at most 1000 s), and its failures are logged at most once a minute (``ratelog``): a
+stored role that cannot be synced must not flood the log.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
 
 from platformd import errors, ratelog
+from platformd.cache.informers import EventHandlers
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.context import internal
+from platformd.controllers.queue import WorkQueue
+from platformd.controllers.worker import work
 from platformd.patch.managedfields import Manager
 from platformd.registry import rbac
 from platformd.labelselectors import compile_selector, matches
@@ -38,14 +41,6 @@ from platformd.registry.bootstrap.rules import rule_key, rules_equal
 log = Logger()
 
 MANAGER = Manager("clusterrole-aggregation-controller", "Update")
-#: Upstream's ``DefaultTypedControllerRateLimiter`` per item: the first retry after
-#: 5 ms, each next one after twice as long, at most 1000 s.
-RETRY_BASE, RETRY_MAX = 0.005, 1000.0
-
-
-def retry_delay(failures: int) -> float:
-    """Seconds before the retry that follows ``failures`` failures in a row (1, 2 ...)."""
-    return min(RETRY_BASE * 2 ** min(failures - 1, 64), RETRY_MAX)
 
 
 def _labels(entry) -> dict:
@@ -70,51 +65,44 @@ def _selectors(obj: dict, warnings: ratelog.RateLimitedLog) -> Optional[list]:
 
 class ClusterRoleAggregator:
     """
-    ``ClusterRoleAggregator(clock, cache, stores)``: ``clock`` the reactor (or a Clock),
-    ``cache`` the ``WatchCache``, ``stores`` the generic stores by ``kind.gvr``.
-    ``start()`` once the cache has loaded; ``stop()`` stops following it.
+    ``ClusterRoleAggregator(clock, informers, stores)``: ``clock`` the reactor (or a
+    Clock), ``informers`` the ``cache.informers.Informers``, ``stores`` the generic
+    stores by ``kind.gvr``.  ``start()`` once the cache has loaded; ``stop()`` stops
+    following it.
     """
 
-    def __init__(self, clock, cache, stores, kind=rbac.CLUSTER_ROLE):
+    def __init__(self, clock, informers, stores, kind=rbac.CLUSTER_ROLE):
         self.clock = clock
         self.kind = kind
-        self.cache = cache.for_kind(kind)
+        self.informer = informers.for_kind(kind)
         self.store = stores[kind.gvr]
-        self._pending: set = set()
-        self._call = None
-        self._retries: dict = {}
-        #: Failures in a row per role, for ``retry_delay`` (forgotten on success).
-        self._failures: dict = {}
+        self.queue: Optional[WorkQueue] = None
+        self._registration = None
         self._log = ratelog.RateLimitedLog(log, clock=clock)
-        self._running = False
-        self._following = False
 
     # -- following the cache ------------------------------------------------------------
 
     def start(self) -> None:
-        if self._following:
+        if self.queue is not None:
             return
-        self._following = True
-        self.cache.listeners.append(self._changed)
-        self._schedule(name for name, _ in self._aggregating())
+        self.queue = WorkQueue(self.clock)
+        self._registration = self.informer.add_handler(EventHandlers(
+            on_add=lambda new: self._changed(new, None),
+            on_update=lambda old, new: self._changed(new, old),
+            on_delete=lambda old: self._changed(None, old)))
+        work(self.queue, self.sync, lambda name: f"aggregating ClusterRole {name} failed; retrying",
+             self._log)
 
     def stop(self) -> None:
-        if not self._following:
+        if self.queue is None:
             return
-        self._following = False
-        self.cache.listeners.remove(self._changed)
-        if self._call is not None and self._call.active():
-            self._call.cancel()
-        self._call = None
-        for call in self._retries.values():
-            if call.active():
-                call.cancel()
-        self._retries.clear()
-        self._failures.clear()
-        self._pending.clear()
+        self.informer.remove_handler(self._registration)
+        self._registration = None
+        self.queue.shut_down()
+        self.queue = None
 
     def _entries(self):
-        for entry in list(self.cache.objects.values()):
+        for entry in self.informer.lister.list():
             try:
                 yield entry, entry.obj
             except CorruptObjectError:
@@ -127,7 +115,7 @@ class ClusterRoleAggregator:
             if selectors is not None:
                 yield entry.name, selectors
 
-    def _changed(self, type_, new, old, revision) -> None:
+    def _changed(self, new, old) -> None:
         names = set()
         labels = []
         for entry in (new, old):
@@ -143,48 +131,8 @@ class ClusterRoleAggregator:
         for name, selectors in self._aggregating():
             if any(matches(s, each) for s in selectors for each in labels):
                 names.add(name)
-        self._schedule(names)
-
-    def _schedule(self, names) -> None:
-        if not self._following:
-            return
-        self._pending.update(names)
-        if self._pending and self._call is None and not self._running:
-            self._call = self.clock.callLater(0, self._run)
-
-    # -- one pass -----------------------------------------------------------------------
-
-    @inlineCallbacks
-    def _run(self):
-        self._call = None
-        self._running = True
-        try:
-            while self._pending and self._following:
-                names = sorted(self._pending)
-                self._pending.clear()
-                for name in names:
-                    try:
-                        yield self.sync(name)
-                    except Exception:
-                        if not self._following:
-                            return  # stopped meanwhile, and the storage with it
-                        self._log.failure(f"aggregating ClusterRole {name} failed; retrying")
-                        self._retry(name)
-                    else:
-                        self._failures.pop(name, None)
-        finally:
-            self._running = False
-
-    def _retry(self, name: str) -> None:
-        if not self._following or name in self._retries:
-            return
-
-        def again():
-            self._retries.pop(name, None)
-            self._schedule([name])
-
-        failures = self._failures[name] = self._failures.get(name, 0) + 1
-        self._retries[name] = self.clock.callLater(retry_delay(failures), again)
+        for name in sorted(names):
+            self.queue.add(name)
 
     def aggregated_rules(self, obj: dict) -> Optional[list]:
         """The rules ``obj`` should hold (None when it does not aggregate)."""
@@ -210,7 +158,7 @@ class ClusterRoleAggregator:
         Deferred (or None when nothing is written): recompute the ClusterRole ``name``
         and write its rules if they differ.
         """
-        entry = self.cache.get(self.kind.storage_key(None, name))
+        entry = self.informer.lister.get(None, name)
         if entry is None:
             return None
         rules = self.aggregated_rules(entry.obj)

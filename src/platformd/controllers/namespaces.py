@@ -1,0 +1,105 @@
+"""
+The namespace controller: deleting a namespace deletes its contents, then the namespace.
+
+A namespace being deleted is marked terminating (``deletionTimestamp``, phase
+``Terminating``) by the store.  This controller then deletes every namespaced object in
+it through the same generic stores a client would use (so finalizers are honoured), and
+once nothing is left it removes the namespace itself.  It follows informers
+(``cache/informers.py``): a terminating namespace added or changed, or an object in one
+deleted, puts the namespace on the work queue (``controllers/queue.py``), which one
+worker drains; a namespace whose cleaning fails is tried again a second later, its
+traceback logged once a minute.
+
+It is a step of the daemon's boot sequence, started once the cache has loaded; stopping
+it shuts its queue down (work under way finishes or is dropped; the next start picks up
+every terminating namespace again).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from twisted.internet.defer import inlineCallbacks
+from twisted.logger import Logger
+
+from platformd import errors
+from platformd.cache.informers import EventHandlers
+from platformd.context import internal
+from platformd.controllers.queue import FixedRateLimiter, WorkQueue
+from platformd.controllers.worker import work
+from platformd.ratelog import RateLimitedLog
+
+log = Logger()
+
+#: Seconds before a namespace whose cleaning failed is tried again.
+RETRY = 1.0
+
+
+def _terminating(entry) -> bool:
+    return entry is not None and bool(entry.obj["metadata"].get("deletionTimestamp"))
+
+
+class NamespaceController:
+    """``NamespaceController(clock, informers, catalog, stores, namespace_kind)``."""
+
+    def __init__(self, clock, informers, catalog, stores, namespace_kind):
+        self.clock = clock
+        self.namespace_store = stores[namespace_kind.gvr]
+        self.namespaces = informers.for_kind(namespace_kind)
+        kinds = [k for k in catalog.kinds if k.namespaced and k.stored]
+        self.namespaced = [(k, stores[k.gvr]) for k in kinds]
+        self.contents = [informers.for_kind(k) for k in kinds]
+        self.queue: Optional[WorkQueue] = None
+        self._registrations: list = []
+        self._failures = RateLimitedLog(log, clock=clock)
+
+    def start(self):
+        if self.queue is not None:
+            return
+        self.queue = queue = WorkQueue(self.clock, FixedRateLimiter(RETRY))
+
+        def namespace_changed(entry):
+            if _terminating(entry):
+                queue.add(entry.name)
+
+        def content_deleted(old):
+            if old.namespace and _terminating(self.namespaces.lister.get(None, old.namespace)):
+                queue.add(old.namespace)
+
+        self._registrations = [(self.namespaces, self.namespaces.add_handler(EventHandlers(
+            on_add=namespace_changed, on_update=lambda old, new: namespace_changed(new))))]
+        self._registrations += [(informer, informer.add_handler(
+            EventHandlers(on_delete=content_deleted))) for informer in self.contents]
+        work(queue, self._clean, lambda name: f"cleaning namespace {name} failed; retrying",
+             self._failures)
+
+    def stop(self):
+        if self.queue is None:
+            return
+        for informer, registration in self._registrations:
+            informer.remove_handler(registration)
+        self._registrations = []
+        self.queue.shut_down()
+        self.queue = None
+
+    @inlineCallbacks
+    def _clean(self, name: str):
+        queue = self.queue
+        if not _terminating(self.namespaces.lister.get(None, name)):
+            return
+        remaining = 0
+        for kind, store in self.namespaced:
+            for entry in store.list(name):
+                if queue is None or queue.shutting_down:
+                    return  # stopped meanwhile: the next start picks this up
+                remaining += 1
+                if entry.obj["metadata"].get("deletionTimestamp"):
+                    continue  # waiting for its finalizers
+                try:
+                    yield store.delete(internal(), name, entry.name)
+                except errors.StatusError as e:
+                    if e.code != 404:
+                        raise
+        if remaining:
+            return  # deletions re-trigger us until the namespace is empty
+        yield self.namespace_store.finalize(internal(), name)
