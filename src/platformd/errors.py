@@ -53,7 +53,7 @@ class StatusError(Exception):
         return self.message
 
     def to_status(self) -> dict:
-        status = {
+        status: dict = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -64,7 +64,7 @@ class StatusError(Exception):
             status["reason"] = self.reason
         # StatusDetails' fields are all omitempty upstream: an empty group (the core
         # group) or name is left out, not sent as "".
-        details = {}
+        details: dict = {}
         if self.name:
             details["name"] = self.name
         if self.group:

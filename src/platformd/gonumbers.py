@@ -51,7 +51,9 @@ class NumError(ValueError):
 
 def _unsigned(text: str, bits: int, func: str, original: str) -> int:
     """``ParseUint``'s digits: Go stops at the first overflow, before a later bad byte."""
-    end = _DIGITS.match(text).end()
+    digits = _DIGITS.match(text)
+    assert digits is not None  # [0-9]* matches every string
+    end = digits.end()
     significant = text[:end].lstrip("0")
     if len(significant) > _MAX_DIGITS or int(significant or "0") >= 1 << bits:
         raise NumError(func, original, RANGE)

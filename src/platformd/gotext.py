@@ -160,6 +160,7 @@ def _go_float(value: float) -> str:
         return "+Inf" if value > 0 else "-Inf"
     sign, digits, exponent = decimal.Decimal(repr(value)).normalize().as_tuple()
     text = "".join(map(str, digits)) or "0"
+    assert isinstance(exponent, int)  # 'n', 'N' and 'F' are NaN and the infinities, above
     point = len(text) + exponent  # the decimal point's place in the digits (Go's dp)
     minus = "-" if sign else ""
     if value and not -4 <= point - 1 < 6:

@@ -234,7 +234,7 @@ def _ensure_leaf(cert_path, key_path, ca, now, spec) -> _KeyPair:
     )
     if spec.dns_names or spec.ip_addresses:
         try:
-            names = [x509.DNSName(n) for n in spec.dns_names]
+            names: list[x509.GeneralName] = [x509.DNSName(n) for n in spec.dns_names]
         except ValueError as e:
             raise PKIError(f"serving certificate: bad host name: {e}") from None
         names += [x509.IPAddress(a) for a in spec.ip_addresses]

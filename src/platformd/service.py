@@ -48,6 +48,7 @@ import gc
 import os
 import signal
 import socket
+from typing import TYPE_CHECKING, Optional, Union
 
 from twisted.application import service
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
@@ -62,6 +63,7 @@ from platformd.auth.authenticators import (
     AuthenticatorChain, TokenAuthenticator, TokenFileError, X509Authenticator,
 )
 from platformd.auth import serviceaccount
+from platformd.auth.interfaces import IAuthenticator
 from platformd.auth.fromflags import (
     AuthFlagError, authenticators_from_flags, authorizers_from_flags,
 )
@@ -80,7 +82,16 @@ from platformd.registry import core
 from platformd.sdnotify import Notifier, WatchdogService
 from platformd.startup import Edge, StartupError, exit_with
 from platformd.storage.sqlite import SQLiteStorage
-from platformd.tlscontext import server_tls_options
+from platformd.tlscontext import ServerTLS, server_tls_options
+
+if TYPE_CHECKING:
+    from platformd.audit.record import Auditor
+    from platformd.auth.authnreload import AuthenticationReloader
+    from platformd.auth.reloading import AuthorizationReloader
+    from platformd.egress.selector import EgressSelector
+    from platformd.podinfo.service import PodsService
+    from platformd.storage.encryption.reload import EncryptionReloader, Swappable
+    from platformd.tracing.provider import Tracing
 
 log = Logger()
 
@@ -109,23 +120,25 @@ class PlatformService(service.MultiService):
         inherited = activated_socket(reactor)
         #: Where HTTPS is served: the socket passed (socket activation), or
         #: --bind-address:--secure-port.
+        self.host: str
+        self.serving_port: int
         self.host, self.serving_port = (
             (inherited.host, inherited.port) if inherited
             else (options["bind-address"], options["secure-port"]))
         bind, port = self.host, self.serving_port
         #: The TLS options, read by ``prepare``.
-        self.tls = None
+        self.tls: Optional[ServerTLS] = None
         #: The authenticators are chosen by ``prepare`` (the token file is read there);
         #: the chain itself is what the API holds.
         self.authenticator = AuthenticatorChain([])
         #: ``--encryption-provider-config``'s transformer, filled by ``prepare`` (or None).
-        self.encryption = None
+        self.encryption: Optional[Swappable] = None
         if options["encryption-provider-config"]:
             from platformd.storage.encryption.reload import Swappable
             self.encryption = Swappable(reactor)
-        self.encryption_reloader = None
+        self.encryption_reloader: Optional[EncryptionReloader] = None
         #: ``--egress-selector-config-file``'s selector once read (``_egress_selector``).
-        self._selector = None
+        self._selector: Optional[EgressSelector] = None
         storage = self._storage(**({"transformer": self.encryption} if self.encryption
                                    else {}))
         self.components: Components = compose(
@@ -145,17 +158,18 @@ class PlatformService(service.MultiService):
         self.listener.setServiceParent(self)
         #: The ``--authentication-config`` and ``--authorization-config`` reloaders, made
         #: by ``prepare`` (or None).
-        self.authentication_reloader = None
-        self.authorization_reloader = None
-        after_cache = [Step("config-reload", self._start_reloading, self._stop_reloading)]
+        self.authentication_reloader: Optional[AuthenticationReloader] = None
+        self.authorization_reloader: Optional[AuthorizationReloader] = None
+        after_cache: list[Union[Step, PodsService]] = [
+            Step("config-reload", self._start_reloading, self._stop_reloading)]
         #: The pods socket (feature gate PodsAPI), or None.
-        self.pods = None
+        self.pods: Optional[PodsService] = None
         if options["storage-backend"] == "etcd3":
             from platformd.storage.etcd3.compactor import Compactor
             compactor = Compactor(storage.client, options["etcd-compaction-interval"], reactor)
             after_cache.append(Step("etcd-compactor", compactor.start, compactor.stop))
         #: The audit stages (``audit.record.Auditor``), made by ``prepare`` (or None).
-        self.auditor = None
+        self.auditor: Optional[Auditor] = None
         if options.get("audit-policy-file") and options.get("audit-log-path"):
             after_cache.append(Step("audit-log", self._start_audit, self._stop_audit))
         if options["feature-gates"]["PodsAPI"]:
@@ -165,7 +179,7 @@ class PlatformService(service.MultiService):
             after_cache.append(self.pods)
         #: ``--tracing-config-file``'s tracer (``tracing.provider.Tracing``), made by
         #: ``prepare``; None: nothing is traced.
-        self.tracing = None
+        self.tracing: Optional[Tracing] = None
         self.boot = boot_sequence(self.components, after_cache=after_cache,
                                   on_ready=self._on_ready)
         self.boot.name = "boot"
@@ -241,7 +255,7 @@ class PlatformService(service.MultiService):
         self.auditor = audit_from_flags(options, self.reactor)
         if self.auditor is not None:
             self.components.api.audit(self.auditor)
-        static = [X509Authenticator()]
+        static: list[IAuthenticator] = [X509Authenticator()]
         if options["token-auth-file"]:
             try:
                 static.append(TokenAuthenticator.from_file(options["token-auth-file"]))

@@ -15,6 +15,7 @@ anything may import it.
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 from twisted.application import service
 from twisted.logger import Logger
@@ -37,7 +38,7 @@ def report(message: str) -> None:
     stream.flush()
 
 
-def exit_with(error: StartupError):
+def exit_with(error: StartupError) -> NoReturn:
     """Report ``error`` and exit with status 1 (twistd would print a traceback)."""
     report(str(error))
     raise SystemExit(1)

@@ -76,8 +76,9 @@ class PlatformTLSTransport(BufferingTLSTransport):
             else:
                 gather(data)
 
-        # An instance attribute, as the base class sets it (and resets it on close).
-        self.write = write
+        # An instance attribute, as the base class sets it (and resets it on close); Twisted
+        # declares ``write`` a method though its own __init__ assigns it.
+        self.write = write  # type: ignore[method-assign]
 
     def makeConnection(self, transport) -> None:
         """

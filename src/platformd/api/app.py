@@ -192,9 +192,9 @@ class APIServer:
             return None  # the client went away; nothing to answer
         request = ctx.request
         responses.add_warnings(ctx)
-        if failure.check(errors.StatusError):
+        if isinstance(failure.value, errors.StatusError):
             return responses.write_error(request, failure.value, errors_in)
-        if failure.check(CorruptObjectError):
+        if isinstance(failure.value, CorruptObjectError):
             return responses.write_error(request, _read_error(request, failure.value), errors_in)
         if failure.check(TransformError):
             # A value that could not be encrypted for storage (a KMS plugin down):

@@ -37,7 +37,7 @@ def read_body(call) -> bytes:
 
 
 def decode_object(call, level: str, schema, kind_name: str, api_version: str,
-                  data: bytes = None, other_versions=()) -> dict:
+                  data: bytes | None = None, other_versions=()) -> dict:
     """
     The body as a pruned object of ``schema``; warnings go on the call.  Its apiVersion,
     if given, must be ``api_version`` or one of ``other_versions``.

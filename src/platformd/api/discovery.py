@@ -145,7 +145,7 @@ def api_resource_list(catalog, group: str, version: str) -> Optional[dict]:
     resources.extend(_subresource(k, name, sub) for k in kinds
                      for name, sub in k.subresources.items())
     resources.sort(key=lambda r: r["name"])
-    document = {"kind": "APIResourceList"}
+    document: dict = {"kind": "APIResourceList"}
     if group:
         document["apiVersion"] = "v1"
     document["groupVersion"] = f"{group}/{version}" if group else version

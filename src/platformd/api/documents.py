@@ -40,10 +40,12 @@ class Document:
 
     @property
     def api_version(self) -> str:
+        assert self.value is not None  # asked of discovery documents only
         return self.value.get("apiVersion", "")
 
     @property
     def kind(self) -> str:
+        assert self.value is not None  # asked of discovery documents only
         return self.value["kind"]
 
     def encoded(self, codec) -> bytes:
@@ -61,7 +63,7 @@ class Documents:
         self.catalog = catalog
         self.server_address = server_address
         self._cache: dict = {}
-        self._v3 = None
+        self._v3: Optional[dict] = None
 
     def lookup(self, path: str) -> Optional[Document]:
         """The document at ``path``, or None when there is none."""
@@ -99,6 +101,7 @@ class Documents:
             return self._openapi(parts)
         if parts == ["version"]:
             return Document(dumps(version_info()))
+        value: Optional[dict]
         if parts == ["api"]:
             value = discovery.api_versions(self.server_address)
         elif parts == ["apis"]:

@@ -13,7 +13,7 @@ import attrs
 
 from platformd import errors, gonumbers, slices
 from platformd.api import shards
-from platformd.api.selectors import field_selector, label_selector
+from platformd.api.selectors import FieldSelector, LabelSelector, field_selector, label_selector
 from platformd.cache.reads import ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER
 from platformd.model import fielderrors as fe
 
@@ -36,9 +36,9 @@ class ListOptions:
     send_initial_events: Optional[bool]
     allow_bookmarks: bool
     timeout: Optional[int]
-    labels: object
-    fields: object
-    shard: object
+    labels: Optional[LabelSelector]
+    fields: Optional[FieldSelector]
+    shard: Optional[shards.ShardSelector]
 
     #: Whether items are filtered (then remainingItemCount is omitted); computed once,
     #: since watch fan-out asks for every event and every watcher.

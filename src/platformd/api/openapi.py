@@ -150,7 +150,7 @@ V3 = _Dialect("#/components/schemas/", wrap_refs=True)
 
 
 def _scalar(node: Scalar) -> dict:
-    out = {"type": node.type}
+    out: dict = {"type": node.type}
     if node.format:
         out["format"] = node.format
     if node.enum:
@@ -159,7 +159,7 @@ def _scalar(node: Scalar) -> dict:
 
 
 def _list_extensions(node: ListOf) -> dict:
-    out = {"x-kubernetes-list-type": node.list_type}
+    out: dict = {"x-kubernetes-list-type": node.list_type}
     if node.map_keys:
         out["x-kubernetes-list-map-keys"] = list(node.map_keys)
     if node.patch_strategy:
@@ -185,7 +185,7 @@ def _schema(node, dialect: _Dialect) -> dict:
 
 
 def _definition(struct: Struct, dialect: _Dialect, gvks: Optional[list]) -> dict:
-    out = {"type": "object"}
+    out: dict = {"type": "object"}
     if struct.doc:
         out["description"] = struct.doc
     if struct.props:
@@ -241,7 +241,7 @@ def _definitions(roots, gvks: dict, dialect: _Dialect) -> dict:
 
 
 def _kind_roots(kinds) -> list:
-    roots = []
+    roots: list = []
     for k in kinds:
         roots.extend((k.schema, k.list_schema) if k.stored else (k.schema,))
         roots.extend(sub.schema for sub in k.subresources.values())
@@ -443,6 +443,7 @@ def _kind_paths(kind) -> list:
     base = _base(kind.group, kind.version)
     name = (("name", f"name of the {kind.kind}"),)
     ops = _KindOps(kind, kind.namespaced)
+    segments: tuple[tuple[str, str], ...]
     if kind.namespaced:
         scope, segments = "/namespaces/{namespace}", (("namespace", _NAMESPACE_DOC),)
     else:
@@ -541,7 +542,7 @@ def _by_name(parameters: list) -> list:
 
 
 def _extensions(op: _Op) -> dict:
-    out = {}
+    out: dict = {}
     if op.action:
         out["x-kubernetes-action"] = op.action
     if op.gvk:
@@ -565,7 +566,7 @@ def _v2_segment(name: str, description: str) -> dict:
 def _v2_operation(op: _Op, query: list) -> dict:
     parameters = []
     if op.body:
-        body = {"name": "body", "in": "body", "schema": V2.ref(op.body)}
+        body: dict = {"name": "body", "in": "body", "schema": V2.ref(op.body)}
         if op.body_required:
             body["required"] = True
         parameters.append(body)
@@ -587,7 +588,7 @@ def _v2_operation(op: _Op, query: list) -> dict:
 
 def _v2_path(path: _Path) -> dict:
     hoisted, per_op = _split_parameters(path)
-    out = {op.method: _v2_operation(op, query) for op, query in zip(path.ops, per_op)}
+    out: dict = {op.method: _v2_operation(op, query) for op, query in zip(path.ops, per_op)}
     parameters = ([_v2_segment(n, d) for n, d in path.segments]
                   + [_v2_query(name) for name in hoisted])
     if parameters:
@@ -613,7 +614,7 @@ def openapi_v2(catalog, version: str) -> dict:
 # OpenAPI 3.0.
 
 def _v3_parameter(name: str, location: str, type_: str, description: str) -> dict:
-    out = {"name": name, "in": location, "description": description,
+    out: dict = {"name": name, "in": location, "description": description,
            "schema": {"type": type_, "uniqueItems": True}}
     if location == "path":
         out["required"] = True
@@ -641,7 +642,7 @@ def _v3_operation(op: _Op, query: list) -> dict:
     if query:
         out["parameters"] = [_v3_query(name) for name in query]
     if op.body:
-        body = {"content": _v3_content(PATCH_TYPES if op.patch else ("*/*",), op.body)}
+        body: dict = {"content": _v3_content(PATCH_TYPES if op.patch else ("*/*",), op.body)}
         if op.body_required:
             body["required"] = True
         out["requestBody"] = body
@@ -650,7 +651,7 @@ def _v3_operation(op: _Op, query: list) -> dict:
 
 def _v3_path(path: _Path) -> dict:
     hoisted, per_op = _split_parameters(path)
-    out = {op.method: _v3_operation(op, query) for op, query in zip(path.ops, per_op)}
+    out: dict = {op.method: _v3_operation(op, query) for op, query in zip(path.ops, per_op)}
     parameters = ([_v3_parameter(n, "path", "string", d) for n, d in path.segments]
                   + [_v3_query(name) for name in hoisted])
     if parameters:
@@ -689,7 +690,7 @@ def openapi_v3_documents(catalog) -> dict:
     ``api/v1``, ``apis``, ``apis/{group}`` and ``apis/{group}/{version}``.  The discovery
     documents (``api``, ``apis``, ``apis/{group}``) only list their one GET operation.
     """
-    documents = {
+    documents: dict = {
         "api": _v3_document([_root_path(core=True)], None),
         "apis": _v3_document([_root_path(core=False)], None),
     }

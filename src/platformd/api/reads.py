@@ -12,6 +12,7 @@ JSON, Protobuf and CBOR lists are assembled from each object's already-encoded b
 
 from __future__ import annotations
 
+import builtins
 from typing import Optional
 
 from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
@@ -77,7 +78,7 @@ class Reader:
                                         options.limit)
         page, next_start, remaining = yield slices.run(
             _page(listing.entries, listing.start, options, options.limit))
-        meta = {"resourceVersion": str(listing.revision), "continue": ""}
+        meta: dict = {"resourceVersion": str(listing.revision), "continue": ""}
         if next_start is not None:
             meta["continue"] = self.cache.continue_token(listing, next_start)
             if not options.filtered:
@@ -91,7 +92,7 @@ class Reader:
             result = yield result
         returnValue(result)
 
-    def render(self, call, choice, kind, meta: dict, page: list):
+    def render(self, call, choice, kind, meta: dict, page: builtins.list):
         """
         The list in the negotiated form ``choice``.  Plain JSON, Protobuf and CBOR are
         assembled from each object's cached bytes; above ``STREAM_THRESHOLD`` they are

@@ -102,7 +102,10 @@ class APIRequest(server.Request):
             if self._length is not None and self._length > MAX_BODY:
                 self._refuse_body()
                 return waiting
-            self.content = self.channel.site.getContentFile(self._length)
+            # Twisted types channel as HTTPChannel, which declares no site: Site.buildProtocol
+            # sets it (and an HTTP/2 stream, also a channel here, has its own).
+            self.content = self.channel.site.getContentFile(  # type: ignore[attr-defined]
+                self._length)
             let_body_in(self.channel)
         return waiting
 
@@ -129,6 +132,7 @@ class APIRequest(server.Request):
         waiting = list(self._waiting)
         self._waiting.clear()
         if waiting:  # (an answered request has none, and no content left)
+            assert self.content is not None  # made when the body was let in
             self.content.seek(0)
         for each in waiting:
             each.callback(None)

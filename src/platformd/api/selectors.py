@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 import attrs
 
@@ -118,7 +119,7 @@ class FieldTerms:
     """What a field selector asks of one field: the values it must equal (more than one
     and nothing matches) and those it must not."""
 
-    getter: object
+    getter: Callable[[dict], str]
     equal: frozenset
     not_equal: frozenset
 
@@ -181,6 +182,7 @@ def _field_terms(text: str):
     pos = 0
     while True:
         term = _FIELD_TERM.match(text, pos)
+        assert term is not None  # the pattern matches the empty string
         yield term.group()
         pos = term.end() + 1
         if pos > len(text):

@@ -36,7 +36,8 @@ The twisted.web Site the API is served by, tuned for an API server.
 """
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IHandshakeListener
+from twisted.internet.protocol import connectionDone
+from twisted.internet.interfaces import IHandshakeListener, ITCPTransport
 from twisted.python import log
 from twisted.python.failure import Failure
 from twisted.web import http, server
@@ -65,6 +66,10 @@ class APIChannel(http.HTTPChannel):
     #: Waiting for the next request (between requests, or after the handshake).
     _idle = False
     _deadline: Deadline
+    #: Set by the site that builds the channel (``Site.buildProtocol``).
+    site: "APISite"
+    #: TCP or TLS: both can be aborted.
+    transport: "ITCPTransport | None"
     #: Closing with a request's body unread: whatever comes is dropped.
     _refused = False
     #: The client waits for ``100 Continue`` before sending the body.
@@ -139,7 +144,7 @@ class APIChannel(http.HTTPChannel):
         """The connection is another protocol's now (HTTP/2)."""
         self._deadline.stop()
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._deadline.stop()
         super().connectionLost(reason)
 
@@ -153,6 +158,7 @@ class APIChannel(http.HTTPChannel):
             return
         body = dumps(error.to_status())
         reason = http.RESPONSES.get(error.code, b"Error")
+        assert self.transport is not None  # refused while connected
         self.transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
                              % (error.code, reason, len(body), body))
@@ -192,6 +198,13 @@ class APISite(server.Site):
     def __init__(self, resource, timeouts: ConnectionTimeouts, **kwargs):
         super().__init__(resource, **kwargs)
         self.timeouts = timeouts
+
+    def log(self, request) -> None:
+        """No access log."""
+
+    def getContentFile(self, length):
+        """Where a request's body goes (``server.Request.gotLength`` asks for it)."""
+        return content_file(length)
 
     def getResourceFor(self, request):
         path = request.path
@@ -292,6 +305,4 @@ def make_site(resource, timeouts: ConnectionTimeouts = ConnectionTimeouts(),
     site = APISite(resource, timeouts, parsePOSTFormSubmission=False, timeout=None,
                    reactor=reactor)
     site.displayTracebacks = False
-    site.log = lambda request: None
-    site.getContentFile = content_file
     return site

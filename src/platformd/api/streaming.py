@@ -27,7 +27,7 @@ class PieceWriter:
         self.request = request
         self.pieces = iter(pieces)
         self.compressor = zlib.compressobj(1, zlib.DEFLATED, 31) if gzip else None
-        self.done = Deferred(lambda _d: self.stopProducing())
+        self.done: Deferred[bytes] = Deferred(lambda _d: self.stopProducing())
         self._stopped = False
 
     def start(self) -> Deferred:

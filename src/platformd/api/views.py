@@ -78,7 +78,7 @@ def table(kind, objects, meta: dict, include: str, now: float, group: str = META
     columns = kind.columns
     rows = []
     for obj in objects:
-        row = {"cells": [column.cell(obj, now) for column in columns]}
+        row: dict = {"cells": [column.cell(obj, now) for column in columns]}
         if include == "Object":
             row["object"] = obj
         elif include == "Metadata":

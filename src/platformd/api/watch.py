@@ -189,7 +189,7 @@ class WatchStream:
         self.scope = WatchScope(self.prefix, options)
         self.closed = False
         self.last_revision = 0
-        self.done = Deferred(self._cancelled)
+        self.done: Deferred[bytes] = Deferred(self._cancelled)
         self._registered = False
         #: Every event up to the cache's revision has been offered (``begin`` is done).
         self._caught_up = False
@@ -300,7 +300,7 @@ class WatchStream:
         the initial-events-end annotation), in the watch's view as upstream transforms
         every event's object (a PartialObjectMetadata, or a Table row, for those views).
         """
-        meta = {"resourceVersion": str(revision)}
+        meta: dict = {"resourceVersion": str(revision)}
         if initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true",
                                    UPSTREAM_INITIAL_EVENTS_END: "true"}

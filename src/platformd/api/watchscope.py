@@ -12,11 +12,14 @@ namespace's or another selection's objects out of a stream.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import attrs
 
 from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CorruptObjectError
+
+if TYPE_CHECKING:
+    from platformd.api.listoptions import ListOptions
 
 
 @attrs.frozen
@@ -25,7 +28,7 @@ class WatchScope:
     prefix: str
     #: The watch's ``ListOptions``: ``matches(obj)`` for its selectors, ``filtered``
     #: when it has any.
-    options: object
+    options: ListOptions
 
     def admits(self, entry) -> bool:
         """Whether one object version (a ``CachedObject``) is in scope."""

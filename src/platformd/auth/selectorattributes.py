@@ -54,7 +54,7 @@ def resource_selectors(attributes: Attributes) -> slices.Work[dict]:
 
 
 def _label_requirement(key: str, op: str, values) -> dict:
-    requirement = {"key": key, "operator": _LABEL_OPERATORS[op]}
+    requirement: dict = {"key": key, "operator": _LABEL_OPERATORS[op]}
     if values:
         requirement["values"] = sorted(set(values))
     return requirement

@@ -81,11 +81,12 @@ def answer_failed(code: int, headers, body: bytes) -> WebhookError:
     status = _status(body)
     if status is not None:
         details = status.get("details")
-        retry_after = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+        given = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+        status_code = status.get("code")
         return _judged(str(status.get("message") or ""), str(status.get("reason") or ""),
-                       status.get("code") if isinstance(status.get("code"), int) else 0,
+                       status_code if isinstance(status_code, int) else 0,
                        isinstance(details, dict),
-                       retry_after if isinstance(retry_after, int) else 0)
+                       given if isinstance(given, int) else 0)
     header = (headers.getRawHeaders(b"retry-after") or [b""])[0].decode("latin-1")
     retry_after = int(header) if _INTEGER.match(header) else 0
     reason, message = _generic(code, _server_message(headers, body))

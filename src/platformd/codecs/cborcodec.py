@@ -22,8 +22,9 @@ being known, and then the items as they are, byte for byte what ``encode`` of th
 whole list writes.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
+from typing import Any
 
 import cbor2
 from zope.interface import implementer
@@ -42,11 +43,14 @@ def _plain(value):
     The decoded ``value`` as plain dicts, lists and JSON scalars (cbor2 gives immutable
     maps and tuples under the self-described tag), checked as the module docstring says.
     """
-    holder = [None]
+    holder: list = [None]
     seen: set = set()
-    stack = [(value, holder, 0, 1)]
+    # (value, its container in the result, its key or index there, its depth)
+    stack: list[tuple[Any, Any, Any, int]] = [(value, holder, 0, 1)]
     while stack:
         item, target, slot, depth = stack.pop()
+        out: dict | list
+        children: Iterable[tuple[Any, Any]]
         if isinstance(item, Mapping):
             out, children = {}, item.items()
         elif isinstance(item, (list, tuple)):

@@ -13,6 +13,7 @@ class DuplicateKeysDict(dict):
     """A dict that remembers which of its keys appeared more than once."""
 
     __slots__ = ("duplicates",)
+    duplicates: list
 
 
 def from_pairs(pairs):

@@ -19,6 +19,7 @@ they decoded (YAML checks its event stream's depth before composing).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from platformd.codecs.interface import CodecError
 from platformd.gonumbers import BigNumber
@@ -38,7 +39,7 @@ def check_value(value) -> None:
         if isinstance(item, dict):
             for key in item:
                 check_scalar(key)
-            children = item.values()
+            children: Iterable = item.values()
         elif isinstance(item, list):
             children = item
         else:

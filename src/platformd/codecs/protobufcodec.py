@@ -82,7 +82,8 @@ _TRAILER = b"\x1a\x00\x22\x00"
 
 def builtin_messages() -> dict:
     """The message class of every built-in (apiVersion, kind), lists included."""
-    table = {}
+    table: dict = {}
+    kinds: tuple[str, ...]
     for api_version, module, kinds in (
             ("v1", core, _CORE_KINDS), (RBAC, rbac, _RBAC_KINDS),
             (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS)):
@@ -106,7 +107,7 @@ def builtin_messages() -> dict:
 class ProtobufCodec:
     media_type = PROTOBUF
 
-    def __init__(self, messages: dict = None):
+    def __init__(self, messages: dict | None = None):
         self.messages = builtin_messages() if messages is None else messages
 
     def message_class(self, api_version, kind):

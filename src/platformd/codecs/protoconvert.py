@@ -46,6 +46,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime, timezone
+from typing import Any
 
 import orjson
 from google.protobuf.descriptor import FieldDescriptor
@@ -120,6 +121,7 @@ class _GoPlan:
     """
 
     __slots__ = ("template", "filled", "omit_zero", "show")
+    template: Any  # a message of the type, or None
 
     def __init__(self, message_class):
         descriptor = message_class.DESCRIPTOR

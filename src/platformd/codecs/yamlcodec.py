@@ -36,9 +36,12 @@ from platformd import gonumbers, gotext
 from platformd.codecs import limits
 from platformd.codecs.interface import CodecError, ICodec
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's classes when PyYAML was built with it.
+try:
+    from yaml import CSafeDumper as _BaseDumper, CSafeLoader as _BaseLoader
+except ImportError:
+    from yaml import SafeDumper as _BaseDumper, SafeLoader as _BaseLoader
 _SafeConstructor = yaml.constructor.SafeConstructor
-_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Loader(_BaseLoader):

@@ -43,7 +43,7 @@ def label_requirements(text: str) -> slices.Work[list]:
             yield
     if text.strip() and not tokens:
         raise _label_error("found '', expected: identifier")
-    requirements = []
+    requirements: list[tuple[str, str, tuple | None]] = []
     pos = 0
 
     def take():

@@ -44,18 +44,18 @@ def merge(live, applied, node):
         return out
     if isinstance(applied, list) and isinstance(live, list) and isinstance(node, ListOf):
         if node.list_type == "map" and node.map_keys and isinstance(node.items, Struct):
-            out = list(live)
-            index = {item_key(i, node): n for n, i in enumerate(out) if isinstance(i, dict)}
+            items = list(live)
+            index = {item_key(i, node): n for n, i in enumerate(items) if isinstance(i, dict)}
             for item in applied:
                 if not isinstance(item, dict):
                     continue
                 key = item_key(item, node)
                 if key in index:
-                    out[index[key]] = merge(out[index[key]], item, node.items)
+                    items[index[key]] = merge(items[index[key]], item, node.items)
                 else:
-                    index[key] = len(out)
-                    out.append(item)
-            return out
+                    index[key] = len(items)
+                    items.append(item)
+            return items
         if node.list_type == "set":
             return list(live) + [v for v in applied if v not in live]
     return applied

@@ -47,7 +47,7 @@ def _granular(node, value) -> bool:
 
 def fields_of(value, node, prefix: tuple = ()) -> set:
     """Every leaf path of ``value`` by ``node`` (see module docstring)."""
-    out = set()
+    out: set = set()
     _walk(value, node, prefix, out)
     return {p for p in out if not _ignored(p)}
 
@@ -62,7 +62,7 @@ def _walk(value, node, prefix, out):
             out.add(prefix)
             return
         for key, item in value.items():
-            child = node.props.get(key).node if isinstance(node, Struct) and key in node.props \
+            child = node.props[key].node if isinstance(node, Struct) and key in node.props \
                 else (node.values if isinstance(node, MapOf) else None)
             _walk(item, child, prefix + (f"f:{key}",), out)
     elif _keyed(node) and isinstance(value, list):
@@ -94,7 +94,7 @@ def to_fields_v1(paths) -> dict:
 
 def from_fields_v1(tree, prefix: tuple = ()) -> set:
     """The paths a ``FieldsV1`` object holds."""
-    out = set()
+    out: set = set()
     if not isinstance(tree, dict):
         return out
     for element, child in tree.items():

@@ -9,6 +9,8 @@ operation, subresource) as upstream keys them; a manager left owning nothing is 
 
 from __future__ import annotations
 
+from typing import AbstractSet
+
 import attrs
 
 from platformd.patch.fieldsets import MISSING, fields_of, from_fields_v1, to_fields_v1, value_at
@@ -43,8 +45,8 @@ def scope(paths: set, subresource: str, kind) -> set:
     return {p for p in paths if p[:1] != ("f:status",)}
 
 
-def record(kind, old, new: dict, manager: Manager, now: str, applied: set = None,
-           taken: set = frozenset()) -> None:
+def record(kind, old, new: dict, manager: Manager, now: str, applied: set | None = None,
+           taken: AbstractSet = frozenset()) -> None:
     """
     Write ``new``'s managedFields (in place) for a write by ``manager`` over ``old``
     (None on create).  ``applied`` is the apply configuration's field set (apply only);

@@ -149,7 +149,8 @@ def _patch_order(merged: list, patch: list, original: list, identity) -> list:
     have goes before the next live-only item.  So ``finalizers: [c]`` patched onto
     ``[a, b]`` is ``[c, a, b]``.
     """
-    patch_rank, live_rank = {}, {}
+    patch_rank: dict = {}
+    live_rank: dict = {}
     for i, item in enumerate(patch):
         patch_rank.setdefault(identity(item), i)
     for i, item in enumerate(original):
@@ -184,7 +185,7 @@ def _reorder(values: list, order: list, node) -> list:
     def identity(value):
         return value.get(key) if key and isinstance(value, dict) else _hashable(value)
 
-    rank = {}
+    rank: dict = {}
     for i, item in enumerate(order):
         rank.setdefault(identity(item), i)
     named = sorted((v for v in values if identity(v) in rank), key=lambda v: rank[identity(v)])

@@ -19,6 +19,8 @@ terminating (deletionTimestamp set, still stored) has no such annotation.
 
 from __future__ import annotations
 
+import builtins
+
 import grpc
 
 from platformd.cache.watchcache import KindCache
@@ -95,7 +97,7 @@ class NodePods:
                             f'pod with UID "{uid}" not found on node "{self.node_name}"')
         return version
 
-    def watch(self, queue: WatchQueue) -> list:
+    def watch(self, queue: WatchQueue) -> builtins.list:
         """Register ``queue`` for every later change; the current pods, to send first."""
         self._check()
         if len(self.watchers) >= self.max_watchers:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import grpc
 from twisted.application import service
@@ -30,6 +31,9 @@ from platformd.podinfo.nodepods import NodePods
 from platformd.podinfo.servicer import PodsServicer
 from platformd.podinfo.watchqueue import DEFAULT_LIMIT
 from platformd.startup import StartupError
+
+if TYPE_CHECKING:
+    from platformd.tracing.provider import Tracing
 
 log = Logger()
 
@@ -57,11 +61,11 @@ class PodsService(service.Service):
         self.servicer = PodsServicer(reactor, self.pods, queue_limit)
         #: None: synced as soon as started (the daemon starts it after the cache loads).
         self.synced = synced if synced is not None else succeed(None)
-        self.executor = None
+        self.executor: ThreadPoolExecutor | None = None
         self.server = None
         #: The daemon's ``tracing.provider.Tracing`` when ``--tracing-config-file`` is
         #: given: each call is a span (``tracing/grpcserver.py``).
-        self.tracing = None
+        self.tracing: Tracing | None = None
 
     def privilegedStartService(self):
         super().privilegedStartService()
@@ -70,7 +74,7 @@ class PodsService(service.Service):
         except unixsocket.SocketPathError as e:
             raise StartupError(f"--pods-socket: {e}") from None
         self.executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="pods-grpc")
-        interceptors = []
+        interceptors: list = []
         if self.tracing is not None:
             from platformd.tracing.grpcserver import TracingInterceptor
             interceptors.append(TracingInterceptor(self.tracing))

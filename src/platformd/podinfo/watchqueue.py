@@ -28,7 +28,7 @@ class WatchQueue:
         self.limit = limit
         self._items: deque = deque()
         self._ready = threading.Condition(threading.Lock())
-        self._ended = None  # the PodsError that ends the stream, once decided
+        self._ended: PodsError | None = None  # the PodsError that ends the stream, once decided
 
     def offer(self, item) -> bool:
         """Queue ``item`` (any thread; the reactor); False once this queue has ended."""

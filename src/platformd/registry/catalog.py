@@ -65,7 +65,7 @@ class Catalog:
 
     def group_versions(self):
         """``{group: [version, ...]}`` in first-seen order (core group is ``""``)."""
-        out = {}
+        out: dict = {}
         for k in self.kinds:
             versions = out.setdefault(k.group, [])
             if k.version not in versions:

@@ -36,7 +36,7 @@ READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 READ_WRITE = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
-_CLUSTER_ROLES = [
+_CLUSTER_ROLES: list[dict] = [
     {
         # A "root" role which can do absolutely anything.
         "metadata": {"name": "cluster-admin"},

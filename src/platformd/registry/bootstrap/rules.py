@@ -25,7 +25,7 @@ def breakdown(rule: dict) -> list:
     ``rule`` as rules of one verb and one group, resource and resource name each (or one
     verb and one non-resource URL), in upstream's order.
     """
-    out = []
+    out: list[dict] = []
     verbs = rule.get("verbs") or ()
     names = rule.get("resourceNames") or ()
     for group in rule.get("apiGroups") or ():

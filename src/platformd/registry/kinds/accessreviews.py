@@ -132,7 +132,7 @@ def review_kind(kind, plural, namespaced, spec, doc, review, status=None,
         presence={PROTO + name: words for name, words in presence.items()}, **kw)
 
 
-def access_review_fields(spec: Struct, status: Struct = None) -> dict:
+def access_review_fields(spec: Struct, status: Struct | None = None) -> dict:
     return {
         "spec": Prop(spec, "Spec holds information about the request being evaluated",
                      required=True),

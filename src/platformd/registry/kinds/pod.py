@@ -205,7 +205,7 @@ def _validate(obj: dict) -> list:
     containers = spec.get("containers") or []
     if not containers:
         causes.append(fe.required("spec.containers"))
-    names = set()
+    names: set = set()
     causes.extend(_validate_containers(containers, "spec.containers", names))
     causes.extend(_validate_containers(spec.get("initContainers") or [], "spec.initContainers", names))
     if spec.get("restartPolicy") not in _RESTART_POLICIES:

@@ -234,7 +234,7 @@ def _validate_param_kind(kind: dict, path: str) -> list:
 
 
 def _validate_named_rule(rule: dict, path: str) -> list:
-    causes = []
+    causes: list = []
     seen: set = set()
     for i, name in enumerate(rule.get("resourceNames") or ()):
         causes.extend(fe.invalid(f"{path}.resourceNames[{i}]", name, p)
@@ -330,7 +330,7 @@ def _validate_validation(validation: dict, path: str) -> list:
 
 
 def _validate_audit_annotation(policy_name: str, annotation: dict, path: str) -> list:
-    causes = []
+    causes: list = []
     key = annotation.get("key") or ""
     if policy_name:
         causes.extend(fe.invalid(f"{path}.key", f"{policy_name}/{key}", p)
@@ -398,7 +398,7 @@ def validate_policy(obj: dict) -> list:
 def _validate_param_ref(ref, path: str) -> list:
     if ref is None:
         return []
-    causes = []
+    causes: list = []
     name, selector = ref.get("name") or "", ref.get("selector")
     exclusive = "name and selector are mutually exclusive"
     if name:

@@ -420,6 +420,7 @@ def _validate_webhook(hook: dict, path: str, mutating: bool) -> list:
     elif url is not None:
         causes.extend(_validate_url(f"{path}.clientConfig.url", url))
     else:
+        assert service is not None  # exactly one of url and service is set
         causes.extend(_validate_service(f"{path}.clientConfig.service", service))
     causes.extend(validate_match_conditions(hook.get("matchConditions") or [],
                                              f"{path}.matchConditions"))
