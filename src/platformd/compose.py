@@ -34,6 +34,7 @@ from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
 from platformd.auth.rbac import RBACAuthorizer, RBACIndex
 from platformd.cache.continuetokens import Snapshots
 from platformd.cache.expiry import Expiry
+from platformd.cache.informers import Informers
 from platformd.cache.reads import CacheReader
 from platformd.cache.watchcache import WatchCache
 from platformd.codecs.cborcodec import CBORCodec
@@ -42,15 +43,16 @@ from platformd.codecs.negotiation import Negotiator
 from platformd.codecs.protobufcodec import ProtobufCodec
 from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.context import internal
+from platformd.controllers.aggregation import ClusterRoleAggregator
+from platformd.controllers.namespaces import NamespaceController
+from platformd.controllers.serviceaccounts import ServiceAccountsController
 from platformd.deferreds import then
 from platformd.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.registry import core
-from platformd.registry.bootstrap import ClusterRoleAggregator, reconcile_bootstrap_policy
+from platformd.registry.bootstrap import reconcile_bootstrap_policy
 from platformd.registry.catalog import Catalog, builtin
-from platformd.registry.namespaces import NamespaceController
-from platformd.registry.serviceaccounts import ServiceAccountsController
 from platformd.registry.store import GenericStore
 
 #: Namespaces that always exist (upstream: default, kube-system, kube-public,
@@ -76,6 +78,8 @@ class Components:
     catalog: Catalog
     storage: object
     cache: WatchCache
+    #: One informer per GVR over the cache (``cache/informers.py``), for the controllers.
+    informers: Informers
     snapshots: Snapshots
     #: The generic store of each kind, by ``kind.gvr``.
     stores: dict
@@ -147,6 +151,7 @@ def compose(storage, clock, gates, authenticator, *,
     catalog = catalog if catalog is not None else builtin()
     authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
+    informers = Informers(cache)
     snapshots = Snapshots(clock, continue_token_ttl)
     rbac_authorizer, rbac_index = rbac.build(cache, clock)
     if admission_names is None:
@@ -168,14 +173,14 @@ def compose(storage, clock, gates, authenticator, *,
                     getattr(storage, "path", ""))
     return Components(
         clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
-        snapshots=snapshots, stores=stores, admission=admission,
+        informers=informers, snapshots=snapshots, stores=stores, admission=admission,
         admission_names=list(admission_names), api=api,
         expiry=Expiry(clock, cache, snapshots),
-        namespaces=NamespaceController(clock, cache, catalog, stores, core.NAMESPACE),
-        service_accounts=ServiceAccountsController(clock, cache, stores, core.NAMESPACE,
+        namespaces=NamespaceController(clock, informers, catalog, stores, core.NAMESPACE),
+        service_accounts=ServiceAccountsController(clock, informers, stores, core.NAMESPACE,
                                                    core.SERVICE_ACCOUNT),
         rbac=rbac_authorizer, rbac_index=rbac_index,
-        aggregator=ClusterRoleAggregator(clock, cache, stores),
+        aggregator=ClusterRoleAggregator(clock, informers, stores),
         readiness=readiness, metrics=metrics, health=checks)
 
 
