@@ -24,7 +24,7 @@ LAYERS = (
      "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
      "__version__", "protos", "pki", "configfile", "metrics",
      "sdnotify", "journald", "timeouts", "gonumbers", "slices", "privatefiles",
-     "warningheaders", "keypair"},
+     "warningheaders", "keypair", "informing"},
     {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
      "activation", "accepting", "gojson", "kubeconfig"},
     {"tracing", "egress"},
@@ -51,17 +51,28 @@ def _modules():
                 yield module.removesuffix(".__init__"), path
 
 
-def _imports(path: str):
+def _imports(path: str, known) -> set:
+    """
+    The platformd modules ``path`` imports.  ``from platformd.x import y`` is an edge to
+    the module ``platformd.x.y`` when ``y`` is one (a file or a package), else to
+    ``platformd.x`` (``y`` is a name it defines).
+    """
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read())
+    targets = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "platformd":
-                yield from (f"platformd.{alias.name}" for alias in node.names)
-            elif node.module.startswith("platformd."):
-                yield node.module
+            if node.module != "platformd" and not node.module.startswith("platformd."):
+                continue
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                if submodule in known or node.module == "platformd":
+                    targets.add(submodule)
+                else:
+                    targets.add(node.module)
         elif isinstance(node, ast.Import):
-            yield from (a.name for a in node.names if a.name.startswith("platformd."))
+            targets.update(a.name for a in node.names if a.name.startswith("platformd."))
+    return targets
 
 
 def _unit(module: str) -> str:
@@ -73,8 +84,9 @@ class ImportGraphTests(SynchronousTestCase):
         self.graph = defaultdict(set)
         known = dict(_modules())
         for module, path in known.items():
-            for target in _imports(path):
-                # "from platformd.x import name" may name a module or an attribute.
+            for target in _imports(path, known):
+                # A name of a module that is not a file here (platformd.__version__, or
+                # a generated protos module): its nearest enclosing module.
                 while target not in known and target.count(".") > 1:
                     target = target.rsplit(".", 1)[0]
                 self.graph[module].add(target)
