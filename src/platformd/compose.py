@@ -153,7 +153,7 @@ def compose(storage, clock, gates, authenticator, *,
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
     informers = Informers(cache)
     snapshots = Snapshots(clock, continue_token_ttl)
-    rbac_authorizer, rbac_index = rbac.build(cache, clock)
+    rbac_authorizer, rbac_index = rbac.build(informers, clock)
     if admission_names is None:
         admission_names = admission_registry.builtin().default_enabled()
     metrics = APIServerMetrics()

@@ -1,6 +1,5 @@
 """
-RBAC objects for tests, and ``FakeKindCache``: a ``KindCache`` look-alike (``objects``,
-``listeners``) that tells its listeners of each change as the watch cache does.
+RBAC objects for tests, and ``FakeCaches``: the four RBAC kinds' ``FakeInformer``s.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ import orjson
 
 from platformd.auth.interfaces import AUTHENTICATED_GROUP, Attributes, UserInfo
 from platformd.auth.rbac.index import RBACIndex
-from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CachedObject
+from platformd.cache.informers import FakeInformer
 from platformd.requestinfo import RequestInfo
 
 GROUP = "rbac.authorization.platform.io"
@@ -75,27 +74,12 @@ _PLURALS = {"Role": "roles", "ClusterRole": "clusterroles", "RoleBinding": "role
             "ClusterRoleBinding": "clusterrolebindings"}
 
 
-class FakeKindCache:
-    def __init__(self, plural: str):
-        self.plural = plural
-        self.objects: dict = {}
-        self.listeners: list = []
-
-    def key(self, namespace, name) -> str:
-        prefix = f"/registry/{self.plural}.{GROUP}/"
-        return f"{prefix}{namespace}/{name}" if namespace else prefix + name
-
-    def tell(self, *args):
-        for listener in list(self.listeners):
-            listener(*args)
-
-
 class FakeCaches:
-    """The four RBAC kinds' caches, with a revision counter; ``put``/``delete`` objects."""
+    """The four RBAC kinds' informers (``FakeInformer``); ``put``/``delete`` objects."""
 
     def __init__(self):
-        self.kinds = {plural: FakeKindCache(plural) for plural in _PLURALS.values()}
-        self.revision = 0
+        self.kinds = {plural: FakeInformer(resource=f"{plural}.{GROUP}")
+                      for plural in _PLURALS.values()}
 
     def index(self) -> RBACIndex:
         k = self.kinds
@@ -104,17 +88,7 @@ class FakeCaches:
 
     def put(self, *objs) -> None:
         for obj in objs:
-            cache = self.kinds[_PLURALS[obj["kind"]]]
-            meta = obj["metadata"]
-            key = cache.key(meta.get("namespace"), meta["name"])
-            self.revision += 1
-            new = CachedObject(key, orjson.dumps(obj), self.revision, self.revision)
-            old = cache.objects.get(key)
-            cache.objects[key] = new
-            cache.tell(ADDED if old is None else MODIFIED, new, old, self.revision)
+            self.kinds[_PLURALS[obj["kind"]]].put(obj)
 
     def delete(self, kind, name, namespace=None) -> None:
-        cache = self.kinds[_PLURALS[kind]]
-        old = cache.objects.pop(cache.key(namespace, name))
-        self.revision += 1
-        cache.tell(DELETED, None, old, self.revision)
+        self.kinds[_PLURALS[kind]].delete(namespace, name)

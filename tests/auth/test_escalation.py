@@ -48,7 +48,7 @@ class EndToEndTests(SynchronousTestCase):
     def setUp(self):
         self.stub = StubServer()
         self.addCleanup(self.stub.stop)
-        authorizer, index = build(self.stub.cache, self.stub.clock)
+        authorizer, index = build(self.stub.components.informers, self.stub.clock)
         index.start()
         self.addCleanup(index.stop)
         self.stub.components.api.authorizer.authorizers = [Masters(), authorizer]

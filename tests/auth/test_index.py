@@ -12,7 +12,6 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.auth.interfaces import ALLOW, NO_OPINION
 from platformd.auth.rbac import build
 from platformd.auth.rbac.authorizer import RBACAuthorizer
-from platformd.cache.watchcache import CachedObject
 
 from tests.auth.fixtures import FakeCaches, ask, binding, resource, role, rule, subject, user
 from tests.stub import StubServer
@@ -84,9 +83,9 @@ class IndexTests(SynchronousTestCase):
     def test_stop_removes_listeners(self):
         self.index.start()
         self.index.start()  # once only
-        self.assertEqual([len(k.listeners) for k in self.caches.kinds.values()], [1, 1, 1, 1])
+        self.assertEqual([len(k.handlers) for k in self.caches.kinds.values()], [1, 1, 1, 1])
         self.index.stop()
-        self.assertEqual([len(k.listeners) for k in self.caches.kinds.values()], [0, 0, 0, 0])
+        self.assertEqual([len(k.handlers) for k in self.caches.kinds.values()], [0, 0, 0, 0])
         self.caches.put(role("c", rule(["list"], [""], ["pods"])),
                         binding("cb", "ClusterRole", "c", subject("User", "jane")))
         self.assertEqual(self.verdict(JANE, resource("list", "pods")), NO_OPINION)
@@ -95,9 +94,8 @@ class IndexTests(SynchronousTestCase):
         self.caches.put(binding("cb", "ClusterRole", "c", subject("User", "jane")))
         self.index.start()
         self.addCleanup(self.index.stop)
-        cache = self.caches.kinds["clusterrolebindings"]
-        key = cache.key(None, "cb")
-        cache.tell("MODIFIED", CachedObject(key, b"{not json", 99, 1), cache.objects[key], 99)
+        self.caches.kinds["clusterrolebindings"].put({"metadata": {"name": "cb"}},
+                                                     raw=b"{not json")
         self.assertEqual(self.index.bindings, {})
 
 
@@ -108,7 +106,7 @@ class WatchCacheTests(SynchronousTestCase):
         stub = StubServer()
         self.addCleanup(stub.stop)
         admin = stub.client()
-        authorizer, index = build(stub.cache, stub.clock)
+        authorizer, index = build(stub.components.informers, stub.clock)
         admin.post(f"{RBAC}/clusterroles", role("early", rule(["get"], [""], ["nodes"])))
         index.start()
         self.addCleanup(index.stop)

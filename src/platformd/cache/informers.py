@@ -17,6 +17,8 @@ An ``IInformer`` serves one kind, named by its GVR (``(group, version, plural)``
 ``Informers(cache).informer(gvr)`` makes them on demand, one per GVR, so a kind the
 cache serves from later on (custom resources) gets one the same way.  ``FakeInformer``
 is the in-memory implementation for tests: objects are put in and taken out by hand.
+The interfaces and ``EventHandlers`` live in ``platformd/informing.py`` (re-exported
+here), so layers below the cache (the RBAC index) can name them.
 """
 
 from __future__ import annotations
@@ -25,58 +27,14 @@ from typing import Callable, Optional
 
 import attrs
 import orjson
-from zope.interface import Attribute, Interface, implementer
+from zope.interface import implementer
 
 from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CachedObject, CorruptObjectError
+from platformd.informing import EventHandlers, IInformer, ILister
 from platformd.labelselectors import labels_of, matches
 
-
-class ILister(Interface):
-    """Reads of one kind's current objects."""
-
-    def get(namespace: Optional[str], name: str) -> Optional[CachedObject]:
-        """The object (None when there is none); ``namespace`` None for a cluster kind."""
-
-    def list(namespace: Optional[str] = None, selector=None) -> list:
-        """
-        The objects in ``namespace`` (None: every namespace) whose labels match
-        ``selector`` (``labelselectors.compile_selector``'s; None: every one), in key
-        order.  An object whose bytes do not decode matches no selector.
-        """
-
-
-class IInformer(Interface):
-    """One kind's objects and their changes."""
-
-    lister = Attribute("The ILister over the same objects.")
-
-    def add_handler(handlers: "EventHandlers") -> object:
-        """Deliver the current objects as adds, then each change; a registration."""
-
-    def remove_handler(registration: object) -> None:
-        """Stop delivering to a registration (again: nothing)."""
-
-    def has_synced() -> bool:
-        """Whether every object has been loaded."""
-
-
-@attrs.frozen
-class EventHandlers:
-    """Upstream's ``ResourceEventHandlerFuncs``: each takes ``CachedObject``s."""
-
-    on_add: Optional[Callable[[CachedObject], None]] = None
-    on_update: Optional[Callable[[CachedObject, CachedObject], None]] = None
-    on_delete: Optional[Callable[[CachedObject], None]] = None
-
-    def dispatch(self, type_: str, new, old) -> None:
-        if type_ == ADDED:
-            if self.on_add is not None:
-                self.on_add(new)
-        elif type_ == DELETED:
-            if self.on_delete is not None:
-                self.on_delete(old)
-        elif self.on_update is not None:
-            self.on_update(old, new)
+__all__ = ["EventHandlers", "FakeInformer", "IInformer", "ILister", "Informer", "Informers",
+           "Lister"]
 
 
 def _selected(entries, selector) -> list:
@@ -199,7 +157,7 @@ class FakeInformer:
         self.resource = resource
         self.revision = 0
         self._objects: dict = {}
-        self._handlers: list = []
+        self.handlers: list = []
         self._waiting: list = []
         self.lister = FakeLister(self._objects)
         for obj in objects:
@@ -219,14 +177,15 @@ class FakeInformer:
         for entry in self.lister.list():
             handlers.dispatch(ADDED, entry, None)
 
-    def put(self, obj: dict) -> CachedObject:
+    def put(self, obj: dict, raw: Optional[bytes] = None) -> CachedObject:
+        """Add or replace ``obj`` (stored as ``raw`` when given: bytes that may not decode)."""
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace") or None, meta["name"]
         key = f"/registry/{self.resource}/{namespace}/{name}" if namespace else \
             f"/registry/{self.resource}/{name}"
         self.revision += 1
         old = self._objects.get((namespace, name))
-        new = CachedObject(key, orjson.dumps(obj), self.revision,
+        new = CachedObject(key, orjson.dumps(obj) if raw is None else raw, self.revision,
                            old.create_revision if old is not None else self.revision)
         self._objects[(namespace, name)] = new
         self._emit(MODIFIED if old is not None else ADDED, new, old)
@@ -238,11 +197,11 @@ class FakeInformer:
         self._emit(DELETED, None, old)
 
     def _emit(self, type_: str, new, old) -> None:
-        for handlers in list(self._handlers):
+        for handlers in list(self.handlers):
             handlers.dispatch(type_, new, old)
 
     def add_handler(self, handlers: EventHandlers):
-        self._handlers.append(handlers)
+        self.handlers.append(handlers)
         if self.synced:
             self._initial(handlers)
         else:
@@ -250,7 +209,7 @@ class FakeInformer:
         return handlers
 
     def remove_handler(self, registration) -> None:
-        for pending in (self._handlers, self._waiting):
+        for pending in (self.handlers, self._waiting):
             if registration in pending:
                 pending.remove(registration)
 

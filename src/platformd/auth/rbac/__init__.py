@@ -12,7 +12,7 @@ subject is), ``index`` (roles and bindings from the watch cache, bindings by sub
 
 Wiring (compose)::
 
-    authorizer, index = rbac.build(cache, clock)   # cache: the WatchCache
+    authorizer, index = rbac.build(informers, clock)   # cache.informers.Informers
     index.start()          # once the cache has loaded (boot sequence, after "cache")
     chain.authorizers = [PrivilegedGroups(), authorizer]
     admission.set_plugins([..., rbac.EscalationPlugin(index)])
@@ -26,10 +26,10 @@ from platformd.auth.rbac.escalation import EscalationPlugin
 from platformd.auth.rbac.index import RBACIndex
 
 
-def build(cache, clock=None) -> tuple:
-    """``(RBACAuthorizer, RBACIndex)`` over ``cache`` (a ``WatchCache``); start the
-    index once the cache has loaded.  ``clock`` paces the error log."""
-    index = RBACIndex.from_cache(cache)
+def build(informers, clock=None) -> tuple:
+    """``(RBACAuthorizer, RBACIndex)`` over ``informers`` (``cache.informers.Informers``);
+    start the index once the cache has loaded.  ``clock`` paces the error log."""
+    index = RBACIndex.from_informers(informers)
     return RBACAuthorizer(index, clock), index
 
 

@@ -2,9 +2,10 @@
 The RBAC objects in memory, kept current from the watch cache, with bindings indexed by
 subject so that a request looks up only the bindings that can apply to its user.
 
-``RBACIndex`` loads the four kinds' objects from their ``KindCache``s at ``start()`` and
-then follows each cache through a listener (``KindCache.listeners``); ``stop()`` removes
-the listeners.  It holds:
+``RBACIndex`` follows the four kinds' informers (``platformd/informing.py``'s
+``IInformer``; ``cache/informers.py`` makes them): ``start()`` adds a handler to each
+(the current objects arrive as adds, then every change), ``stop()`` removes them.  It
+holds:
 
 * roles by ``(namespace, name)`` and cluster roles by name, each with its rules as
   stored and compiled (``rules.Rule``);
@@ -17,21 +18,21 @@ the listeners.  It holds:
 
 A user's bindings in a scope are then the union of a few dict lookups: its name, each
 of its groups and, for ``system:serviceaccount:<ns>:<name>``, that service account.
-Reading a watch cache needs no import of it: ``from_cache`` asks ``for_kind`` with
-anything carrying the kind's ``gvr``.
+Following the watch cache needs no import of it: ``from_informers`` asks
+``informer(gvr)`` for each kind.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-import attrs
 import orjson
 from twisted.logger import Logger
 
 import platformd.auth.rbac.subjects as sj
 from platformd.gotext import quote
 from platformd.auth.rbac.rules import compile_rule
+from platformd.informing import EventHandlers
 
 log = Logger()
 
@@ -40,14 +41,6 @@ VERSION = "v1"
 ROLES, CLUSTER_ROLES = "roles", "clusterroles"
 ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS = "rolebindings", "clusterrolebindings"
 ROLE, CLUSTER_ROLE = "Role", "ClusterRole"
-DELETED = "DELETED"
-
-
-@attrs.frozen
-class _KindName:
-    """What ``WatchCache.for_kind`` reads of a kind: its ``gvr``."""
-
-    gvr: tuple
 
 
 class Role:
@@ -199,10 +192,10 @@ class RBACIndex:
     """
 
     def __init__(self, roles, cluster_roles, role_bindings, cluster_role_bindings):
-        self._caches = {ROLES: roles, CLUSTER_ROLES: cluster_roles,
+        self._informers = {ROLES: roles, CLUSTER_ROLES: cluster_roles,
                         ROLE_BINDINGS: role_bindings,
                         CLUSTER_ROLE_BINDINGS: cluster_role_bindings}
-        self._listeners: dict = {}
+        self._registrations: dict = {}
         self.roles: dict = {}
         self.cluster_roles: dict = {}
         self.bindings: dict = {}
@@ -210,39 +203,30 @@ class RBACIndex:
         self.namespaces: dict = {}
 
     @classmethod
-    def from_cache(cls, cache) -> "RBACIndex":
-        """Over a ``WatchCache`` (its ``for_kind`` for the four RBAC kinds)."""
-        return cls(*(cache.for_kind(_KindName((GROUP, VERSION, plural)))
+    def from_informers(cls, informers) -> "RBACIndex":
+        """Over ``cache.informers.Informers`` (its ``informer(gvr)`` for the four kinds)."""
+        return cls(*(informers.informer((GROUP, VERSION, plural))
                      for plural in (ROLES, CLUSTER_ROLES, ROLE_BINDINGS,
                                     CLUSTER_ROLE_BINDINGS)))
 
     # -- following the cache -----------------------------------------------------------
 
     def start(self) -> None:
-        """Load every object the caches hold, then follow their changes."""
-        if self._listeners:
+        """Take every object the informers hold, then follow their changes."""
+        if self._registrations:
             return
-        for plural, cache in self._caches.items():
-            for entry in list(cache.objects.values()):
-                self._put(plural, entry)
-            listener = self._listener(plural)
-            self._listeners[plural] = listener
-            cache.listeners.append(listener)
+        for plural, informer in self._informers.items():
+            self._registrations[plural] = informer.add_handler(self._handlers(plural))
 
     def stop(self) -> None:
-        for plural, listener in self._listeners.items():
-            listeners = self._caches[plural].listeners
-            if listener in listeners:
-                listeners.remove(listener)
-        self._listeners = {}
+        for plural, registration in self._registrations.items():
+            self._informers[plural].remove_handler(registration)
+        self._registrations = {}
 
-    def _listener(self, plural: str):
-        def changed(type_, new, old, revision):
-            if type_ == DELETED or new is None:
-                self._drop(plural, old.key)
-            else:
-                self._put(plural, new)
-        return changed
+    def _handlers(self, plural: str) -> EventHandlers:
+        return EventHandlers(on_add=lambda new: self._put(plural, new),
+                             on_update=lambda old, new: self._put(plural, new),
+                             on_delete=lambda old: self._drop(plural, old.key))
 
     def _put(self, plural: str, entry) -> None:
         try:
