@@ -132,6 +132,7 @@ class ClusterRoleAggregator:
             if any(matches(s, each) for s in selectors for each in labels):
                 names.add(name)
         for name in sorted(names):
+            assert self.queue is not None  # handlers are registered only while started
             self.queue.add(name)
 
     def aggregated_rules(self, obj: dict) -> Optional[list]:
