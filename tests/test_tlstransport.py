@@ -11,21 +11,15 @@ import ssl
 import threading
 
 from twisted.internet import reactor, tcp
-import twisted
 from twisted.internet.defer import Deferred
-from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.ssl import CertificateOptions
-from twisted.internet.testing import StringTransport
 from twisted.internet.threads import deferToThread
 from twisted.protocols.tls import (
-    BufferingTLSTransport,
     TLSMemoryBIOFactory,
     TLSMemoryBIOProtocol,
 )
-from twisted.python.failure import Failure
-from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
 from platformd.pki import ensure_pki
@@ -275,94 +269,3 @@ class SendNowTests(TestCase):
         self.assertEqual(self.received(), b"")
         self.transport.doWrite()
         self.assertEqual(self.received(), b"first,second")
-
-
-class TwistedInternalsTests(SynchronousTestCase):
-    """
-    What tlstransport.py uses of Twisted beyond its public API is still there, each
-    checked by name on the real classes and on real instances of them.  A failure names
-    what is missing: re-read tlstransport.py against that Twisted release (and keep the
-    bound on Twisted in setup.cfg until it passes).
-    """
-
-    def setUp(self):
-        self.missing = []
-
-    def need(self, owner, label: str, *names: str):
-        for name in names:
-            if not hasattr(owner, name):
-                self.missing.append(f"{label}.{name}")
-
-    def assertNoneMissing(self):
-        if self.missing:
-            self.fail(f"Twisted {twisted.__version__} lacks what platformd/tlstransport.py"
-                      f" relies on: {', '.join(self.missing)}")
-
-    def test_private_parts_present(self):
-        need, missing = self.need, self.missing
-        need(TLSMemoryBIOProtocol, "TLSMemoryBIOProtocol", "_write", "_flushSendBIO",
-             "_producer")
-        need(tcp.Connection, "tcp.Connection", "_writeDisconnected", "dataBuffer")
-        self.assertNoneMissing()  # before the instances below, which may need them
-
-        factory = TLSMemoryBIOFactory(CertificateOptions(), False,
-                                      Factory.forProtocol(Protocol))
-        factory.protocol = BufferingTLSTransport
-        tls = factory.buildProtocol(None)
-        tls.makeConnection(StringTransport())
-        need(tls, "BufferingTLSTransport()", "_aggregator", "_tlsConnection")
-        need(getattr(tls, "_aggregator", None), "BufferingTLSTransport()._aggregator",
-             "write", "flush")
-        need(getattr(tls, "_tlsConnection", None), "BufferingTLSTransport()._tlsConnection",
-             "bio_read", "_ssl", "_from_ssl")
-        from OpenSSL import _util
-        need(_util, "OpenSSL._util", "ffi", "lib")
-        need(getattr(_util, "lib", None), "OpenSSL._util.lib", "SSL_write", "BIO_read",
-             "ERR_clear_error")
-        need(getattr(_util, "ffi", None), "OpenSSL._util.ffi", "new", "buffer")
-        # ``write`` is an instance attribute, the gatherer's, set again on close.
-        if "write" not in vars(tls):
-            missing.append("BufferingTLSTransport().write (as an instance attribute)")
-        tls.connectionLost(Failure(ConnectionDone()))
-        if "write" not in vars(tls):
-            missing.append("BufferingTLSTransport().write (set again by connectionLost)")
-
-        ours, peer = socket.socketpair()
-        self.addCleanup(ours.close)
-        self.addCleanup(peer.close)
-        need(tcp.Connection(ours, Protocol(), reactor), "tcp.Connection()", "_tempDataLen")
-
-        self.assertNoneMissing()
-
-
-    def test_http2_private_parts_present(self):
-        """What tlstransport.py, api/http2.py and api/site.py use of twisted.web's HTTP/2,
-        of its protocol switch (``_GenericHTTPChannelProtocol``) and of its HTTP/1.1
-        channel (a request served before its body)."""
-        from twisted.web import _http2, http, server
-        from twisted.internet.task import Clock
-
-        need = self.need
-        need(http, "twisted.web.http", "_GenericHTTPChannelProtocol")
-        need(_http2.H2Connection, "H2Connection", "_requestReceived", "_requestDone",
-             "setTimeout", "_send100Continue")
-        need(http.HTTPChannel, "HTTPChannel", "_send100Continue", "rawDataReceived",
-             "writeHeaders")
-        generic = http._GenericHTTPChannelProtocol(http.HTTPChannel())
-        site = server.Site(None)
-        generic.site, generic.factory, generic.callLater = site, site, reactor.callLater
-        generic.requestFactory = server.Request
-        need(generic, "_GenericHTTPChannelProtocol()", "_negotiatedProtocol", "_channel",
-             "_site", "_factory", "_callLater", "_requestFactory")
-        channel = http.HTTPChannel()
-        channel.makeConnection(StringTransport())
-        need(channel, "HTTPChannel()", "_networkProducer", "_handlingRequest", "_dataBuffer",
-             "_waitingForTransport", "_transferDecoder")
-        connection = _http2.H2Connection(Clock())
-        connection.makeConnection(StringTransport())
-        stream = _http2.H2Stream(1, connection, [(b":method", b"GET")], server.Request,
-                                 site, site)
-        need(stream, "H2Stream()", "_conn", "_request", "command", "path", "pauseProducing",
-             "resumeProducing")
-        need(connection, "H2Connection()", "streams")
-        self.assertNoneMissing()

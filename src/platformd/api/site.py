@@ -182,6 +182,8 @@ class APIChannel(http.HTTPChannel):
             f"request header fields too large: at most {MAX_HEADER_BYTES} bytes"))
 
     def _respondToBadRequestAndDisconnect(self):
+        # Twisted's private hook and header count (tests/test_private_parts.py): the only
+        # place an over-long header block is seen, answered here as Go answers it.
         if self._receivedHeaderSize > self.totalHeadersSize:
             self.lineLengthExceeded(b"")
         else:
@@ -268,6 +270,8 @@ def _plain(path: bytes) -> bool:
 
 def _done(request) -> bool:
     """Klein's ``request_finished``: finished, or the connection lost."""
+    # Twisted's private flag (tests/test_private_parts.py): Request has no public way to
+    # ask whether its connection is gone.
     return bool(request.finished or request._disconnected)
 
 
