@@ -32,7 +32,7 @@ from platformd.cache.informers import EventHandlers
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.context import internal
 from platformd.controllers.queue import WorkQueue
-from platformd.controllers.worker import work
+from platformd.controllers.worker import Controller, work
 from platformd.patch.managedfields import Manager
 from platformd.registry import rbac
 from platformd.labelselectors import compile_selector, matches
@@ -63,7 +63,7 @@ def _selectors(obj: dict, warnings: ratelog.RateLimitedLog) -> Optional[list]:
         return []
 
 
-class ClusterRoleAggregator:
+class ClusterRoleAggregator(Controller):
     """
     ``ClusterRoleAggregator(clock, informers, stores)``: ``clock`` the reactor (or a
     Clock), ``informers`` the ``cache.informers.Informers``, ``stores`` the generic
@@ -72,12 +72,10 @@ class ClusterRoleAggregator:
     """
 
     def __init__(self, clock, informers, stores, kind=rbac.CLUSTER_ROLE):
-        self.clock = clock
+        super().__init__(clock)
         self.kind = kind
         self.informer = informers.for_kind(kind)
         self.store = stores[kind.gvr]
-        self.queue: Optional[WorkQueue] = None
-        self._registration = None
         self._log = ratelog.RateLimitedLog(log, clock=clock)
 
     # -- following the cache ------------------------------------------------------------
@@ -86,20 +84,12 @@ class ClusterRoleAggregator:
         if self.queue is not None:
             return
         self.queue = WorkQueue(self.clock)
-        self._registration = self.informer.add_handler(EventHandlers(
+        self.follow(self.informer, EventHandlers(
             on_add=lambda new: self._changed(new, None),
             on_update=lambda old, new: self._changed(new, old),
             on_delete=lambda old: self._changed(None, old)))
         work(self.queue, self.sync, lambda name: f"aggregating ClusterRole {name} failed; retrying",
              self._log)
-
-    def stop(self) -> None:
-        if self.queue is None:
-            return
-        self.informer.remove_handler(self._registration)
-        self._registration = None
-        self.queue.shut_down()
-        self.queue = None
 
     def _entries(self):
         for entry in self.informer.lister.list():

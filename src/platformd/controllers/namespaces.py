@@ -17,7 +17,6 @@ every terminating namespace again).
 
 from __future__ import annotations
 
-from typing import Optional
 
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
@@ -26,7 +25,7 @@ from platformd import errors
 from platformd.cache.informers import EventHandlers
 from platformd.context import internal
 from platformd.controllers.queue import FixedRateLimiter, WorkQueue
-from platformd.controllers.worker import work
+from platformd.controllers.worker import Controller, work
 from platformd.ratelog import RateLimitedLog
 
 log = Logger()
@@ -39,18 +38,16 @@ def _terminating(entry) -> bool:
     return entry is not None and bool(entry.obj["metadata"].get("deletionTimestamp"))
 
 
-class NamespaceController:
+class NamespaceController(Controller):
     """``NamespaceController(clock, informers, catalog, stores, namespace_kind)``."""
 
     def __init__(self, clock, informers, catalog, stores, namespace_kind):
-        self.clock = clock
+        super().__init__(clock)
         self.namespace_store = stores[namespace_kind.gvr]
         self.namespaces = informers.for_kind(namespace_kind)
         kinds = [k for k in catalog.kinds if k.namespaced and k.stored]
         self.namespaced = [(k, stores[k.gvr]) for k in kinds]
         self.contents = [informers.for_kind(k) for k in kinds]
-        self.queue: Optional[WorkQueue] = None
-        self._registrations: list = []
         self._failures = RateLimitedLog(log, clock=clock)
 
     def start(self):
@@ -66,21 +63,12 @@ class NamespaceController:
             if old.namespace and _terminating(self.namespaces.lister.get(None, old.namespace)):
                 queue.add(old.namespace)
 
-        self._registrations = [(self.namespaces, self.namespaces.add_handler(EventHandlers(
-            on_add=namespace_changed, on_update=lambda old, new: namespace_changed(new))))]
-        self._registrations += [(informer, informer.add_handler(
-            EventHandlers(on_delete=content_deleted))) for informer in self.contents]
+        self.follow(self.namespaces, EventHandlers(
+            on_add=namespace_changed, on_update=lambda old, new: namespace_changed(new)))
+        for informer in self.contents:
+            self.follow(informer, EventHandlers(on_delete=content_deleted))
         work(queue, self._clean, lambda name: f"cleaning namespace {name} failed; retrying",
              self._failures)
-
-    def stop(self):
-        if self.queue is None:
-            return
-        for informer, registration in self._registrations:
-            informer.remove_handler(registration)
-        self._registrations = []
-        self.queue.shut_down()
-        self.queue = None
 
     @inlineCallbacks
     def _clean(self, name: str):

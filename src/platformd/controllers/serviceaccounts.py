@@ -13,7 +13,6 @@ namespace is tried again a second later, its traceback logged once a minute.
 
 from __future__ import annotations
 
-from typing import Optional
 
 from twisted.internet.defer import inlineCallbacks
 from twisted.logger import Logger
@@ -22,7 +21,7 @@ from platformd import errors
 from platformd.cache.informers import EventHandlers
 from platformd.context import internal
 from platformd.controllers.queue import FixedRateLimiter, WorkQueue
-from platformd.controllers.worker import work
+from platformd.controllers.worker import Controller, work
 from platformd.ratelog import RateLimitedLog
 
 log = Logger()
@@ -33,19 +32,17 @@ DEFAULT_SERVICE_ACCOUNTS = ("default",)
 RETRY = 1.0
 
 
-class ServiceAccountsController:
+class ServiceAccountsController(Controller):
     """``ServiceAccountsController(clock, informers, stores, namespace_kind,
     service_account_kind, ensure=DEFAULT_SERVICE_ACCOUNTS)``."""
 
     def __init__(self, clock, informers, stores, namespace_kind, service_account_kind,
                  ensure=DEFAULT_SERVICE_ACCOUNTS):
-        self.clock = clock
+        super().__init__(clock)
         self.namespaces = informers.for_kind(namespace_kind)
         self.accounts = informers.for_kind(service_account_kind)
         self.store = stores[service_account_kind.gvr]
         self.ensure = tuple(ensure)
-        self.queue: Optional[WorkQueue] = None
-        self._registrations: list = []
         self._failures = RateLimitedLog(log, clock=clock)
 
     def start(self):
@@ -57,23 +54,13 @@ class ServiceAccountsController:
             if old.namespace:
                 queue.add(old.namespace)
 
-        self._registrations = [
-            (self.namespaces, self.namespaces.add_handler(EventHandlers(
-                on_add=lambda new: queue.add(new.name),
-                on_update=lambda old, new: queue.add(new.name)))),
-            (self.accounts, self.accounts.add_handler(EventHandlers(on_delete=account_deleted)))]
+        self.follow(self.namespaces, EventHandlers(
+            on_add=lambda new: queue.add(new.name),
+            on_update=lambda old, new: queue.add(new.name)))
+        self.follow(self.accounts, EventHandlers(on_delete=account_deleted))
         work(queue, self._sync,
              lambda namespace: f"creating service accounts in {namespace} failed; retrying",
              self._failures)
-
-    def stop(self):
-        if self.queue is None:
-            return
-        for informer, registration in self._registrations:
-            informer.remove_handler(registration)
-        self._registrations = []
-        self.queue.shut_down()
-        self.queue = None
 
     @inlineCallbacks
     def _sync(self, namespace: str):

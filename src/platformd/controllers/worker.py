@@ -8,11 +8,37 @@ controller stopped, the storage with it) is neither logged nor retried.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from twisted.internet.defer import inlineCallbacks, maybeDeferred
 
-from platformd.controllers.queue import QueueShutDown
+from platformd.controllers.queue import QueueShutDown, WorkQueue
+
+
+class Controller:
+    """
+    What every controller shares: event handlers on informers (``follow``) feeding one
+    ``WorkQueue`` that ``work`` drains.  ``stop`` removes the handlers and shuts the queue
+    down, so a later ``start`` begins afresh.
+    """
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.queue: Optional[WorkQueue] = None
+        self._registrations: list = []
+
+    def follow(self, informer, handlers) -> None:
+        """Call ``handlers`` (``EventHandlers``) on ``informer``'s events until ``stop``."""
+        self._registrations.append((informer, informer.add_handler(handlers)))
+
+    def stop(self) -> None:
+        if self.queue is None:
+            return
+        for informer, registration in self._registrations:
+            informer.remove_handler(registration)
+        self._registrations = []
+        self.queue.shut_down()
+        self.queue = None
 
 
 @inlineCallbacks
