@@ -40,7 +40,7 @@ def _builds():
     from platformd.auth.rbac.escalation import EscalationPlugin
     from platformd.auth.serviceaccount import ServiceAccountAuthenticator
     from platformd.auth.tokencache import CachedTokenAuthenticator
-    from platformd.cache.informers import FakeInformer, FakeLister
+    from platformd.cache.informers import FakeInformer, FakeLister, Informers
     from platformd.cache.reads import CacheReader
     from platformd.codecs.cborcodec import CBORCodec
     from platformd.codecs.jsoncodec import JSONCodec
@@ -84,6 +84,7 @@ def _builds():
             authenticators.UnknownBearerToken(), Clock()),
         FakeLister: lambda: FakeLister({}),
         FakeInformer: FakeInformer,
+        Informers: lambda: Informers(None),
         # (its revision and clock are the watch cache's)
         CacheReader: lambda: CacheReader(SimpleNamespace(revision=0, clock=Clock()),
                                          None, None, None),

@@ -78,7 +78,8 @@ class Components:
     catalog: Catalog
     storage: object
     cache: WatchCache
-    #: One informer per GVR over the cache (``cache/informers.py``), for the controllers.
+    #: One informer per GVR over the cache (``cache/informers.py``), for the controllers
+    #: and the admission plugins.
     informers: Informers
     snapshots: Snapshots
     #: The generic store of each kind, by ``kind.gvr``.
@@ -125,8 +126,8 @@ class Components:
         """Rebuild the enabled admission plugins with ``configs`` (an
         ``admission.config.AdmissionConfiguration``, read by the daemon at startup)."""
         self.admission.set_plugins(admission_plugins(
-            admission_deps(self.cache, self.clock, self.metrics), self.admission_names,
-            self.rbac_index, configs))
+            admission_deps(self.cache, self.informers, self.clock, self.metrics),
+            self.admission_names, self.rbac_index, configs))
 
     def resource(self):
         """The Klein app as a twisted.web resource."""
@@ -158,7 +159,7 @@ def compose(storage, clock, gates, authenticator, *,
         admission_names = admission_registry.builtin().default_enabled()
     metrics = APIServerMetrics()
     admission = AdmissionChain(admission_plugins(
-        admission_deps(cache, clock, metrics), admission_names, rbac_index), metrics)
+        admission_deps(cache, informers, clock, metrics), admission_names, rbac_index), metrics)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
@@ -184,9 +185,9 @@ def compose(storage, clock, gates, authenticator, *,
         readiness=readiness, metrics=metrics, health=checks)
 
 
-def admission_deps(cache, clock, metrics=None) -> admission_registry.PluginDeps:
-    return admission_registry.PluginDeps(cache, clock, core.NAMESPACE, core.SERVICE_ACCOUNT,
-                                         core.POD, metrics)
+def admission_deps(cache, informers, clock, metrics=None) -> admission_registry.PluginDeps:
+    return admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
+                                         core.SERVICE_ACCOUNT, core.POD, metrics)
 
 
 def admission_plugins(deps, names, rbac_index, configs=None) -> list:

@@ -2,8 +2,10 @@
 The seam between the watch cache's informers (``cache/informers.py``: the
 implementations and the fake) and whoever follows a kind in-process: ``IInformer``,
 ``ILister`` and ``EventHandlers`` (upstream's ``SharedIndexInformer``, ``Lister`` and
-``ResourceEventHandlerFuncs``).  Its own module, below every layer that follows a kind,
-so the RBAC index (``auth/``, beside the cache) can name it without importing the cache.
+``ResourceEventHandlerFuncs``), and ``IInformers``, the informers of every served kind
+(upstream's ``SharedInformerFactory`` with the RESTMapper's kind lookup).  Its own
+module, below every layer that follows a kind, so the RBAC index (``auth/``, beside the
+cache) and the admission plugins (below it) can name it without importing the cache.
 Handlers and listers deal in the cache's ``CachedObject`` (``key``, ``name``,
 ``namespace``, ``revision``, ``raw``, ``obj``).
 """
@@ -45,6 +47,20 @@ class IInformer(Interface):
 
     def has_synced() -> bool:
         """Whether every object has been loaded."""
+
+
+class IInformers(Interface):
+    """The informers of the served kinds, made on demand (one per GVR)."""
+
+    def informer(gvr: tuple) -> IInformer:
+        """The informer of the kind served as ``(group, version, plural)``."""
+
+    def served_kind(group: str, kind: str, version: Optional[str] = None):
+        """
+        The served ``ResourceType`` named ``group``/``kind`` (of ``version`` when
+        given), or None: what a configuration naming a kind (a webhook's namespaces, a
+        policy's ``paramKind``) resolves to before asking for its informer.
+        """
 
 
 @attrs.frozen

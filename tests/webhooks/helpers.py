@@ -15,6 +15,7 @@ from platformd.admission.webhooks.client import Caller
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
 from platformd.admission.webhooks.source import WebhookSource
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
+from platformd.cache.informers import FakeInformer
 from platformd.context import RequestContext
 from platformd.pki import ensure_pki
 from platformd.registry import core
@@ -61,26 +62,6 @@ class ReviewServer(resource.Resource):
         return answer if isinstance(answer, bytes) else json.dumps(answer).encode()
 
 
-class Entry:
-    def __init__(self, obj):
-        self.obj = obj
-        self.name = obj["metadata"]["name"]
-
-
-class Objects:
-    """A ``KindCache`` stand-in: ``objects`` by key, ``get``, ``kind``."""
-
-    def __init__(self, kind):
-        self.kind = kind
-        self.objects: dict = {}
-
-    def put(self, obj) -> None:
-        self.objects[self.kind.storage_key(None, obj["metadata"]["name"])] = Entry(obj)
-
-    def get(self, key):
-        return self.objects.get(key)
-
-
 class WebhookCase(TestCase):
     timeout = 20
 
@@ -98,17 +79,17 @@ class WebhookCase(TestCase):
         self.clock = Clock()
         self.caller = Caller(self.clock, reactor)
         self.addCleanup(self._close)
-        self.namespaces = Objects(core.NAMESPACE)
-        self.namespaces.put({"metadata": {"name": "default", "labels": {"env": "prod"}}})
-        self.namespaces.put({"metadata": {"name": "dev", "labels": {"env": "dev"}}})
-        self.mutating_configs = Objects(webhookshapes.configuration_kind(True))
-        self.validating_configs = Objects(webhookshapes.configuration_kind(False))
+        self.namespaces = FakeInformer([
+            {"metadata": {"name": "default", "labels": {"env": "prod"}}},
+            {"metadata": {"name": "dev", "labels": {"env": "dev"}}}], resource="namespaces")
+        self.mutating_configs = FakeInformer(resource="mutatingwebhookconfigurations")
+        self.validating_configs = FakeInformer(resource="validatingwebhookconfigurations")
         self.mutating = MutatingAdmissionWebhook(
-            WebhookSource(self.mutating_configs, webhookshapes.compile_condition,
-                          mutating=True), self.namespaces, self.caller)
+            WebhookSource(self.mutating_configs.lister, webhookshapes.compile_condition,
+                          mutating=True), self.namespaces.lister, self.caller)
         self.validating = ValidatingAdmissionWebhook(
-            WebhookSource(self.validating_configs, webhookshapes.compile_condition,
-                          mutating=False), self.namespaces, self.caller)
+            WebhookSource(self.validating_configs.lister, webhookshapes.compile_condition,
+                          mutating=False), self.namespaces.lister, self.caller)
 
     def _close(self):
         for request in self.service.pending:
@@ -124,6 +105,11 @@ class WebhookCase(TestCase):
                 "sideEffects": "None", "admissionReviewVersions": ["v1"]}
         hook.update(fields)
         return hook
+
+    def clear(self, configs) -> None:
+        """Delete every configuration of ``configs`` (a ``FakeInformer``)."""
+        for entry in configs.lister.list():
+            configs.delete(None, entry.name)
 
     def configure(self, kind: str, *hooks, name="config"):
         """Store a configuration (``mutating`` or ``validating``), defaulted and valid."""

@@ -100,7 +100,7 @@ class FailurePolicyTests(WebhookCase):
     def check(self, hook_fields, message_part):
         self.configure("validating", self.hook(failurePolicy="Ignore", **hook_fields))
         yield self.admit(self.attributes())
-        self.validating_configs.objects.clear()
+        self.clear(self.validating_configs)
         self.configure("validating", self.hook(failurePolicy="Fail", **hook_fields))
         error = yield self.assertFailure(self.admit(self.attributes()), errors.StatusError)
         self.assertEqual((error.code, error.reason), (500, "InternalError"))
@@ -152,7 +152,7 @@ class FailurePolicyTests(WebhookCase):
         self.configure("validating", self.hook(**self.service_config("hooks", "/svc")))
         yield self.admit(self.attributes())
         self.assertEqual(len(self.reviews("/svc")), 1)
-        self.validating_configs.objects.clear()
+        self.clear(self.validating_configs)
         self.configure("validating", self.hook(**self.service_config("hooks")))
         yield self.admit(self.attributes())
         self.assertEqual(len(self.reviews("/")), 1)
@@ -212,8 +212,10 @@ class DryRunTests(WebhookCase):
         effects (written before, or by another server) is refused for dry runs, whatever
         its failure policy, and not called."""
         self.configure("validating", self.hook(failurePolicy="Ignore"))
-        [entry] = self.validating_configs.objects.values()
-        entry.obj["webhooks"][0]["sideEffects"] = "Some"
+        [entry] = self.validating_configs.lister.list()
+        obj = entry.mutable()
+        obj["webhooks"][0]["sideEffects"] = "Some"
+        self.validating_configs.put(obj)
         error = yield self.assertFailure(self.admit(self.attributes(dry_run=True)),
                                          errors.StatusError)
         self.assertEqual((error.code, error.reason, error.message),
@@ -319,7 +321,7 @@ class ConnectionReuseTests(WebhookCase):
                               clientConfig={"url": self.base + "/check"})
         self.configure("validating", trusted, name="first")
         yield self.admit(self.attributes())  # a pooled connection, the CA verified
-        self.validating_configs.objects.clear()
+        self.clear(self.validating_configs)
         self.configure("validating", untrusted, name="second")
         error = yield self.assertFailure(self.admit(self.attributes()), errors.StatusError)
         self.assertTrue(error.message.startswith(

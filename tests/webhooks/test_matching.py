@@ -19,7 +19,7 @@ from tests.webhooks.helpers import WebhookCase
 class RuleTests(WebhookCase):
     @defer.inlineCallbacks
     def calls(self, rules, **attributes) -> int:
-        self.validating_configs.objects.clear()
+        self.clear(self.validating_configs)
         self.configure("validating", self.hook(rules=rules))
         before = len(self.reviews())
         yield self.admit(self.attributes(**attributes))
@@ -78,7 +78,7 @@ class RuleTests(WebhookCase):
 class SelectorTests(WebhookCase):
     @defer.inlineCallbacks
     def calls(self, hook_fields, **attributes) -> int:
-        self.validating_configs.objects.clear()
+        self.clear(self.validating_configs)
         self.configure("validating", self.hook(**hook_fields))
         before = len(self.reviews())
         yield self.admit(self.attributes(**attributes))
@@ -127,7 +127,7 @@ class SelectorTests(WebhookCase):
 class ConditionTests(WebhookCase):
     @defer.inlineCallbacks
     def calls(self, conditions, policy="Fail", **attributes) -> int:
-        self.validating_configs.objects.clear()
+        self.clear(self.validating_configs)
         self.configure("validating", self.hook(matchConditions=conditions,
                                                failurePolicy=policy))
         before = len(self.reviews())
@@ -172,7 +172,8 @@ class FactoryTests(SynchronousTestCase):
     def test_plugin_factory(self):
         stub = StubServer()
         self.addCleanup(stub.stop)
-        deps = SimpleNamespace(cache=stub.cache, clock=stub.clock, metrics=None)
+        deps = SimpleNamespace(informers=stub.components.informers, clock=stub.clock,
+                               metrics=None)
         mutating = webhooks.plugin_factory("MutatingAdmissionWebhook")(deps, None)
         validating = webhooks.plugin_factory("ValidatingAdmissionWebhook")(deps, None)
         self.assertEqual((mutating.name, validating.name),

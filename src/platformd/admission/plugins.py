@@ -5,7 +5,7 @@ are on by default, and what ``--enable-admission-plugins`` /
 ``--disable-admission-plugins`` make of them.
 
 A plugin is registered as a factory, ``factory(deps, config)``: ``deps`` is whatever
-the composer hands every plugin (the watch cache, the clock, the kinds; see
+the composer hands every plugin (the informers, the clock, the kinds; see
 ``compose.admission_plugins``), ``config`` the plugin's configuration from
 ``--admission-control-config-file`` (bytes) or None.  Adding a plugin is one
 ``register`` call in ``builtin()``; its place in the chain comes from
@@ -133,8 +133,10 @@ class Plugins:
 class PluginDeps:
     """What every plugin factory is given (made by ``compose``)."""
 
-    #: The ``WatchCache``.
+    #: The ``WatchCache`` (its ``sync``).
     cache: Any
+    #: The informers of the served kinds (``informing.IInformers``): what plugins read.
+    informers: Any
     clock: Any
     #: The kinds plugins refer to (``registry.core``'s).
     namespace_kind: Any

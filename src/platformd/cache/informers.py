@@ -30,11 +30,11 @@ import orjson
 from zope.interface import implementer
 
 from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CachedObject, CorruptObjectError
-from platformd.informing import EventHandlers, IInformer, ILister
+from platformd.informing import EventHandlers, IInformer, IInformers, ILister
 from platformd.labelselectors import labels_of, matches
 
-__all__ = ["EventHandlers", "FakeInformer", "IInformer", "ILister", "Informer", "Informers",
-           "Lister"]
+__all__ = ["EventHandlers", "FakeInformer", "IInformer", "IInformers", "ILister", "Informer",
+           "Informers", "Lister"]
 
 
 def _selected(entries, selector) -> list:
@@ -107,6 +107,7 @@ class _Registration:
     active: bool = True
 
 
+@implementer(IInformers)
 class Informers:
     """``informer(gvr)``: the one informer per GVR over a ``WatchCache``, made on demand."""
 
@@ -123,6 +124,14 @@ class Informers:
 
     def for_kind(self, kind) -> Informer:
         return self.informer(kind.gvr)
+
+    def served_kind(self, group, kind, version=None):
+        for kind_cache in self._cache.kinds.values():
+            served = kind_cache.kind
+            if served.group == group and served.kind == kind and \
+                    (version is None or served.version == version):
+                return served
+        return None
 
 
 # -- the fake -------------------------------------------------------------------------

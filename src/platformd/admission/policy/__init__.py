@@ -17,23 +17,29 @@ from __future__ import annotations
 
 from platformd.admission.policy.plugin import ValidatingAdmissionPolicy
 from platformd.admission.policy.source import PolicySource
-from platformd.admission.webhooks.source import find_kind
+from platformd.admission.webhooks.source import lister_of
 
 GROUP = "admissionregistration.platform.io"
 
 
-def build(cache) -> ValidatingAdmissionPolicy:
-    """The plugin over ``cache`` (the ``WatchCache``)."""
+def find_kind(cache, group: str, kind: str):
+    for kind_cache in cache.kinds.values():
+        if kind_cache.kind.group == group and kind_cache.kind.kind == kind:
+            return kind_cache.kind
+    raise LookupError(f"{group}/{kind} is not served")
+
+
+def build(cache, informers) -> ValidatingAdmissionPolicy:
+    """The plugin over ``cache`` (the ``WatchCache``); namespaces from ``informers``."""
     source = PolicySource(
         cache.for_kind(find_kind(cache, GROUP, "ValidatingAdmissionPolicy")),
         cache.for_kind(find_kind(cache, GROUP, "ValidatingAdmissionPolicyBinding")))
-    return ValidatingAdmissionPolicy(source, cache.for_kind(find_kind(cache, "", "Namespace")),
-                                     cache)
+    return ValidatingAdmissionPolicy(source, lister_of(informers, "", "Namespace"), cache)
 
 
 def plugin_factory():
     def factory(deps, config=None):
-        return build(deps.cache)
+        return build(deps.cache, deps.informers)
     return factory
 
 

@@ -45,7 +45,7 @@ def _namespace_object(a, namespaces):
     """``namespaceObject``: the request's namespace, with upstream's subset of fields."""
     if not a.namespace or is_namespace(a):
         return None
-    entry = namespaces.get(namespaces.kind.storage_key(None, a.namespace))
+    entry = namespaces.get(None, a.namespace)
     if entry is None:
         raise errors.not_found("namespaces", "", a.namespace)
     namespace = {k: v for k, v in entry.obj.items() if k in ("metadata", "spec", "status")}

@@ -2,7 +2,7 @@
 Admission webhooks (upstream's ``k8s.io/apiserver/pkg/admission/plugin/webhook``):
 ``MutatingAdmissionWebhook`` and ``ValidatingAdmissionWebhook`` call the webhooks the
 ``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration`` objects describe,
-read live from the watch cache, with an ``AdmissionReview`` POSTed over HTTPS.
+read live from their informers' listers, with an ``AdmissionReview`` POSTed over HTTPS.
 
 - ``source``:   the webhooks of every configuration, compiled once per object version;
 - ``matching``: rules, namespace and object selectors, match conditions (``WebhookAccessor``);
@@ -13,12 +13,12 @@ read live from the watch cache, with an ``AdmissionReview`` POSTed over HTTPS.
 - ``errors``:   upstream's messages (denied, failed calling, dry run);
 - ``mutating``, ``validating``: the two plugins (see docs/admission.md, "Webhooks").
 
-``build(cache, clock, reactor, compile_condition=...)`` makes both plugins.  The
+``build(informers, clock, reactor, compile_condition=...)`` makes both plugins.  The
 admission layer sits below ``auth`` and ``registry``, so the CEL compiler of
 ``matchConditions`` is handed in (``registry.kinds.webhookshapes.compile_condition``);
 without one, ``conditions.compile_condition`` (the same environment) is used.
 ``plugin_factory(name)`` is ``factory(deps, config)`` for a registry of plugins by name
-(``deps.cache``, ``deps.clock``: the clock is the reactor in the daemon; ``config``: the
+(``deps.informers``, ``deps.clock``: the clock is the reactor in the daemon; ``config``: the
 plugin's ``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' credentials).
 """
 
@@ -29,27 +29,28 @@ from platformd.admission.webhooks.authinfo import AuthInfoResolver
 from platformd.admission.webhooks.client import Caller
 from platformd.admission.webhooks.config import kubeconfig_file
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
-from platformd.admission.webhooks.source import WebhookSource, find_kind
+from platformd.admission.webhooks.source import WebhookSource, lister_of
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 
 GROUP = "admissionregistration.platform.io"
 
 
-def build(cache, clock, reactor, *, compile_condition=None, metrics=None, authinfo=None):
-    """``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` over ``cache`` (the
-    ``WatchCache``); calls go out on ``reactor`` and time out on ``clock``, with the
-    credentials ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's
-    host; each call is timed in ``metrics`` (an ``APIServerMetrics``) if given."""
+def build(informers, clock, reactor, *, compile_condition=None, metrics=None, authinfo=None):
+    """
+    ``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` reading the
+    configurations and the namespaces through ``informers`` (``informing.IInformers``);
+    calls go out on ``reactor`` and time out on ``clock``, with the credentials
+    ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's host; each
+    call is timed in ``metrics`` (an ``APIServerMetrics``) if given.
+    """
     if compile_condition is None:
         compile_condition = conditions.compile_condition
-    namespaces = cache.for_kind(find_kind(cache, "", "Namespace"))
+    namespaces = lister_of(informers, "", "Namespace")
     caller = Caller(clock, reactor, authinfo)
-    mutating = WebhookSource(
-        cache.for_kind(find_kind(cache, GROUP, "MutatingWebhookConfiguration")),
-        compile_condition, mutating=True)
-    validating = WebhookSource(
-        cache.for_kind(find_kind(cache, GROUP, "ValidatingWebhookConfiguration")),
-        compile_condition, mutating=False)
+    mutating = WebhookSource(lister_of(informers, GROUP, "MutatingWebhookConfiguration"),
+                             compile_condition, mutating=True)
+    validating = WebhookSource(lister_of(informers, GROUP, "ValidatingWebhookConfiguration"),
+                               compile_condition, mutating=False)
     return (MutatingAdmissionWebhook(mutating, namespaces, caller, metrics),
             ValidatingAdmissionWebhook(validating, namespaces, caller, metrics))
 
@@ -62,7 +63,7 @@ def plugin_factory(name: str):
 
     def factory(deps, config=None):
         authinfo = AuthInfoResolver.load(kubeconfig_file(config), deps.clock)
-        return build(deps.cache, deps.clock, deps.clock, metrics=deps.metrics,
+        return build(deps.informers, deps.clock, deps.clock, metrics=deps.metrics,
                      authinfo=authinfo)[index]
     return factory
 

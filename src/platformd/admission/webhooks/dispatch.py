@@ -32,7 +32,7 @@ class Dispatcher:
     def __init__(self, source, namespaces, caller, metrics=None):
         #: ``WebhookSource`` of this plugin's configuration kind.
         self.source = source
-        #: The namespaces' ``KindCache`` (namespaceSelector).
+        #: The namespaces' ``ILister`` (namespaceSelector).
         self.namespaces = namespaces
         self.caller = caller
         #: The server's ``APIServerMetrics``: each call timed (None: not measured).

@@ -78,7 +78,7 @@ def namespace_labels(a, namespaces):
         name = a.namespace
         if not name:
             return None
-    entry = namespaces.get(namespaces.kind.storage_key(None, name))
+    entry = namespaces.get(None, name)
     if entry is None:
         if is_namespace(a) and a.old is not None:
             return labels_of(a.old)

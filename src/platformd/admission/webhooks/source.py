@@ -1,6 +1,6 @@
 """
 The webhooks of every Mutating/ValidatingWebhookConfiguration, read live from the
-watch cache (``KindCache.objects``) and compiled once per object version: a webhook
+configuration kind's lister (``ILister``) and compiled once per object version: a webhook
 changed, added or deleted is seen by the next request.  Configurations are taken in
 name order and each one's webhooks in their order, as upstream sorts them.
 """
@@ -16,12 +16,12 @@ import attrs
 from platformd.labelselectors import compile_selector
 
 
-def find_kind(cache, group: str, kind: str):
-    """The served ``ResourceType`` of ``group``/``kind`` among the cache's kinds."""
-    for kind_cache in cache.kinds.values():
-        if kind_cache.kind.group == group and kind_cache.kind.kind == kind:
-            return kind_cache.kind
-    raise LookupError(f"{group}/{kind} is not served")
+def lister_of(informers, group: str, kind: str):
+    """The ``ILister`` of the served ``group``/``kind`` among ``informers`` (``IInformers``)."""
+    served = informers.served_kind(group, kind)
+    if served is None:
+        raise LookupError(f"{group}/{kind} is not served")
+    return informers.informer(served.gvr).lister
 
 
 @attrs.frozen
@@ -115,7 +115,7 @@ def compile_webhooks(obj: dict, compile_condition, mutating: bool) -> tuple:
 
 
 class WebhookSource:
-    """The current webhooks of one configuration kind (``KindCache``)."""
+    """The current webhooks of one configuration kind (its ``ILister``)."""
 
     def __init__(self, configurations, compile_condition, *, mutating: bool):
         self.configurations = configurations
@@ -125,20 +125,20 @@ class WebhookSource:
         self._compiled: dict = {}
 
     def webhooks(self) -> list:
-        objects = self.configurations.objects
-        if not objects:
+        entries = self.configurations.list()
+        if not entries:
             self._compiled.clear()
             return []
         out: list = []
-        for key in sorted(objects, key=lambda k: objects[k].name):
-            entry = objects[key]
-            kept = self._compiled.get(key)
+        for entry in sorted(entries, key=lambda e: e.name):
+            kept = self._compiled.get(entry.key)
             if kept is None or kept[0] is not entry:
                 kept = (entry, compile_webhooks(entry.obj, self.compile_condition,
                                                 self.mutating))
-                self._compiled[key] = kept
+                self._compiled[entry.key] = kept
             out.extend(kept[1])
-        if len(self._compiled) > len(objects):
-            for key in [k for k in self._compiled if k not in objects]:
+        if len(self._compiled) > len(entries):
+            current = {entry.key for entry in entries}
+            for key in [k for k in self._compiled if k not in current]:
                 del self._compiled[key]
         return out
