@@ -316,7 +316,7 @@ class ActionTests(PolicyCase):
             {"key": "keys", "valueExpression": "string(size(object.data))"},
             {"key": "none", "valueExpression": "null"}]))
         self.create(BINDINGS, binding(validationActions=["Audit"]))
-        plugin = build(self.stub.components.cache, self.stub.components.informers)
+        plugin = build(self.stub.components.informers)
         a = self.attributes("bad", {"forbidden": "1"})
         self.assertIsNone(plugin.validate(a))
         annotations = a.context.audit_annotations

@@ -1,7 +1,7 @@
 """
 ``ValidatingAdmissionPolicy`` (upstream's ``k8s.io/apiserver/pkg/admission/plugin/policy/
 validating``): CEL validations from ``ValidatingAdmissionPolicy`` objects applied through
-``ValidatingAdmissionPolicyBinding`` objects, both read live from the watch cache.
+``ValidatingAdmissionPolicyBinding`` objects, both read live from their listers.
 
 - ``source``:    the policies with their bindings, compiled once per object version;
 - ``compiled``:  one policy's expressions in the policy CEL environment;
@@ -22,24 +22,16 @@ from platformd.admission.webhooks.source import lister_of
 GROUP = "admissionregistration.platform.io"
 
 
-def find_kind(cache, group: str, kind: str):
-    for kind_cache in cache.kinds.values():
-        if kind_cache.kind.group == group and kind_cache.kind.kind == kind:
-            return kind_cache.kind
-    raise LookupError(f"{group}/{kind} is not served")
-
-
-def build(cache, informers) -> ValidatingAdmissionPolicy:
-    """The plugin over ``cache`` (the ``WatchCache``); namespaces from ``informers``."""
-    source = PolicySource(
-        cache.for_kind(find_kind(cache, GROUP, "ValidatingAdmissionPolicy")),
-        cache.for_kind(find_kind(cache, GROUP, "ValidatingAdmissionPolicyBinding")))
-    return ValidatingAdmissionPolicy(source, lister_of(informers, "", "Namespace"), cache)
+def build(informers) -> ValidatingAdmissionPolicy:
+    """The plugin reading through ``informers`` (``informing.IInformers``)."""
+    source = PolicySource(lister_of(informers, GROUP, "ValidatingAdmissionPolicy"),
+                          lister_of(informers, GROUP, "ValidatingAdmissionPolicyBinding"))
+    return ValidatingAdmissionPolicy(source, lister_of(informers, "", "Namespace"), informers)
 
 
 def plugin_factory():
     def factory(deps, config=None):
-        return build(deps.cache, deps.informers)
+        return build(deps.informers)
     return factory
 
 

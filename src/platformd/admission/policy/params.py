@@ -1,6 +1,7 @@
 """
 The parameter objects a binding gives its policy (upstream's ``generic.CollectParams``),
-read from the watch cache: none needed (no ``paramKind`` or no ``paramRef``: one
+read through the param kind's lister (its informer made when first asked for, per GVR):
+none needed (no ``paramKind`` or no ``paramRef``: one
 evaluation with ``params`` null), the object ``paramRef.name``, or every object
 ``paramRef.selector`` selects, in the request's namespace for a namespaced kind unless
 ``paramRef.namespace`` says otherwise.  None found is an error under
@@ -16,24 +17,25 @@ class ParamError(Exception):
     """The binding cannot be evaluated (a configuration error; the policy decides)."""
 
 
-def param_cache(cache, param_kind: tuple):
-    """The ``KindCache`` of ``(apiVersion, kind)``, or ``ParamError``."""
+def param_lister(informers, param_kind: tuple):
+    """
+    The served ``ResourceType`` of ``(apiVersion, kind)`` and its ``ILister`` (from
+    ``informers``, ``informing.IInformers``), or ``ParamError``.
+    """
     api_version, kind = param_kind
     group, _, version = api_version.rpartition("/")
-    for kind_cache in cache.kinds.values():
-        served = kind_cache.kind
-        if (served.group, served.version, served.kind) == (group, version, kind):
-            return kind_cache
-    raise ParamError(f"failed to find resource referenced by paramKind: "
-                     f"'{group}/{version}, Kind={kind}'")
+    served = informers.served_kind(group, kind, version)
+    if served is None:
+        raise ParamError(f"failed to find resource referenced by paramKind: "
+                         f"'{group}/{version}, Kind={kind}'")
+    return served, informers.informer(served.gvr).lister
 
 
-def collect(cache, param_kind, ref, namespace: str) -> list:
+def collect(informers, param_kind, ref, namespace: str) -> list:
     """The parameter objects (``[None]``: evaluate once without)."""
     if param_kind is None or ref is None:
         return [None]
-    params = param_cache(cache, param_kind)
-    kind = params.kind
+    kind, params = param_lister(informers, param_kind)
     ref_namespace = ref.get("namespace") or ""
     if kind.namespaced:
         ref_namespace = ref_namespace or namespace
@@ -47,15 +49,14 @@ def collect(cache, param_kind, ref, namespace: str) -> list:
     if name:
         if selector is not None:
             raise ParamError("paramRef.name and paramRef.selector are mutually exclusive")
-        entry = params.get(kind.storage_key(ref_namespace or None, name))
+        entry = params.get(ref_namespace or None, name)
         found = [entry.obj] if entry is not None else []
     elif selector is not None:
         try:
             chosen = compile_selector(selector)
         except ValueError as error:
             raise ParamError(str(error)) from None
-        prefix = kind.namespace_prefix(ref_namespace) if kind.namespaced else kind.storage_prefix
-        found = [entry.obj for entry in params.current(prefix)
+        found = [entry.obj for entry in params.list(ref_namespace or None)
                  if chosen is None or chosen(labels_of(entry.obj))]
     else:
         raise ParamError("one of name or selector must be provided")

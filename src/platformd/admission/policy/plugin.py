@@ -29,7 +29,7 @@ from zope.interface import implementer
 from platformd import errors
 from platformd.admission.interfaces import IValidatingPlugin
 from platformd.admission.policy.matching import MatchError, exempt, matches
-from platformd.admission.policy.params import ParamError, collect, param_cache
+from platformd.admission.policy.params import ParamError, collect, param_lister
 from platformd.admission.policy.validator import DENY, validate
 from platformd.admission.webhooks.matching import is_namespace
 from platformd.admission.webhooks.review import request_dict
@@ -69,13 +69,13 @@ class _Denial:
 class ValidatingAdmissionPolicy:
     name = "ValidatingAdmissionPolicy"
 
-    def __init__(self, source, namespaces, cache):
+    def __init__(self, source, namespaces, informers):
         #: ``PolicySource``.
         self.source = source
-        #: The namespaces' ``KindCache``.
+        #: The namespaces' ``ILister``.
         self.namespaces = namespaces
-        #: The ``WatchCache`` (parameter objects).
-        self.cache = cache
+        #: ``informing.IInformers`` (parameter objects, by their kind's lister).
+        self.informers = informers
 
     def handles(self, operation: str) -> bool:
         return operation in ("CREATE", "UPDATE", "DELETE")
@@ -110,7 +110,7 @@ class ValidatingAdmissionPolicy:
             if not matches(policy.match_constraints, a, self.namespaces):
                 return False
             if policy.param_kind is not None:
-                param_cache(self.cache, policy.param_kind)
+                param_lister(self.informers, policy.param_kind)
         except (MatchError, ParamError) as error:
             _config_error(policy, None, str(error), denial)
             return False
@@ -122,8 +122,8 @@ class ValidatingAdmissionPolicy:
         try:
             if not matches(spec.get("matchResources"), a, self.namespaces):
                 return
-            found = collect(self.cache, policy.param_kind, spec.get("paramRef"),
-                                         a.namespace)
+            found = collect(self.informers, policy.param_kind, spec.get("paramRef"),
+                            a.namespace)
         except (MatchError, ParamError) as error:
             _config_error(policy, name, str(error), denial)
             return
