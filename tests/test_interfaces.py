@@ -59,7 +59,7 @@ def _builds():
     return {
         NamespaceLifecycle: lambda: NamespaceLifecycle(None, None, None),
         ValidatingAdmissionPolicy: lambda: ValidatingAdmissionPolicy(None, None, None),
-        ServiceAccountPlugin: lambda: ServiceAccountPlugin(None, None, None, Clock(), None),
+        ServiceAccountPlugin: lambda: ServiceAccountPlugin(None, None, Clock(), None),
         _Endpoints: lambda: _Endpoints(Clock(), None, {}, "cluster"),
         MutatingAdmissionWebhook: lambda: MutatingAdmissionWebhook(None, None, None),
         ValidatingAdmissionWebhook: lambda: ValidatingAdmissionWebhook(None, None, None),

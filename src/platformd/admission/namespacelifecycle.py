@@ -2,7 +2,7 @@
 ``NamespaceLifecycle`` (upstream's ``plugin/pkg/admission/namespace/lifecycle``): a
 namespaced object needs a namespace that exists, new content needs one that is not
 terminating, and the immortal namespaces cannot be deleted.  It reads namespaces from
-the watch cache, which is never behind this server's own acknowledged writes; a
+their lister (the watch cache's), which is never behind this server's own acknowledged writes; a
 namespace missing from it is looked up again once the cache is up to date (``sync``),
 as upstream looks one missing from its informer up live: another server over the same
 etcd may have just created it.
@@ -26,7 +26,7 @@ class NamespaceLifecycle:
     name = "NamespaceLifecycle"
 
     def __init__(self, namespaces, namespace_kind, sync, immortal=IMMORTAL_NAMESPACES):
-        #: The namespaces' ``KindCache``.
+        #: The namespaces' ``ILister``.
         self.namespaces = namespaces
         self.namespace_kind = namespace_kind
         #: ``WatchCache.sync``: the live lookup.
@@ -43,10 +43,10 @@ class NamespaceLifecycle:
             return
         if not a.namespace or a.operation == DELETE:
             return
-        key = self.namespace_kind.storage_key(None, a.namespace)
-        entry = self.namespaces.get(key)
+        entry = self.namespaces.get(None, a.namespace)
         if entry is None:
-            return then(self.sync(), lambda _: self._check(a, self.namespaces.get(key)))
+            return then(self.sync(), lambda _: self._check(
+                a, self.namespaces.get(None, a.namespace)))
         return self._check(a, entry)
 
     def _check(self, a, entry) -> None:

@@ -133,7 +133,7 @@ class Plugins:
 class PluginDeps:
     """What every plugin factory is given (made by ``compose``)."""
 
-    #: The ``WatchCache`` (its ``sync``).
+    #: The ``WatchCache``: its ``sync``, the live lookup of a name its listers miss.
     cache: Any
     #: The informers of the served kinds (``informing.IInformers``): what plugins read.
     informers: Any
@@ -154,10 +154,11 @@ def builtin() -> Plugins:
 
     plugins = Plugins()
     plugins.register("NamespaceLifecycle", lambda deps, config: NamespaceLifecycle(
-        deps.cache.for_kind(deps.namespace_kind), deps.namespace_kind, deps.cache.sync))
+        deps.informers.informer(deps.namespace_kind.gvr).lister, deps.namespace_kind,
+        deps.cache.sync))
     plugins.register("ServiceAccount", lambda deps, config: ServiceAccountPlugin(
-        deps.cache.for_kind(deps.service_account_kind), deps.service_account_kind,
-        deps.pod_kind, deps.clock, deps.cache.sync))
+        deps.informers.informer(deps.service_account_kind.gvr).lister, deps.pod_kind,
+        deps.clock, deps.cache.sync))
     for name in ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"):
         plugins.register(name, webhooks.plugin_factory(name))
     plugins.register("ValidatingAdmissionPolicy", policy.plugin_factory())

@@ -6,9 +6,9 @@ validating, for pod creates (no subresource):
   ``spec.serviceAccount`` fills it first, as upstream's v1 conversion does);
 - the service account must exist, else 403 ``pods "p" is forbidden: error looking up
   service account ns/sa: serviceaccount "sa" not found``.  Service accounts are read
-  from the watch cache, and one missing from it is looked up again once the cache is
-  up to date (upstream's live lookup: another server over the same etcd may have just
-  created it); for ``default``, which the service-account controller creates in every
+  from their lister (the watch cache's), and one missing from it is looked up again
+  once the cache is up to date (upstream's live lookup: another server over the same
+  etcd may have just created it); for ``default``, which the service-account controller creates in every
   namespace, up to ten times, 0.1 s apart;
 - a pod without ``imagePullSecrets`` gets its service account's;
 - a service account annotated ``platform.io/enforce-mountable-secrets: "true"`` (upstream's
@@ -46,10 +46,9 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 class ServiceAccountPlugin:
     name = PLUGIN_NAME
 
-    def __init__(self, service_accounts, service_account_kind, pod_kind, clock, sync):
-        #: The service accounts' ``KindCache``.
+    def __init__(self, service_accounts, pod_kind, clock, sync):
+        #: The service accounts' ``ILister``.
         self.service_accounts = service_accounts
-        self.service_account_kind = service_account_kind
         self.pod_kind = pod_kind
         self.clock = clock
         #: ``WatchCache.sync``: the live lookup.
@@ -121,8 +120,7 @@ class ServiceAccountPlugin:
         return then(self.sync(), self._looked_up, a, name, attempts)
 
     def _cached(self, a, name: str):
-        key = self.service_account_kind.storage_key(a.namespace, name)
-        return self.service_accounts.get(key)
+        return self.service_accounts.get(a.namespace, name)
 
     def _looked_up(self, _, a, name: str, attempts: int):
         """After the live lookup (the cache up to date): the account, a retry, or 403."""
