@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import deque
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
@@ -369,6 +369,16 @@ class KindCache:
                 self._failures.failure("cache listener failed", key=origin())
 
 
+class KindCounts(NamedTuple):
+    """One kind's numbers for upstream's watch-cache and object-count metrics."""
+
+    objects: int
+    events_received: int
+    events_dispatched: int
+    initializations: int
+    init_events: int
+
+
 class WatchCache:
     """Every kind's ``KindCache``, fed by one storage watch from a consistent start."""
 
@@ -391,6 +401,15 @@ class WatchCache:
 
     def for_kind(self, kind) -> KindCache:
         return self._by_kind[kind.gvr]
+
+    def kind_counts(self) -> list:
+        """
+        ``[(kind, KindCounts), ...]`` for every kind: what ``/metrics`` reports of the
+        cache (``metrics/sources.py``), read when scraped.
+        """
+        return [(c.kind, KindCounts(len(c.objects), c.events_received, c.events_dispatched,
+                                    c.initializations, c.init_events))
+                for c in self.kinds.values()]
 
     def for_gvr(self, gvr: tuple) -> KindCache:
         """The cache of the kind served as ``(group, version, plural)``."""

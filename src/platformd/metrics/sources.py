@@ -1,6 +1,6 @@
 """
 The values read when ``/metrics`` is scraped, from the parts that keep them as plain
-numbers: objects stored and watch-cache counts per kind (``cache/watchcache.py``), the
+numbers: objects stored and watch-cache counts per kind (``WatchCache.kind_counts``), the
 in-flight counts (``api/filters.MaxInFlight``) and the database file's size.  Reading
 them costs nothing on the request path; the database size is read in a thread.
 """
@@ -25,19 +25,19 @@ def install(metrics, cache, in_flight: dict, database: str = "") -> None:
     Point ``metrics``' scraped families at ``cache`` (a ``WatchCache``), ``in_flight``
     (``MaxInFlight.in_flight``: mutating → count) and the SQLite file ``database``.
     """
-    kinds = cache.kinds.values
+    counts = cache.kind_counts
 
     def per_kind(value):
-        return lambda: {(k.kind.group, k.kind.plural): value(k) for k in kinds()}
+        return lambda: {(kind.group, kind.plural): value(c) for kind, c in counts()}
 
-    metrics.storage_objects.read = lambda: {(qualified(k.kind),): len(k.objects)
-                                            for k in kinds()}
-    metrics.resource_objects.read = per_kind(lambda k: len(k.objects))
-    metrics.cache_events_received.read = per_kind(lambda k: k.events_received)
-    metrics.cache_events_dispatched.read = per_kind(lambda k: k.events_dispatched)
-    metrics.cache_initializations.read = per_kind(lambda k: k.initializations)
-    metrics.init_events.read = per_kind(lambda k: k.init_events)
-    metrics.cache_resource_version.read = per_kind(lambda k: cache.revision % _RV_DIGITS)
+    metrics.storage_objects.read = lambda: {(qualified(kind),): c.objects
+                                            for kind, c in counts()}
+    metrics.resource_objects.read = per_kind(lambda c: c.objects)
+    metrics.cache_events_received.read = per_kind(lambda c: c.events_received)
+    metrics.cache_events_dispatched.read = per_kind(lambda c: c.events_dispatched)
+    metrics.cache_initializations.read = per_kind(lambda c: c.initializations)
+    metrics.init_events.read = per_kind(lambda c: c.init_events)
+    metrics.cache_resource_version.read = per_kind(lambda c: cache.revision % _RV_DIGITS)
     metrics.inflight.read = lambda: {("readOnly",): in_flight[False],
                                      ("mutating",): in_flight[True]}
     if database:
