@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
     RBAC, TOKEN, free_port, scratch_dir, start_server, stop_server, tls_context,
-    wait_ready, wrk, write_tokens,
+    wait_ready, write_tokens, wrk_run,
 )
 
 CREATE_LUA = r"""
@@ -47,6 +47,46 @@ end
 """
 
 
+def write_create_lua(tmp: str) -> str:
+    """The wrk script creating RoleBindings in ``default``; its path."""
+    lua = os.path.join(tmp, "create.lua")
+    with open(lua, "w") as f:
+        f.write(CREATE_LUA % {"path": f"{RBAC}/namespaces/default/rolebindings",
+                              "token": TOKEN})
+    return lua
+
+
+def run_creates(port: int, seconds: float, tmp: str) -> dict:
+    """RoleBinding creates at concurrency 16 (wrk's figures, see ``common.wrk_run``)."""
+    lua = os.path.join(tmp, "create.lua")
+    if not os.path.exists(lua):
+        write_create_lua(tmp)
+    return wrk_run(["-c16", "-s", lua], seconds, f"https://127.0.0.1:{port}")
+
+
+def prepare_gets(port: int) -> None:
+    """The RoleBinding ``target`` that ``run_gets`` reads (created once per server)."""
+    body = json.dumps({"metadata": {"name": "target"}, "roleRef": {
+        "kind": "ClusterRole", "name": "view"}}).encode()
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}{RBAC}/namespaces/default/rolebindings", body,
+        {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    urllib.request.urlopen(request, context=tls_context()).read()
+
+
+def run_gets(port: int, seconds: float, tmp: str) -> dict:
+    """Single-object GETs at concurrency 32 (wrk's figures)."""
+    return wrk_run(["-c32", "-H", f"Authorization: Bearer {TOKEN}"], seconds,
+                   f"https://127.0.0.1:{port}{RBAC}/namespaces/default/rolebindings/target")
+
+
+# What bench/ab.py can run: name -> (prepare(port) or None, run(port, seconds, tmp)).
+AB_BENCHMARKS = {
+    "creates": (None, run_creates),
+    "gets": (prepare_gets, run_gets),
+}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=10)
@@ -66,23 +106,14 @@ def main():
         startup = time.monotonic() - start
         print(f"start to /readyz 200: {startup * 1000:.0f} ms (first start, PKI generated)")
 
-        lua = os.path.join(tmp, "create.lua")
-        with open(lua, "w") as f:
-            f.write(CREATE_LUA % {"path": f"{RBAC}/namespaces/default/rolebindings",
-                                  "token": TOKEN})
-        base = f"https://127.0.0.1:{port}"
-        rate, bad, p99 = wrk(["-c16", "-s", lua], opts.seconds, base)
-        print(f"creates/s at concurrency 16: {rate:,.0f} (non-2xx: {bad}, p99 {p99})")
+        r = run_creates(port, opts.seconds, tmp)
+        print(f"creates/s at concurrency 16: {r['rate']:,.0f} (non-2xx: {r['bad']}, "
+              f"p99 {r['p99']})")
 
-        body = json.dumps({"metadata": {"name": "target"}, "roleRef": {
-            "kind": "ClusterRole", "name": "view"}}).encode()
-        request = urllib.request.Request(f"{base}{RBAC}/namespaces/default/rolebindings",
-                                         body, {"Content-Type": "application/json",
-                                                "Authorization": f"Bearer {TOKEN}"})
-        urllib.request.urlopen(request, context=context).read()
-        rate, bad, p99 = wrk(["-c32", "-H", f"Authorization: Bearer {TOKEN}"], opts.seconds,
-                             f"{base}{RBAC}/namespaces/default/rolebindings/target")
-        print(f"GETs/s at concurrency 32: {rate:,.0f} (non-2xx: {bad}, p99 {p99})")
+        prepare_gets(port)
+        r = run_gets(port, opts.seconds, tmp)
+        print(f"GETs/s at concurrency 32: {r['rate']:,.0f} (non-2xx: {r['bad']}, "
+              f"p99 {r['p99']})")
     finally:
         stop_server(server)
         server2_start = time.monotonic()

@@ -56,19 +56,34 @@ def write_tokens(tmp: str) -> str:
     return tokens
 
 
+def package_root(tree: str) -> str:
+    """
+    The directory holding a checkout's ``platformd`` package and ``twisted/plugins``:
+    ``<tree>/src`` since the src/ layout (b0ec942), the tree itself before.
+    """
+    src = os.path.join(tree, "src")
+    return src if os.path.isdir(os.path.join(src, "platformd")) else tree
+
+
 def start_server(data_dir: str, port: int, tokens: str, log=None,
-                 extra=()) -> subprocess.Popen:
+                 extra=(), tree: str | None = None) -> subprocess.Popen:
     """
     ``twistd -n platformd`` in the background (PYTHONPATH must reach the plugin), with
     ``extra`` arguments (``--feature-gates ...``); its output goes to the file object
-    ``log`` if given, else nowhere.
+    ``log`` if given, else nowhere.  With ``tree`` (a checkout), the server runs that
+    tree's code: its package root first on PYTHONPATH and as the working directory
+    (twistd puts the working directory first on sys.path), ahead of the editable install.
     """
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
     out = log if log is not None else subprocess.DEVNULL
+    env = cwd = None
+    if tree is not None:
+        cwd = package_root(tree)
+        env = {**os.environ, "PYTHONPATH": cwd}
     return subprocess.Popen(
         [twistd, "-n", "--pidfile=", "platformd", "--data-dir", data_dir,
          "--secure-port", str(port), "--token-auth-file", tokens, *extra],
-        stdout=out, stderr=out)
+        stdout=out, stderr=out, env=env, cwd=cwd)
 
 
 def wait_ready(server: subprocess.Popen, port: int, context) -> bool:
@@ -85,14 +100,25 @@ def stop_server(server: subprocess.Popen) -> None:
     server.wait(10)
 
 
-def wrk(args, seconds, url):
-    """Run wrk (2 threads) and return (requests/s, non-2xx count, p99 text)."""
-    out = subprocess.run(["wrk", "-t2", f"-d{seconds}s", "--latency", *args, url],
+def wrk_run(args, seconds, url) -> dict:
+    """
+    Run wrk (2 threads); its figures: ``rate`` (requests/s), ``requests`` (served),
+    ``bad`` (non-2xx count), ``p99`` (text).
+    """
+    out = subprocess.run(["wrk", "-t2", f"-d{seconds:g}s", "--latency", *args, url],
                          capture_output=True, text=True, check=True).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
-    return rate, int(bad.group(1)) if bad else 0, p99.group(1) if p99 else "?"
+    return {"rate": rate, "requests": requests, "bad": int(bad.group(1)) if bad else 0,
+            "p99": p99.group(1) if p99 else "?"}
+
+
+def wrk(args, seconds, url):
+    """Run wrk (2 threads) and return (requests/s, non-2xx count, p99 text)."""
+    figures = wrk_run(args, seconds, url)
+    return figures["rate"], figures["bad"], figures["p99"]
 
 
 class Client:
