@@ -79,7 +79,7 @@ def _builds():
         RBACAuthorizer: lambda: RBACAuthorizer(None, Clock()),
         EscalationPlugin: lambda: EscalationPlugin(None),
         ServiceAccountAuthenticator: lambda: ServiceAccountAuthenticator(
-            None, "https://issuer", [], Clock()),
+            None, None, "https://issuer", [], Clock()),
         CachedTokenAuthenticator: lambda: CachedTokenAuthenticator(
             authenticators.UnknownBearerToken(), Clock()),
         FakeLister: lambda: FakeLister({}),

@@ -263,7 +263,7 @@ class PlatformService(service.MultiService):
                 raise StartupError(str(e)) from None
         try:
             token_issuer, service_accounts = serviceaccount.build(
-                self.components.cache, self.reactor, self.data_dir,
+                self.components.informers, self.components.cache.sync, self.reactor, self.data_dir,
                 options["service-account-signing-key-file"],
                 [options["service-account-key-file"]] if options["service-account-key-file"]
                 else (), options["service-account-issuer"] or serviceaccount.DEFAULT_ISSUER)

@@ -42,10 +42,12 @@ class TokenTestCase(SynchronousTestCase):
         self.stub = StubServer()
         self.addCleanup(self.stub.stop)
         self.key = sa.SigningKey(ec_key())
-        self.issuer = sa.TokenIssuer(self.stub.cache, ISSUER, self.key, self.stub.clock)
+        self.informers, self.sync = self.stub.components.informers, self.stub.cache.sync
+        self.issuer = sa.TokenIssuer(self.informers, self.sync, ISSUER, self.key,
+                                     self.stub.clock)
         self.stub.api.serve_tokens(self.issuer)
-        self.authn = sa.ServiceAccountAuthenticator(self.stub.cache, ISSUER, [self.key],
-                                                    self.stub.clock)
+        self.authn = sa.ServiceAccountAuthenticator(self.informers, self.sync, ISSUER,
+                                                    [self.key], self.stub.clock)
         self.use(self.authn)
         self.admin = self.stub.client()
         self.anonymous = self.stub.client(user=None)
@@ -270,8 +272,8 @@ class AuthenticatorTests(TokenTestCase):
 
     def test_other_issuer_is_not_ours(self):
         token = self.token()
-        other = sa.ServiceAccountAuthenticator(self.stub.cache, "https://elsewhere", [self.key],
-                                               self.stub.clock)
+        other = sa.ServiceAccountAuthenticator(self.informers, self.sync, "https://elsewhere",
+                                               [self.key], self.stub.clock)
         self.assertIsNone(other.authenticate(_Request(token)))
         self.use(other)
         self.assertEqual(self.as_token(token).code, 401)
@@ -282,14 +284,14 @@ class AuthenticatorTests(TokenTestCase):
         self.assertIsNone(self.authn.authenticate(_Request(None)))
 
     def test_wrong_key(self):
-        stranger = sa.TokenIssuer(self.stub.cache, ISSUER, sa.SigningKey(ec_key()),
+        stranger = sa.TokenIssuer(self.informers, self.sync, ISSUER, sa.SigningKey(ec_key()),
                                   self.stub.clock)
         token = stranger.generate(self.account, 3600, [ISSUER])
         self.assertEqual(self.as_token(token).code, 401)
         self.assertEqual(self.review(token)["error"],
                          "go-jose/go-jose: error in cryptographic primitive")
         # Listed among the extra verification keys (--service-account-key-file): good.
-        self.use(sa.ServiceAccountAuthenticator(self.stub.cache, ISSUER,
+        self.use(sa.ServiceAccountAuthenticator(self.informers, self.sync, ISSUER,
                                                 [self.key, stranger.signing_key],
                                                 self.stub.clock))
         self.assertEqual(self.as_token(token).code, 200)
@@ -463,7 +465,8 @@ class BuildTests(SynchronousTestCase):
         authenticator first in the chain; TokenReview also at authentication.k8s.io."""
         stub = StubServer()
         self.addCleanup(stub.stop)
-        issuer, authn = sa.build(stub.cache, stub.clock, tempfile.mkdtemp(),
+        issuer, authn = sa.build(stub.components.informers, stub.cache.sync, stub.clock,
+                                 tempfile.mkdtemp(),
                                  issuer="https://issuer.example", api_audiences=["api"])
         stub.api.serve_tokens(issuer)
         chain = AuthenticatorChain([authn, HeaderAuthenticator()])

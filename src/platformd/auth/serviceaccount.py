@@ -22,8 +22,9 @@ expiry (one minute's leeway, as go-jose's), a service account, pod or secret tha
 gone or was recreated (uid mismatch) -- looked up in the watch cache, so a token bound to
 a deleted pod stops working as soon as the cache has seen the delete.
 
-Nothing here imports the registry (a lower layer): objects are found in the watch cache
-by their storage keys.
+Nothing here imports the registry (a lower layer) or the cache: objects are found
+through the listers of the informers handed in (``informing.IInformers``), by GVR, and
+the cache's ``sync`` handed in is the live lookup of one they miss.
 
 joserfc is imported when a token is first signed, verified or its key listed, not when
 the daemon starts (~20 ms of every start otherwise), and its keys wrap the key objects
@@ -76,9 +77,10 @@ LEEWAY = 60.0
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 JWKS_PATH = "/openid/v1/jwks"
 
-_SA_PREFIX = "/registry/serviceaccounts/"
-_POD_PREFIX = "/registry/pods/"
-_SECRET_PREFIX = "/registry/secrets/"
+#: The kinds a token refers to, as ``(group, version, plural)``.
+SERVICE_ACCOUNTS = ("", "v1", "serviceaccounts")
+PODS = ("", "v1", "pods")
+SECRETS = ("", "v1", "secrets")
 _CURVE_ALGORITHMS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 #: RFC 7518's names of the curves (a JWK's ``crv``).
 _CURVE_NAMES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
@@ -281,7 +283,8 @@ class TokenIssuer:
     TokenRequest handler (``registry/kinds/tokenrequest.py``) finds its service account,
     pod and secret through ``get``.
 
-    ``cache``: the watch cache; ``issuer``: ``--service-account-issuer``;
+    ``informers``: the served kinds' informers (``informing.IInformers``); ``sync``:
+    ``WatchCache.sync``; ``issuer``: ``--service-account-issuer``;
     ``signing_key``: a ``SigningKey``; ``clock``: ``seconds()``; ``api_audiences``: the
     audiences a token gets when none are asked for and a TokenReview checks when it
     names none (``--api-audiences``; default ``(issuer,)``); ``public_keys``: the extra
@@ -289,10 +292,11 @@ class TokenIssuer:
     names (default ``issuer + "/openid/v1/jwks"``).
     """
 
-    def __init__(self, cache, issuer: str, signing_key: SigningKey, clock,
+    def __init__(self, informers, sync, issuer: str, signing_key: SigningKey, clock,
                  api_audiences: Optional[Iterable[str]] = None, public_keys=(),
                  jwks_uri: Optional[str] = None):
-        self.cache = cache
+        self.informers = informers
+        self.sync = sync
         self.issuer = issuer
         self.signing_key = signing_key
         self.clock = clock
@@ -300,9 +304,9 @@ class TokenIssuer:
         self.public_keys = tuple(public_keys)
         self.jwks_uri = jwks_uri or issuer.rstrip("/") + JWKS_PATH
 
-    def get(self, prefix: str, namespace: str, name: str) -> Optional[dict]:
-        """The object at ``prefix + namespace/name`` in the watch cache, or None."""
-        return lookup(self.cache, prefix, namespace, name)
+    def get(self, gvr: tuple, namespace: str, name: str) -> Optional[dict]:
+        """The object ``namespace/name`` of the kind ``gvr`` (its lister's), or None."""
+        return lookup(self.informers, gvr, namespace, name)
 
     def generate(self, service_account: dict, expiration_seconds: int, audiences,
                  pod: Optional[dict] = None, secret: Optional[dict] = None,
@@ -355,12 +359,8 @@ class TokenIssuer:
                 JWKS_PATH: self.jwks()}
 
 
-def lookup(cache, prefix: str, namespace: str, name: str) -> Optional[dict]:
-    kinds = cache.kinds
-    kind_cache = kinds.get(prefix)
-    if kind_cache is None:
-        return None
-    entry = kind_cache.get(f"{prefix}{namespace}/{name}")
+def lookup(informers, gvr: tuple, namespace: str, name: str) -> Optional[dict]:
+    entry = informers.informer(gvr).lister.get(namespace, name)
     return None if entry is None else entry.obj
 
 
@@ -386,16 +386,17 @@ class ServiceAccountAuthenticator:
     ``public_keys``: every key a token may be signed with (``PublicKey``/``SigningKey``:
     the signing key and ``--service-account-key-file``'s); ``api_audiences``: what a
     token must be meant for when the request names no audiences (default
-    ``(issuer,)``).
+    ``(issuer,)``); ``informers`` and ``sync`` as ``TokenIssuer``'s.
 
     The audiences a token was accepted for are left on the request as
     ``request.platformd_audiences`` when it allows attributes (a TokenReview reads them);
     a request may ask for others with ``request.platformd_requested_audiences``.
     """
 
-    def __init__(self, cache, issuer: str, public_keys, clock,
+    def __init__(self, informers, sync, issuer: str, public_keys, clock,
                  api_audiences: Optional[Iterable[str]] = None):
-        self.cache = cache
+        self.informers = informers
+        self.sync = sync
         self.issuer = issuer
         self.public_keys = list(public_keys)
         self.clock = clock
@@ -422,7 +423,7 @@ class ServiceAccountAuthenticator:
             # Upstream's token getter reads an object its informer lacks from the API
             # (a live GET): over etcd another server may have just created it.  So: the
             # cache brought up to date (``WatchCache.sync``), then once more.
-            return then(self.cache.sync(), lambda _: self._for(
+            return then(self.sync(), lambda _: self._for(
                 request, audiences, self._validate(claims, live=True)))
         return self._for(request, audiences, user)
 
@@ -482,7 +483,7 @@ class ServiceAccountAuthenticator:
         sa_ref = _claim_ref(private.get("serviceaccount")) or {}
         name, uid = sa_ref.get("name", ""), sa_ref.get("uid", "")
         deleted_before = now - LEEWAY
-        account = self._find(_SA_PREFIX, namespace, name, live)
+        account = self._find(SERVICE_ACCOUNTS, namespace, name, live)
         if account is None:
             raise AuthenticationError(f'serviceaccounts "{name}" not found')
         if _deleted_before(account, deleted_before):
@@ -494,11 +495,11 @@ class ServiceAccountAuthenticator:
         extra = {}
         secret_ref = _claim_ref(private.get("secret"))
         if secret_ref is not None:
-            self._check_bound(_SECRET_PREFIX, "secret", "service account secret ref claim",
+            self._check_bound(SECRETS, "secret", "service account secret ref claim",
                               namespace, secret_ref, deleted_before, live)
         pod_ref = _claim_ref(private.get("pod"))
         if pod_ref is not None:
-            self._check_bound(_POD_PREFIX, "pod", "service account pod ref claim",
+            self._check_bound(PODS, "pod", "service account pod ref claim",
                               namespace, pod_ref, deleted_before, live)
             if pod_ref.get("name") and pod_ref.get("uid"):
                 extra[POD_NAME_KEY] = (pod_ref["name"],)
@@ -516,15 +517,15 @@ class ServiceAccountAuthenticator:
                          AUTHENTICATED_GROUP),
                         tuple(sorted(extra.items())))
 
-    def _find(self, prefix: str, namespace: str, name: str, live: bool) -> Optional[dict]:
-        obj = lookup(self.cache, prefix, namespace, name)
+    def _find(self, gvr: tuple, namespace: str, name: str, live: bool) -> Optional[dict]:
+        obj = lookup(self.informers, gvr, namespace, name)
         if obj is None and not live:
             raise _NotCached()
         return obj
 
-    def _check_bound(self, prefix, what, claim, namespace, ref, deleted_before,
+    def _check_bound(self, gvr, what, claim, namespace, ref, deleted_before,
                      live: bool) -> None:
-        obj = self._find(prefix, namespace, ref.get("name", ""), live)
+        obj = self._find(gvr, namespace, ref.get("name", ""), live)
         if obj is None or _deleted_before(obj, deleted_before):
             raise AuthenticationError("service account token has been invalidated")
         current = obj["metadata"].get("uid", "")
@@ -559,7 +560,7 @@ def _jose_error(error: Exception) -> str:
     return "go-jose/go-jose: error in cryptographic primitive"
 
 
-def build(cache, clock, data_dir: str, signing_key_file: Optional[str] = None,
+def build(informers, sync, clock, data_dir: str, signing_key_file: Optional[str] = None,
           key_files: Iterable[str] = (), issuer: str = DEFAULT_ISSUER,
           api_audiences: Optional[Iterable[str]] = None):
     """
@@ -571,7 +572,9 @@ def build(cache, clock, data_dir: str, signing_key_file: Optional[str] = None,
     signing_key = (load_signing_key(signing_key_file) if signing_key_file
                    else load_signing_key(ensure_signing_key(data_dir), own=True))
     extra = load_public_keys(key_files)
-    token_issuer = TokenIssuer(cache, issuer, signing_key, clock, api_audiences, extra)
-    authenticator = ServiceAccountAuthenticator(cache, issuer, [signing_key, *extra], clock,
+    token_issuer = TokenIssuer(informers, sync, issuer, signing_key, clock, api_audiences,
+                               extra)
+    authenticator = ServiceAccountAuthenticator(informers, sync, issuer, [signing_key, *extra],
+                                                clock,
                                                 api_audiences)
     return token_issuer, authenticator

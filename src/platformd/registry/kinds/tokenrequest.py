@@ -16,6 +16,7 @@ The kind is not served on its own (it is the ``token`` subresource of
 from __future__ import annotations
 
 from platformd import errors
+from platformd.auth.serviceaccount import PODS, SECRETS, SERVICE_ACCOUNTS
 from platformd.deferreds import then
 from platformd.model import fielderrors as fe
 from platformd.model.schema import INT64, STRING, TIME, ListOf, Prop, Struct
@@ -27,9 +28,6 @@ DEFAULT_EXPIRATION_SECONDS = 3600
 MIN_EXPIRATION_SECONDS = 10 * 60
 MAX_EXPIRATION_SECONDS = 1 << 32
 
-_SA_PREFIX = "/registry/serviceaccounts/"
-_POD_PREFIX = "/registry/pods/"
-_SECRET_PREFIX = "/registry/secrets/"
 
 BOUND_OBJECT_REFERENCE = Struct(f"{PREFIX}.BoundObjectReference", {
     "kind": Prop(STRING, "Kind of the referent. Valid kinds are 'Pod' and 'Secret'."),
@@ -105,13 +103,13 @@ def _request(context, obj: dict, server):
                                          "specified")])
     # Upstream reads the service account (and the bound object) through the registry,
     # from etcd: over etcd another server may have just created them.
-    return then(issuer.cache.sync(), lambda _: _mint(obj, issuer, namespace, name))
+    return then(issuer.sync(), lambda _: _mint(obj, issuer, namespace, name))
 
 
 def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
     """The rest of ``TokenREST.Create``, on a cache holding every earlier write."""
     meta = obj["metadata"]
-    account = issuer.get(_SA_PREFIX, namespace, name)
+    account = issuer.get(SERVICE_ACCOUNTS, namespace, name)
     if account is None:
         raise errors.not_found("serviceaccounts", "", name)
     account_meta = account["metadata"]
@@ -137,7 +135,7 @@ def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
         group = api_version.rpartition("/")[0] if "/" in api_version else ""
         ref_name = ref.get("name", "")
         if group == "" and kind == "Pod":
-            pod = issuer.get(_POD_PREFIX, namespace, ref_name)
+            pod = issuer.get(PODS, namespace, ref_name)
             if pod is None:
                 raise errors.not_found("pods", "", ref_name)
             if (pod.get("spec") or {}).get("serviceAccountName", "") != name:
@@ -146,7 +144,7 @@ def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
                     "different serviceaccount name.")
             uid = pod["metadata"].get("uid", "")
         elif group == "" and kind == "Secret":
-            secret = issuer.get(_SECRET_PREFIX, namespace, ref_name)
+            secret = issuer.get(SECRETS, namespace, ref_name)
             if secret is None:
                 raise errors.not_found("secrets", "", ref_name)
             uid = secret["metadata"].get("uid", "")
