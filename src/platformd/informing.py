@@ -65,7 +65,11 @@ class IInformers(Interface):
 
 @attrs.frozen
 class EventHandlers:
-    """Upstream's ``ResourceEventHandlerFuncs``: each takes ``CachedObject``s."""
+    """
+    Upstream's ``ResourceEventHandlerFuncs``: each takes ``CachedObject``s;
+    ``on_delete``'s is the last state stamped with the deletion's revision (``revision``
+    and ``metadata.resourceVersion``), as a watch's DELETED event carries it.
+    """
 
     on_add: Optional[Callable] = None
     on_update: Optional[Callable] = None

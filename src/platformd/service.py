@@ -174,7 +174,7 @@ class PlatformService(service.MultiService):
             after_cache.append(Step("audit-log", self._start_audit, self._stop_audit))
         if options["feature-gates"]["PodsAPI"]:
             from platformd.podinfo.service import PodsService  # grpcio only when gated on
-            self.pods = PodsService(reactor, self.components.cache.for_kind(core.POD),
+            self.pods = PodsService(reactor, self.components.informers.for_kind(core.POD),
                                     options["pods-socket"], options["node-name"])
             after_cache.append(self.pods)
         #: ``--tracing-config-file``'s tracer (``tracing.provider.Tracing``), made by

@@ -84,6 +84,18 @@ class InformerTests(SynchronousTestCase):
         self.put("a", "three")
         self.assertEqual(len(recorder.seen), 4)
 
+    def test_deletion_stamped_with_its_revision(self):
+        """on_delete gets the last state at the deletion's revision, as a watch sends it."""
+        self.put("a", "one")
+        self.successResultOf(self.cache.start())
+        deleted = []
+        self.informer.add_handler(EventHandlers(on_delete=deleted.append))
+        self.successResultOf(self.storage.delete(core.CONFIG_MAP.storage_key("a", "one")))
+        [old] = deleted
+        self.assertEqual(old.revision, self.cache.revision)
+        self.assertEqual(old.obj["metadata"]["resourceVersion"], str(self.cache.revision))
+        self.assertEqual(old.obj["metadata"]["name"], "one")
+
     def test_failing_handler_does_not_stop_others(self):
         """A handler that raises is logged; the next still hears the event."""
         self.successResultOf(self.cache.start())

@@ -1,5 +1,5 @@
 """
-Shared pieces of the pods API tests: pods, a Pod cache fed by hand (no store at all), and
+Shared pieces of the pods API tests: pods, a Pod informer fed by hand (no store at all), and
 a real grpcio client over the real socket whose calls run in threads — the server's
 reactor is the test's reactor, so a blocking call on it would deadlock.
 """
@@ -10,15 +10,11 @@ import shutil
 import tempfile
 
 import grpc
-import orjson
-from twisted.internet import reactor
 from twisted.internet.threads import deferToThread
 
-from platformd.cache.watchcache import KindCache
+from platformd.cache.informers import FakeInformer
 from platformd.podinfo.fieldmask import METADATA_KEY
 from platformd.protos.platform.nodeagent.pods.v1alpha1 import api_pb2, api_pb2_grpc
-from platformd.registry import core
-from platformd.storage.interface import DELETE, PUT, Event, KeyValue
 
 
 def pod(name: str, node: str = "node-a", uid: str | None = None, phase: str = "Pending",
@@ -33,26 +29,20 @@ def pod(name: str, node: str = "node-a", uid: str | None = None, phase: str = "P
 
 
 class PodFeed:
-    """Writes pods into a Pod ``KindCache`` as the storage watch would."""
+    """Writes pods into a Pod ``FakeInformer``, each change at the next revision."""
 
     def __init__(self):
-        self.cache = KindCache(core.POD, reactor)
-        self.revision = 0
+        self.informer = FakeInformer(resource="pods")
+
+    @property
+    def revision(self) -> int:
+        return self.informer.revision
 
     def put(self, obj: dict) -> None:
-        self.revision += 1
-        key = core.POD.storage_key(obj["metadata"]["namespace"], obj["metadata"]["name"])
-        old = self.cache.get(key)
-        created = old.create_revision if old else self.revision
-        self.cache.apply(Event(PUT, KeyValue(key, orjson.dumps(obj), created, self.revision),
-                               None))
+        self.informer.put(obj)
 
     def delete(self, name: str) -> None:
-        self.revision += 1
-        key = core.POD.storage_key("default", name)
-        old = self.cache.get(key)
-        self.cache.apply(Event(DELETE, KeyValue(key, old.raw, old.create_revision,
-                                                self.revision), None))
+        self.informer.delete("default", name)
 
 
 def socket_dir(testcase) -> str:

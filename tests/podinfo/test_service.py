@@ -58,7 +58,7 @@ class PodsServiceTests(TestCase):
         self.synced = defer.Deferred()
 
     def start(self, **kw) -> PodsService:
-        service = PodsService(reactor, self.feed.cache, self.path, "node-a", self.synced, **kw)
+        service = PodsService(reactor, self.feed.informer, self.path, "node-a", self.synced, **kw)
         service.privilegedStartService()
         service.startService()
         self.addCleanup(lambda: service.running and service.stopService())
@@ -90,7 +90,7 @@ class PodsServiceTests(TestCase):
         _service, client = self.started()
         response = yield client.list()
         self.assertEqual(sorted(p.metadata.name for p in response.pods), ["a", "c"])
-        entry = self.feed.cache.get("/registry/pods/default/a")
+        entry = self.feed.informer.lister.get("default", "a")
         [a] = [p for p in response.pods if p.metadata.name == "a"]
         self.assertEqual(a, to_message(entry.obj, Pod))
         self.assertEqual(from_message(a)["metadata"]["resourceVersion"], "1")

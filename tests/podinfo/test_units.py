@@ -153,7 +153,7 @@ class WatchQueueTests(SynchronousTestCase):
 class NodePodsTests(SynchronousTestCase):
     def setUp(self):
         self.feed = PodFeed()
-        self.pods = NodePods(self.feed.cache, "node-a", Clock(), max_watchers=2)
+        self.pods = NodePods(self.feed.informer, "node-a", Clock(), max_watchers=2)
 
     def test_overflowed_watcher_unregistered(self):
         """A watcher that fell behind is dropped from the reactor side at once."""
@@ -182,4 +182,4 @@ class NodePodsTests(SynchronousTestCase):
                          grpc.StatusCode.UNAVAILABLE)
         self.assertEqual(self.assertRaises(PodsError, self.pods.list).code,
                          grpc.StatusCode.UNAVAILABLE)
-        self.assertEqual(self.feed.cache.listeners, [])
+        self.assertEqual(self.feed.informer.handlers, [])

@@ -10,7 +10,8 @@ An ``IInformer`` serves one kind, named by its GVR (``(group, version, plural)``
   change one);
 - ``add_handler(EventHandlers(on_add, on_update, on_delete))`` delivers the current
   objects as adds (once the cache has loaded, if it has not yet), then every change, on
-  the reactor, in the cache's order; ``remove_handler`` stops it.  A handler that raises
+  the reactor, in the cache's order (a deleted object stamped with the deletion's
+  revision, as a watch sends it); ``remove_handler`` stops it.  A handler that raises
   is logged (once a minute per place) and the others still hear the event;
 - ``has_synced()``: the cache has loaded.
 
@@ -79,7 +80,8 @@ class Informer:
 
     def add_handler(self, handlers: EventHandlers):
         def listener(type_, new, old, revision):
-            handlers.dispatch(type_, new, old)
+            # A deletion's object carries the deletion's revision, as a watch's event.
+            handlers.dispatch(type_, new, old.at(revision) if type_ == DELETED else old)
 
         registration = _Registration(listener)
         self._kind_cache.listeners.append(listener)
@@ -203,7 +205,7 @@ class FakeInformer:
     def delete(self, namespace: Optional[str], name: str) -> None:
         old = self._objects.pop((namespace or None, name))
         self.revision += 1
-        self._emit(DELETED, None, old)
+        self._emit(DELETED, None, old.at(self.revision))
 
     def _emit(self, type_: str, new, old) -> None:
         for handlers in list(self.handlers):

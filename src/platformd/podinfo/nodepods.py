@@ -1,6 +1,7 @@
 """
-This node's pods, as the reactor knows them: the Pod kind's watch cache filtered to
-``spec.nodeName == node name``, indexed by UID, and the watchers to tell about changes.
+This node's pods, as the reactor knows them: the Pod kind's informer (the watch cache's)
+filtered to ``spec.nodeName == node name``, indexed by UID, and the watchers to tell
+about changes.
 Everything here runs on the reactor; the gRPC threads call in through
 ``blockingCallFromThread`` and hear back through each watcher's ``WatchQueue``.
 
@@ -23,7 +24,7 @@ import builtins
 
 import grpc
 
-from platformd.cache.watchcache import KindCache
+from platformd.informing import EventHandlers, IInformer
 from platformd.podinfo import errors
 from platformd.podinfo.encoding import PodVersion
 from platformd.podinfo.errors import PodsError
@@ -53,8 +54,10 @@ def removed(obj: dict, why: str, revision: int, now: float) -> dict:
 class NodePods:
     """See the module docstring.  ``max_watchers`` bounds the open WatchPods streams."""
 
-    def __init__(self, cache: KindCache, node_name: str, clock, max_watchers: int):
-        self.cache = cache
+    def __init__(self, informer: IInformer, node_name: str, clock, max_watchers: int):
+        #: The Pod kind's informer.
+        self.informer = informer
+        self._registration = None
         self.node_name = node_name
         self.clock = clock
         self.max_watchers = max_watchers
@@ -65,19 +68,21 @@ class NodePods:
         self.watchers: dict = {}
 
     def start(self) -> None:
-        """The cache has loaded: index this node's pods and follow their changes."""
+        """
+        The cache has loaded: index this node's pods (the informer's initial adds,
+        delivered at once) and follow their changes.
+        """
         if self.state != INITIALISING:
             return
-        for cached in self.cache.current(self.cache.kind.storage_prefix):
-            if _node_of(cached.obj) == self.node_name:
-                version = PodVersion(cached.obj)
-                self.pods[version.uid] = version
-        self.cache.listeners.append(self._changed)
+        self._registration = self.informer.add_handler(EventHandlers(
+            on_add=lambda new: self._changed(new, None, new.revision),
+            on_update=lambda old, new: self._changed(new, old, new.revision),
+            on_delete=lambda old: self._changed(None, old, old.revision)))
         self.state = SERVING
 
     def stop(self) -> None:
         if self.state == SERVING:
-            self.cache.listeners.remove(self._changed)
+            self.informer.remove_handler(self._registration)
         self.state = STOPPED
         for queue in list(self.watchers):
             queue.end(errors.stopping())
@@ -115,8 +120,11 @@ class NodePods:
         if self.state == STOPPED:
             raise errors.stopping()
 
-    def _changed(self, type_, new, old, revision) -> None:
-        """A KindCache listener: a pod changed somewhere; tell watchers if it is ours."""
+    def _changed(self, new, old, revision: int) -> None:
+        """
+        A pod changed somewhere (``new`` None: deleted, at ``revision``); tell the
+        watchers if it is ours.
+        """
         node = self.node_name
         if new is not None and _node_of(new.obj) == node:
             version = PodVersion(new.obj)

@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 
-from platformd.cache.watchcache import KindCache
+from platformd.informing import IInformer
 from platformd.podinfo import unixsocket
 from platformd.podinfo.nodepods import NodePods
 from platformd.podinfo.servicer import PodsServicer
@@ -50,14 +50,14 @@ STOP_TIMEOUT = 5.0
 class PodsService(service.Service):
     name = "pods-socket"
 
-    def __init__(self, reactor, cache: KindCache, socket_path: str, node_name: str,
+    def __init__(self, reactor, pods: IInformer, socket_path: str, node_name: str,
                  synced: Deferred | None = None, queue_limit: int = DEFAULT_LIMIT):
         if sys.platform == "win32":
             raise StartupError("the pods socket (feature gate PodsAPI) is not supported "
                                "on Windows")
         self.reactor = reactor
         self.socket_path = os.path.abspath(socket_path)
-        self.pods = NodePods(cache, node_name, reactor, WORKERS - RESERVED_FOR_UNARY)
+        self.pods = NodePods(pods, node_name, reactor, WORKERS - RESERVED_FOR_UNARY)
         self.servicer = PodsServicer(reactor, self.pods, queue_limit)
         #: None: synced as soon as started (the daemon starts it after the cache loads).
         self.synced = synced if synced is not None else succeed(None)
