@@ -157,7 +157,7 @@ def main(argv=None):
     else:
         made = tree_a = materialise(opts.baseline)
         label_a = resolve(opts.baseline)[:10]
-    labels = {"A": label_a, "B": f"{opts.tree} (working tree)"}
+    labels = {"A": label_a, "B": opts.tree + (" (working tree)" if opts.tree == HERE else "")}
     tmp = tempfile.mkdtemp(prefix="platformd-ab-run-")
     tokens = write_tokens(tmp)
     results = {"A": [], "B": []}
