@@ -29,15 +29,15 @@ class WatchCacheTests(CacheTestCase):
         self.successResultOf(self.cache.start())
         self.assertEqual(self.kind.get(KEY).obj["metadata"]["name"], "c")
         seen = []
-        self.kind.listeners.append(lambda t, new, old, rev: seen.append(t))
+        self.kind.add_listener(lambda t, new, old, rev: seen.append(t))
         other = core.CONFIG_MAP.storage_key("default", "d")
         d = self.storage.create(other, b'{"metadata":{"name":"d"}}')
         self.assertEqual(seen, [ADDED])
         kv = self.successResultOf(d)
         self.assertEqual(self.kind.get(other).obj["metadata"]["resourceVersion"],
                          str(kv.mod_revision))
-        self.assertEqual(list(self.kind.keys_from(core.CONFIG_MAP.namespace_prefix("default"))),
-                         [KEY, other])
+        self.assertEqual([e.key for e in self.kind.current(
+            core.CONFIG_MAP.namespace_prefix("default"))], [KEY, other])
 
     def test_encoded_once(self):
         """An object version's JSON bytes are computed once and shared."""
@@ -51,7 +51,7 @@ class WatchCacheTests(CacheTestCase):
         self.successResultOf(self.storage.create(KEY, b'{"metadata":{"name":"c"}}'))
         self.successResultOf(self.cache.start())
         seen = []
-        self.kind.listeners.append(lambda t, new, old, rev: seen.append(t))
+        self.kind.add_listener(lambda t, new, old, rev: seen.append(t))
         watch = self.cache._watch
         # The watch is lost (the backend drops it): writes happen that it never delivers.
         self.storage._watchers.discard(watch)

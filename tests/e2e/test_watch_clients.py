@@ -766,8 +766,8 @@ class RawWatchTests(WatchTestCase):
         yield stream.close(abort=False)
         yield wait_until(lambda: len(self.server.api.watcher.streams) == 1, 2,
                          "the closed stream to be dropped")
-        kind_cache = next(c for c in self.server.cache.kinds.values()
-                          if c.kind.kind == "ConfigMap")
+        kind_cache = self.server.cache.for_kind(
+            next(k for k in self.server.cache.served() if k.kind == "ConfigMap"))
         self.assertEqual(sum(1 for _ in kind_cache.all_watchers()), 1)
         # The remaining watcher is unaffected.
         yield self.create("d2")

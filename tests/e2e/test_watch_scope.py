@@ -159,8 +159,8 @@ class WatchScopeTests(ServerTestCase):
         yield self.create("a", binding("w"))
         r = yield self.client.delete("/api/v1/namespaces/a")
         self.assertEqual(r.code, 200, r.body)
-        cache = self.server.cache.kinds["/registry/namespaces/"]
-        yield wait_until(lambda: "/registry/namespaces/a" not in cache.objects, 10,
+        cache = self.server.cache.for_gvr(("", "v1", "namespaces"))
+        yield wait_until(lambda: cache.get("/registry/namespaces/a") is None, 10,
                          "namespace a to be removed")
 
     @inlineCallbacks

@@ -194,7 +194,7 @@ class ReviewTests(SynchronousTestCase):
         for kind in components.catalog.kinds:
             if not kind.stored:
                 self.assertNotIn(kind.gvr, components.stores)
-                self.assertNotIn(kind.storage_prefix, components.cache.kinds)
+                self.assertNotIn(kind, components.cache.served())
         if before is not None:
             self.assertEqual(components.storage.revision, before)
 

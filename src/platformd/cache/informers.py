@@ -84,20 +84,18 @@ class Informer:
             handlers.dispatch(type_, new, old.at(revision) if type_ == DELETED else old)
 
         registration = _Registration(listener)
-        self._kind_cache.listeners.append(listener)
+        self._kind_cache.add_listener(listener)
 
         def initial():
             if registration.active:
-                for entry in list(self._kind_cache.objects.values()):
+                for entry in self._kind_cache.everything():
                     handlers.dispatch(ADDED, entry, None)
         self._cache.when_loaded(initial)
         return registration
 
     def remove_handler(self, registration) -> None:
         registration.active = False
-        listeners = self._kind_cache.listeners
-        if registration.listener in listeners:
-            listeners.remove(registration.listener)
+        self._kind_cache.remove_listener(registration.listener)
 
     def has_synced(self) -> bool:
         return self._cache.loaded
@@ -128,8 +126,7 @@ class Informers:
         return self.informer(kind.gvr)
 
     def served_kind(self, group, kind, version=None):
-        for kind_cache in self._cache.kinds.values():
-            served = kind_cache.kind
+        for served in self._cache.served():
             if served.group == group and served.kind == kind and \
                     (version is None or served.version == version):
                 return served

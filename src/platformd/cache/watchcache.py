@@ -203,7 +203,7 @@ class KindCache:
         #: A listener failing on a stored object fails on each of its events: one
         #: traceback a minute per bug.
         self._failures = RateLimitedLog(log, clock=clock)
-        self.objects: dict = {}
+        self._objects: dict = {}
         self._keys: list = []
         #: Recent events, oldest first (see module docstring).
         self.history: deque = deque()
@@ -211,8 +211,8 @@ class KindCache:
         #: can care about an event are offered it.
         self.watchers: dict = {}
         #: ``listener(type, new_or_none, old_or_none, revision)`` after each change
-        #: (controllers).
-        self.listeners: list = []
+        #: (``add_listener``: the informers).
+        self._listeners: list = []
         self._pending: list = []
         self._fan_out_call = None
         #: Counts for upstream's watch-cache metrics (read when /metrics is scraped):
@@ -223,10 +223,13 @@ class KindCache:
         self.initializations = 0
         self.init_events = 0
 
-    def get(self, key: str) -> Optional[CachedObject]:
-        return self.objects.get(key)
+    def __len__(self) -> int:
+        return len(self._objects)
 
-    def keys_from(self, prefix: str, start_after: str = ""):
+    def get(self, key: str) -> Optional[CachedObject]:
+        return self._objects.get(key)
+
+    def _keys_from(self, prefix: str, start_after: str = ""):
         """Keys under ``prefix`` in order, beginning after ``start_after``."""
         keys = self._keys
         low = prefix if not start_after else start_after + "\x00"
@@ -235,24 +238,37 @@ class KindCache:
             yield keys[i]
             i += 1
 
+    def add_listener(self, listener: Callable) -> None:
+        """``listener(type, new_or_none, old_or_none, revision)`` after each change."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable) -> None:
+        """Stop calling ``listener`` (again: nothing)."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def everything(self) -> list:
+        """Every current object, in the order they were loaded or added."""
+        return list(self._objects.values())
+
     def current(self, prefix: str) -> list:
         """The objects under ``prefix``, in key order."""
-        objects = self.objects
-        return [objects[k] for k in self.keys_from(prefix)]
+        objects = self._objects
+        return [objects[k] for k in self._keys_from(prefix)]
 
     def apply(self, event) -> None:
         self.events_received += 1
         key = event.kv.key
-        old = self.objects.get(key)
+        old = self._objects.get(key)
         if event.type == DELETE:
             if old is None:
                 return
-            del self.objects[key]
+            del self._objects[key]
             del self._keys[bisect_left(self._keys, key)]
             self._publish(CacheEvent(DELETED, None, old, event.revision, self.clock.seconds()))
             return
         new = self._admit(event.kv)
-        self.objects[key] = new
+        self._objects[key] = new
         if old is None:
             insort(self._keys, key)
         self._publish(CacheEvent(ADDED if old is None else MODIFIED, new, old, event.revision,
@@ -260,7 +276,7 @@ class KindCache:
 
     def load(self, kv) -> None:
         self.init_events += 1
-        self.objects[kv.key] = self._admit(kv)
+        self._objects[kv.key] = self._admit(kv)
         insort(self._keys, kv.key)
 
     def _admit(self, kv) -> CachedObject:
@@ -277,11 +293,11 @@ class KindCache:
         self.init_events += len(kvs)
         fresh = {kv.key: kv for kv in kvs}
         for key in [k for k in self._keys if k not in fresh]:
-            old = self.objects[key]
+            old = self._objects[key]
             self.apply(Event(DELETE, KeyValue(key, old.raw, old.create_revision, revision),
                              old_kv(old)))
         for kv in kvs:
-            current = self.objects.get(kv.key)
+            current = self._objects.get(kv.key)
             if current is None or current.revision != kv.mod_revision:
                 self.apply(Event(PUT, kv, None if current is None else old_kv(current)))
 
@@ -319,7 +335,7 @@ class KindCache:
         current ones with every later event undone.  The caller checks that ``revision``
         is within the held history.
         """
-        state = {k: self.objects[k] for k in self.keys_from(prefix)}
+        state = {k: self._objects[k] for k in self._keys_from(prefix)}
         history = self.history
         for i in range(len(history) - 1, -1, -1):
             event = history[i]
@@ -362,7 +378,7 @@ class KindCache:
             self._pending.append(event)
             if self._fan_out_call is None:
                 self._fan_out_call = self.clock.callLater(0, self._fan_out)
-        for listener in list(self.listeners):
+        for listener in list(self._listeners):
             try:
                 listener(event.type, event.new, event.old, event.revision)
             except Exception:
@@ -387,8 +403,8 @@ class WatchCache:
         self.clock = clock
         self.history_ttl = history_ttl
         stored = [k for k in catalog.kinds if k.stored]  # reviews store nothing
-        self.kinds = {k.storage_prefix: KindCache(k, clock) for k in stored}
-        self._by_kind = {k.gvr: self.kinds[k.storage_prefix] for k in stored}
+        self._kinds = {k.storage_prefix: KindCache(k, clock) for k in stored}
+        self._by_kind = {k.gvr: self._kinds[k.storage_prefix] for k in stored}
         self.revision = 0
         #: Every event after this revision is held in the kinds' histories.
         self.horizon = 0
@@ -399,6 +415,10 @@ class WatchCache:
         self.loaded = False
         self._on_loaded: list = []
 
+    def served(self) -> list:
+        """The ``ResourceType`` of every kind the cache holds."""
+        return [c.kind for c in self._kinds.values()]
+
     def for_kind(self, kind) -> KindCache:
         return self._by_kind[kind.gvr]
 
@@ -407,9 +427,9 @@ class WatchCache:
         ``[(kind, KindCounts), ...]`` for every kind: what ``/metrics`` reports of the
         cache (``metrics/sources.py``), read when scraped.
         """
-        return [(c.kind, KindCounts(len(c.objects), c.events_received, c.events_dispatched,
+        return [(c.kind, KindCounts(len(c), c.events_received, c.events_dispatched,
                                     c.initializations, c.init_events))
-                for c in self.kinds.values()]
+                for c in self._kinds.values()]
 
     def for_gvr(self, gvr: tuple) -> KindCache:
         """The cache of the kind served as ``(group, version, plural)``."""
@@ -430,7 +450,7 @@ class WatchCache:
             cache = self._cache_for(kv.key)
             if cache is not None:
                 cache.load(kv)
-        for cache in self.kinds.values():
+        for cache in self._kinds.values():
             cache.initializations += 1
         self.revision = self.horizon = result.revision
         self._follow(result.revision)
@@ -499,7 +519,7 @@ class WatchCache:
         newest dropped event; the compacted revision, or None when nothing was dropped.
         """
         cutoff = self.clock.seconds() - self.history_ttl
-        dropped = max((cache.drop_before(cutoff) for cache in self.kinds.values()), default=0)
+        dropped = max((cache.drop_before(cutoff) for cache in self._kinds.values()), default=0)
         if dropped <= self.horizon:
             return None
         self.horizon = dropped
@@ -522,12 +542,12 @@ class WatchCache:
     @inlineCallbacks
     def _relist(self):
         result = yield self.storage.range("/registry/")
-        grouped: dict[str, list[KeyValue]] = {prefix: [] for prefix in self.kinds}
+        grouped: dict[str, list[KeyValue]] = {prefix: [] for prefix in self._kinds}
         for kv in result.kvs:
             cache = self._cache_for(kv.key)
             if cache is not None:
                 grouped[cache.kind.storage_prefix].append(kv)
-        for prefix, cache in self.kinds.items():
+        for prefix, cache in self._kinds.items():
             cache.replace(grouped[prefix], result.revision)
         # Events in the gap are unknown: no exact read or watch may start before here.
         self.revision = self.horizon = result.revision
@@ -537,7 +557,7 @@ class WatchCache:
     def _cache_for(self, key: str) -> Optional[KindCache]:
         # "/registry/{qualified resource}/..." -> the prefix up to the third slash.
         end = key.find("/", len("/registry/"))
-        return self.kinds.get(key[:end + 1]) if end > 0 else None
+        return self._kinds.get(key[:end + 1]) if end > 0 else None
 
     def _on_event(self, event) -> None:
         cache = self._cache_for(event.kv.key)

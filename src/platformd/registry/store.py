@@ -114,7 +114,7 @@ class GenericStore:
             entry = self.cache.get(prefix + name)
             candidates = [entry] if entry is not None else []
         else:
-            candidates = (self.cache.objects[k] for k in self.cache.keys_from(prefix))
+            candidates = self.cache.current(prefix)
         out = []
         for entry in candidates:
             obj = entry.obj
