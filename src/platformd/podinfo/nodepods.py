@@ -57,7 +57,7 @@ class NodePods:
     def __init__(self, informer: IInformer, node_name: str, clock, max_watchers: int):
         #: The Pod kind's informer.
         self.informer = informer
-        self._registration = None
+        self._registration: object = None  # the informer's, while serving
         self.node_name = node_name
         self.clock = clock
         self.max_watchers = max_watchers
