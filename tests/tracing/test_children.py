@@ -125,7 +125,7 @@ class PodsSocketSpanTests(TestCase):
         feed = PodFeed()
         feed.put(pod("a"))
         path = os.path.join(socket_dir(self), "pods.sock")
-        service = PodsService(reactor, feed.cache, path, "node-a")
+        service = PodsService(reactor, feed.informer, path, "node-a")
         service.tracing = spans.tracing
         service.privilegedStartService()
         service.startService()
