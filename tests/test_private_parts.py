@@ -113,6 +113,9 @@ class TwistedInternalsTests(SynchronousTestCase):
         need(stream, "H2Stream()", "_conn", "_request", "command", "path", "pauseProducing",
              "resumeProducing")
         need(connection, "H2Connection()", "streams")
+        need(connection.conn, "h2 H2Connection()", "_inbound_flow_control_window_manager")
+        need(getattr(connection.conn, "_inbound_flow_control_window_manager", None),
+             "h2 H2Connection()._inbound_flow_control_window_manager", "_bytes_processed")
         self.assertNoneMissing()
 
 

@@ -26,6 +26,7 @@ import time
 
 import h2.errors
 import h2.events
+from hyperframe.frame import DataFrame
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.protocol import Protocol, ServerFactory
@@ -376,6 +377,34 @@ class BodyBeforeAuthenticationOverHTTP2Tests(ServedTestCase):
                 ("ConnectionTerminated", h2.errors.ErrorCodes.NO_ERROR)]))
             self.assertEqual(self.content_files, [])
         return deferToThread(run).addCallback(check)
+
+    def test_body_after_the_reset_is_given_back_at_once(self):
+        """
+        A body that arrives after its stream was answered and reset is returned to the
+        connection's window in full at once, as Go's server returns a closed stream's
+        DATA (h2 returned it only past half a window, and a client could be left without
+        window for its next request).  The body is sent as raw frames after the reset.
+        """
+        def run():
+            client, events = self.client(identity="admin")
+            stream_id = client.conn.get_next_available_stream_id()
+            client.conn.send_headers(stream_id, [
+                (":method", "POST"), (":path", "/api/v1/namespaces/default/nothings"),
+                (":scheme", "https"), (":authority", "127.0.0.1"),
+                ("content-type", "application/json"), ("content-length", "60000")])
+            client.streams[stream_id] = stream = Stream()
+            client.flush()
+            client.pump(lambda: stream.reset)
+            for start in range(0, 60_000, 16_384):
+                frame = DataFrame(stream_id, data=b"x" * min(16_384, 60_000 - start))
+                client.sock.sendall(frame.serialize())
+
+            def returned():
+                return sum(e.delta for e in events
+                           if isinstance(e, h2.events.WindowUpdated) and e.stream_id == 0)
+            client.pump(lambda: returned() >= 60_000)
+            return int(stream.headers[":status"]), returned()
+        return deferToThread(run).addCallback(self.assertEqual, (404, 60_000))
 
     def test_answered_before_its_body_gives_the_window_back(self):
         """An answer before the body (a 404: no route takes the path) resets the stream

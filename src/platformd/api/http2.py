@@ -20,7 +20,10 @@ these changes:
   the handler lets the body in (``request.py``); ``Expect: 100-continue`` is answered
   then, not at the headers.  A stream answered before its body ended is reset with
   ``NO_ERROR`` after the answer, as Go's server does (RFC 9113 8.1: the client stops
-  sending), and what it held is given back to the connection's window;
+  sending), and what it held is given back to the connection's window; so is, at once,
+  whatever of its body still arrives after the reset, as Go's server returns a closed
+  stream's DATA (``h2`` returns it only once half a window's worth has been processed,
+  which could leave the client without window for its next request);
 * an answer with ``Connection: close`` (a 401: ``filters.Authentication``) has the header
   removed, as HTTP/2 allows no connection header, and ends the connection with
   ``GOAWAY`` as Go's server does; once no stream is left rather than at once, since the
@@ -38,7 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from h2.errors import ErrorCodes
-from h2.exceptions import StreamClosedError
+from h2.exceptions import ProtocolError, StreamClosedError
 from twisted.internet.interfaces import IHandshakeListener
 from twisted.web import http
 from twisted.web._http2 import H2Connection, H2Stream
@@ -97,6 +100,30 @@ class APIH2Connection(H2Connection):
             self.loseConnection()
         else:
             self.setTimeout(self.idle)
+
+    def dataReceived(self, data):
+        super().dataReceived(data)
+        self._return_window()
+
+    def _return_window(self) -> None:
+        """
+        Give the connection's window back for every byte ``h2`` counts as processed but
+        has not yet returned: DATA of a stream reset after an early answer (h2 acknowledges
+        it on arrival and batches the update; Go's server returns it at once), and the
+        acknowledged data of live streams (returned sooner than h2's batching would).
+        Data a paused stream holds is not processed yet, so its bound stays.
+        """
+        # h2's window manager (bounded with Twisted's http2 extra; tests/test_private_parts.py).
+        manager = self.conn._inbound_flow_control_window_manager
+        pending = manager._bytes_processed
+        if not pending or self.transport is None:
+            return
+        try:
+            self.conn.increment_flow_control_window(pending)
+        except ProtocolError:
+            return  # the connection is closing: no window to give
+        manager._bytes_processed = 0
+        self.transport.write(self.conn.data_to_send())
 
     def loseConnection(self) -> None:
         """
