@@ -36,7 +36,7 @@ def serve(port: int, cert: str, key: str) -> None:
     from twisted.internet import reactor
     from twisted.web import resource, server
 
-    from platformd.tlscontext import server_tls_options
+    from platformd.edge.tlscontext import server_tls_options
 
     class Allow(resource.Resource):
         isLeaf = True
@@ -78,7 +78,7 @@ def main():
     if opts.serve:
         serve(int(opts.serve[0]), opts.serve[1], opts.serve[2])
         return
-    from platformd.pki import ensure_pki
+    from platformd.files.pki import ensure_pki
 
     with tempfile.TemporaryDirectory() as tmp:
         paths = ensure_pki(os.path.join(tmp, "webhook-pki"), [], [], "https://127.0.0.1:1")

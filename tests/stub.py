@@ -41,7 +41,7 @@ from zope.interface import implementer
 
 from platformd.api.site import make_site
 from platformd.auth.interfaces import AUTHENTICATED_GROUP, IAuthenticator, UserInfo
-from platformd.httpclient import BytesBody
+from platformd.util.httpclient import BytesBody
 from platformd.compose import boot_sequence, compose
 from platformd.featuregates import FeatureGates
 from platformd.storage.memory import MemoryStorage

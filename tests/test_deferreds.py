@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.deferreds import Shared
+from platformd.util.deferreds import Shared
 
 
 class SharedTests(SynchronousTestCase):

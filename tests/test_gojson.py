@@ -2,9 +2,7 @@
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd import gojson, gonumbers
-
-
+from platformd.goformat import gojson, gonumbers
 class LoadsTests(SynchronousTestCase):
     def test_constants_refused_in_go_words(self):
         """Python takes NaN, Infinity and -Infinity; Go's scanner stops at them."""

@@ -4,7 +4,7 @@ import time
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.gonumbers import BigNumber, NumError, parse_int, parse_uint
+from platformd.goformat.gonumbers import BigNumber, NumError, parse_int, parse_uint
 
 
 class ParseTests(SynchronousTestCase):

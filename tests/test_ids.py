@@ -4,7 +4,7 @@ import uuid
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.ids import random_uuid
+from platformd.util.ids import random_uuid
 
 
 class RandomUUIDTests(SynchronousTestCase):

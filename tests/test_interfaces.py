@@ -49,12 +49,12 @@ def _builds():
     from platformd.egress.konnectivity import GRPCTunnel
     from platformd.egress.selector import EgressEndpoints
     from platformd.egress.tunnel import ConnectTunnel
-    from platformd.httpclient import BytesBody
+    from platformd.util.httpclient import BytesBody
     from platformd.storage.encryption import aes, kms, kmsv1, prefix, secretbox
     from platformd.storage.encryption.reload import Swappable
     from platformd.storage.memory import MemoryStorage
     from platformd.storage import transformers
-    from platformd.tlscontext import ServerTLS
+    from platformd.edge.tlscontext import ServerTLS
 
     return {
         NamespaceLifecycle: lambda: NamespaceLifecycle(None, None, None),
@@ -124,7 +124,7 @@ CLASS_ONLY = {
     "platformd.cache.informers.Informer": "needs a loaded watch cache",
     "platformd.cache.informers.Lister": "needs a kind's watch cache",
     "platformd.egress.konnectivity._Tunnel": "an open gRPC stream",
-    "platformd.journald.JournalObserver": "opens a socket",
+    "platformd.process.journald.JournalObserver": "opens a socket",
     "platformd.storage.etcd3.store.EtcdStorage": "needs an etcd client",
     "platformd.storage.mvcc.Watch": "registers with a store's watchers",
     "platformd.storage.sqlite.SQLiteStorage": "opens a database and its threads",

@@ -19,17 +19,14 @@ ROOT = os.path.dirname(platformd.__file__)
 #: Lowest first.  A unit (a package below platformd, or a top-level module) may import
 #: only units of lower layers.
 LAYERS = (
-    {"gotext", "startup"},
-    {"errors", "durations", "featuregates", "requestinfo", "deferreds", "ids",
-     "httpclient", "ratelog", "filepoll", "labelselectors", "matchconditions",
-     "__version__", "protos", "pki", "configfile", "metrics",
-     "sdnotify", "journald", "timeouts", "gonumbers", "slices", "privatefiles",
-     "warningheaders", "keypair", "informing"},
-    {"model", "storage", "codecs", "tlscontext", "tlstransport", "options", "lifecycle",
-     "activation", "accepting", "gojson", "kubeconfig"},
+    {"goformat"},
+    {"process", "util", "errors", "featuregates", "requestinfo", "matchconditions",
+     "__version__", "protos", "metrics", "informing"},
+    {"files"},
+    {"model", "storage", "codecs", "edge", "options"},
     {"tracing", "egress"},
     {"admission"},
-    {"auth", "cache", "patch", "listening", "audit"},
+    {"auth", "cache", "patch", "audit"},
     {"context"},
     {"registry", "podinfo"},
     {"controllers"},

@@ -1,4 +1,4 @@
-"""Tests for platformd.pki: the generated CA, certificates and admin kubeconfig."""
+"""Tests for platformd.files.pki: the generated CA, certificates and admin kubeconfig."""
 
 import base64
 import datetime
@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.pki import PKIError, ensure_pki, read_certificates, read_private_key
+from platformd.files.pki import PKIError, ensure_pki, read_certificates, read_private_key
 
 START = 1_800_000_000
 SERVER = "https://127.0.0.1:6443"

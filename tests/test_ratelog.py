@@ -1,10 +1,10 @@
-"""Each distinct message logged at most once per interval (platformd/ratelog.py)."""
+"""Each distinct message logged at most once per interval (platformd/util/ratelog.py)."""
 
 from twisted.internet.task import Clock
 from twisted.logger import Logger, LogLevel
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.ratelog import RateLimitedLog, origin
+from platformd.util.ratelog import RateLimitedLog, origin
 
 
 class Recorder:

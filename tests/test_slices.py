@@ -4,9 +4,7 @@ from twisted.internet import reactor, task
 from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from platformd import slices
-
-
+from platformd.util import slices
 def counting(steps: int, log: list):
     """Work of ``steps`` slices, noting each; returns ``steps``."""
     for step in range(steps):

@@ -17,12 +17,12 @@ from twisted.internet.endpoints import serverFromString
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from platformd import startup
-from platformd.lifecycle import Sequence, Step
-from platformd.listening import ListenerService, listen_description
+from platformd.process import startup
+from platformd.process.lifecycle import Sequence, Step
+from platformd.edge.listening import ListenerService, listen_description
 from platformd.options import Options
 from platformd.service import PlatformService, make_service
-from platformd.startup import Edge, StartupError
+from platformd.process.startup import Edge, StartupError
 
 
 def options(*args):

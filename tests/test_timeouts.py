@@ -3,7 +3,7 @@
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.timeouts import Deadline
+from platformd.edge.timeouts import Deadline
 
 
 class DeadlineTests(SynchronousTestCase):

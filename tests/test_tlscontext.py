@@ -1,5 +1,5 @@
 """
-Tests for platformd.tlscontext, end to end over loopback TLS with the real reactor.
+Tests for platformd.edge.tlscontext, end to end over loopback TLS with the real reactor.
 
 The server is a twisted.web Site behind ``server_tls_options``, exactly as the HTTPS listener
 stacks it; the clients are the stdlib ``ssl`` module (in a thread) and the real kubectl.
@@ -30,9 +30,9 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
-from platformd.pki import PKIError, ensure_pki
-from platformd.tlscontext import peer_identity, server_tls_options
-from platformd.tlstransport import connection_transport
+from platformd.files.pki import PKIError, ensure_pki
+from platformd.edge.tlscontext import peer_identity, server_tls_options
+from platformd.edge.tlstransport import connection_transport
 from tests.test_pki import KUBECTL
 
 

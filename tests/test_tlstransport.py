@@ -1,5 +1,5 @@
 """
-Tests for platformd.tlstransport over loopback TLS with the real reactor: bytes written
+Tests for platformd.edge.tlstransport over loopback TLS with the real reactor: bytes written
 through the gathering ``write``, the immediate ``write_now`` and the eager socket send
 arrive complete and in order, and a peer that stops reading still pushes back on a
 producer.  ``TwistedInternalsTests`` names every private part of Twisted the module
@@ -22,9 +22,9 @@ from twisted.protocols.tls import (
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
-from platformd.pki import ensure_pki
-from platformd.tlscontext import server_tls_options
-from platformd.tlstransport import DIRECT_WRITE, RECORD, PlatformTLSTransport, send_now
+from platformd.files.pki import ensure_pki
+from platformd.edge.tlscontext import server_tls_options
+from platformd.edge.tlstransport import DIRECT_WRITE, RECORD, PlatformTLSTransport, send_now
 
 
 @implementer(IPushProducer)

@@ -46,8 +46,8 @@ from platformd.context import internal
 from platformd.controllers.aggregation import ClusterRoleAggregator
 from platformd.controllers.namespaces import NamespaceController
 from platformd.controllers.serviceaccounts import ServiceAccountsController
-from platformd.deferreds import then
-from platformd.lifecycle import Sequence, Step, storage_service
+from platformd.util.deferreds import then
+from platformd.process.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.registry import core

@@ -7,7 +7,7 @@ webhook is called.
 
 from __future__ import annotations
 
-from platformd.gotext import aggregate
+from platformd.goformat.gotext import aggregate
 
 
 class ConditionError(Exception):

@@ -11,9 +11,9 @@ import sys
 
 from twisted.python import usage
 
-from platformd.durations import parse_duration
+from platformd.goformat.durations import parse_duration
 from platformd.featuregates import FeatureGateError, FeatureGates
-from platformd.gotext import aggregate, quote_list
+from platformd.goformat.gotext import aggregate, quote_list
 
 
 #: Upstream's ``authzmodes.AuthorizationModeChoices`` that apply here (no ABAC, no Node).

@@ -70,19 +70,19 @@ from platformd.auth.fromflags import (
 from platformd.admission import plugins as admission_plugins
 from platformd.admission.config import AdmissionConfigError, read_admission_configuration
 from platformd.compose import Components, boot_sequence, compose
-from platformd.ids import apiserver_id
-from platformd.lifecycle import Step
-from platformd.listening import (
+from platformd.util.ids import apiserver_id
+from platformd.process.lifecycle import Step
+from platformd.edge.listening import (
     DRAIN_POLL, ListenerService, activated_socket, listen_description, tls_factory,
 )
-from platformd import privatefiles
+from platformd.files import privatefiles
 from platformd.metrics.configreloads import ConfigReloads
-from platformd.pki import PKIError, ensure_pki
+from platformd.files.pki import PKIError, ensure_pki
 from platformd.registry import core
-from platformd.sdnotify import Notifier, WatchdogService
-from platformd.startup import Edge, StartupError, exit_with
+from platformd.process.sdnotify import Notifier, WatchdogService
+from platformd.process.startup import Edge, StartupError, exit_with
 from platformd.storage.sqlite import SQLiteStorage
-from platformd.tlscontext import ServerTLS, server_tls_options
+from platformd.edge.tlscontext import ServerTLS, server_tls_options
 
 if TYPE_CHECKING:
     from platformd.audit.record import Auditor

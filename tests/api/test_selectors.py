@@ -2,7 +2,7 @@
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd import slices
+from platformd.util import slices
 from platformd.api import selectors
 from platformd.errors import StatusError
 from platformd.registry import core, rbac

@@ -27,10 +27,10 @@ from twisted.web.server import NOT_DONE_YET
 
 from platformd.api.body import MAX_BODY
 from platformd.api.site import make_site
-from platformd.listening import tls_factory
-from platformd.pki import ensure_pki
-from platformd.timeouts import ConnectionTimeouts
-from platformd.tlscontext import server_tls_options
+from platformd.edge.listening import tls_factory
+from platformd.files.pki import ensure_pki
+from platformd.edge.timeouts import ConnectionTimeouts
+from platformd.edge.tlscontext import server_tls_options
 
 GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 

@@ -18,7 +18,7 @@ from platformd.audit.rotation import MEGABYTE, RotatingFile
 from platformd.audit.sink import BATCH, BLOCKING, BLOCKING_STRICT, LogSink
 from platformd.options import Options
 from platformd.service import PlatformService
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 
 LINE = b"x" * (300 * 1024 - 1) + b"\n"
 

@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.auth.rbac.covers import (
     breakdown, compact, compact_string, covers, missing_descriptions,
 )
-from platformd.gotext import aggregate, quote, quote_list
+from platformd.goformat.gotext import aggregate, quote, quote_list
 
 from tests.auth.fixtures import rule
 

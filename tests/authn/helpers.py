@@ -15,8 +15,8 @@ from twisted.web import resource, server
 from twisted.web.test.requesthelper import DummyRequest
 
 from platformd.auth import authnconfig
-from platformd.pki import ensure_pki
-from platformd.tlscontext import server_tls_options
+from platformd.files.pki import ensure_pki
+from platformd.edge.tlscontext import server_tls_options
 
 _KEYS: dict = {}
 

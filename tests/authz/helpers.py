@@ -7,7 +7,7 @@ import os
 import yaml
 
 from platformd.auth.interfaces import Attributes, UserInfo
-from platformd.pki import ensure_pki
+from platformd.files.pki import ensure_pki
 from platformd.requestinfo import RequestInfo
 
 

@@ -7,7 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.auth import authzconfig
 from platformd.auth.authzconfig import (AuthorizationConfigError, load_authorization_config,
                                         parse_authorization_config)
-from platformd.durations import go_duration
+from platformd.goformat.durations import go_duration
 from tests.authz.helpers import document, kubeconfig_for, pki, webhook_entry, write
 
 

@@ -20,8 +20,8 @@ from platformd.auth.authzconfig import compile_match_conditions
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Decision
 from platformd.auth.kubeconfig import load_kubeconfig
 from platformd.auth.webhook import WebhookAuthorizer
-from platformd.pki import ADMIN_GROUP, ADMIN_USER
-from platformd.tlscontext import peer_identity, server_tls_options
+from platformd.files.pki import ADMIN_GROUP, ADMIN_USER
+from platformd.edge.tlscontext import peer_identity, server_tls_options
 from tests.authz.helpers import healthz, kubeconfig_for, pki, pods
 
 

@@ -5,7 +5,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.registry import rbac
 from platformd.controllers.aggregation import ClusterRoleAggregator
 from platformd.registry.bootstrap import policy, reconcile_bootstrap_policy
-from platformd.labelselectors import compile_selector, matches
+from platformd.util.labelselectors import compile_selector, matches
 from platformd.registry.bootstrap.rules import breakdown, uncovered
 from tests.bootstrap.support import BootstrapCase
 

@@ -8,7 +8,7 @@ from zope.interface.verify import verifyObject
 from platformd.cache.informers import (
     EventHandlers, FakeInformer, IInformer, ILister, Informers)
 from platformd.cache.watchcache import WatchCache
-from platformd.labelselectors import compile_selector
+from platformd.util.labelselectors import compile_selector
 from platformd.registry import core
 from platformd.registry.catalog import builtin
 from platformd.storage.memory import MemoryStorage

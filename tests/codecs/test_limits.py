@@ -16,7 +16,7 @@ from platformd.codecs.jsoncodec import JSONCodec
 from platformd.codecs.limits import MAX_DEPTH
 from platformd.codecs.protobufcodec import ProtobufCodec, envelope
 from platformd.codecs.yamlcodec import YAMLCodec
-from platformd.gonumbers import BigNumber
+from platformd.goformat.gonumbers import BigNumber
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
 
 #: A YAML "billion laughs": 9**9 strings from a few hundred bytes.

@@ -8,7 +8,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.controllers.queue import (
     FixedRateLimiter, QueueShutDown, WorkQueue, default_rate_limiter)
 from platformd.controllers.worker import work
-from platformd.ratelog import RateLimitedLog
+from platformd.util.ratelog import RateLimitedLog
 
 
 class RateLimiterTests(SynchronousTestCase):

@@ -11,7 +11,7 @@ import os
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from platformd.ids import apiserver_id
+from platformd.util.ids import apiserver_id
 from platformd.metrics.configreloads import config_hash
 from platformd.metrics.core import CONTENT_TYPE
 

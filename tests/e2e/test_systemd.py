@@ -256,10 +256,10 @@ class LoggerTests(TestCase):
 
     def test_the_units_logger_writes_text_without_a_journal(self):
         """
-        ``twistd --logger=platformd.journald.observer`` (the unit's) runs the server; not
+        ``twistd --logger=platformd.process.journald.observer`` (the unit's) runs the server; not
         connected to a journal it writes twistd's text lines to standard error.
         """
-        server = _server(self, twistd_args=["--logger=platformd.journald.observer"])
+        server = _server(self, twistd_args=["--logger=platformd.process.journald.observer"])
         server.start()
         server.signal(signal.SIGTERM)
         self.assertEqual(server.wait(), 0)

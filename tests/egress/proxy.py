@@ -13,7 +13,7 @@ from twisted.internet import reactor
 from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.protocol import Factory, Protocol
 
-from platformd.tlscontext import peer_identity
+from platformd.edge.tlscontext import peer_identity
 
 
 class _Relay(Protocol):

@@ -18,10 +18,10 @@ from twisted.web import server
 
 from platformd.egress import selector
 from platformd.options import Options
-from platformd.pki import ensure_pki
+from platformd.files.pki import ensure_pki
 from platformd.service import PlatformService
-from platformd.startup import StartupError
-from platformd.tlscontext import server_tls_options
+from platformd.process.startup import StartupError
+from platformd.edge.tlscontext import server_tls_options
 from tests.authz.helpers import document, kubeconfig_for, webhook_entry, write
 from tests.authz.test_webhook import ReviewService
 from tests.e2e.harness import start_token_server, token_client

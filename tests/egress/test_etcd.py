@@ -15,7 +15,7 @@ from twisted.trial.unittest import TestCase
 
 from platformd.options import Options
 from platformd.service import PlatformService
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 from tests.authz.helpers import write
 from tests.e2e.harness import start_token_server, token_client
 from tests.egress.proxy import ConnectProxy

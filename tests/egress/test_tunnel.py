@@ -22,8 +22,8 @@ from platformd.auth.kubeconfig import load_kubeconfig
 from platformd.auth.webhook import WebhookAuthorizer
 from platformd.egress import selector
 from platformd.egress.config import parse_egress_config
-from platformd.pki import ADMIN_GROUP, ADMIN_USER, ensure_pki
-from platformd.tlscontext import server_tls_options
+from platformd.files.pki import ADMIN_GROUP, ADMIN_USER, ensure_pki
+from platformd.edge.tlscontext import server_tls_options
 from tests.authz.helpers import kubeconfig_for, pods
 from tests.authz.test_webhook import ReviewService
 from tests.egress.konnectivity_server import KonnectivityServer

@@ -92,7 +92,7 @@ class EndToEndTests(TestCase):
         data_dir = os.path.abspath(self.mktemp())
         os.makedirs(data_dir)
         bad = document((["secrets"], [keys("aesgcm", ("k1", key(7)))]))
-        from platformd.startup import StartupError
+        from platformd.process.startup import StartupError
         try:
             yield self.server(data_dir, bad)
         except StartupError as e:

@@ -8,7 +8,7 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from platformd.protos.platform.kms.apis.v2 import api_pb2_grpc as v2_grpc
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 from tests.e2e.harness import Client, start_server
 from tests.encryption.helpers import document, write
 from tests.encryption.kmsv1plugin import V1Plugin, serve, serve_v1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd import slices
+from platformd.util import slices
 from platformd.model.selectors import FieldSelectorError, field_requirements
 
 

@@ -23,7 +23,7 @@ from platformd.podinfo import service as podservice
 from platformd.podinfo.nodepods import REMOVED_ANNOTATION
 from platformd.podinfo.service import PodsService
 from platformd.protos.platform.api.core.v1.generated_pb2 import Pod
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 
 from tests.podinfo.support import Client, PodFeed, code_of, pod, socket_dir
 

@@ -35,7 +35,7 @@ from twisted.internet.threads import deferToThread
 from twisted.logger import Logger
 from twisted.trial.unittest import SkipTest, TestCase
 
-from platformd import accepting
+from platformd.edge import accepting
 from tests.e2e.daemon import Server, free_port, write_tokens
 from tests.e2e.harness import start_server
 from tests.e2e.test_http2 import H2Client, Stream
@@ -557,7 +557,7 @@ class AcceptBackoffTests(TestCase):
         server = Server(os.path.join(directory, "data"), free_port(),
                         write_tokens(directory, "token"), token="token",
                         wrapper=["prlimit", "--nofile=40", "--"],
-                        twistd_args=["--logger=platformd.journald.observer"])
+                        twistd_args=["--logger=platformd.process.journald.observer"])
         server.start()
         self.addCleanup(server.stop)
         idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(40)]

@@ -1,6 +1,6 @@
 """
 Errors a stored object or a client can make the server repeat reach the log at most
-once a minute (``platformd/ratelog.py``; docs/security.md, "Logs"): a ClusterRole
+once a minute (``platformd/util/ratelog.py``; docs/security.md, "Logs"): a ClusterRole
 whose aggregation selector is ``{}``, a role whose aggregation keeps failing, a bug a
 client reaches on every request.
 """

@@ -23,7 +23,7 @@ from platformd.storage.interface import (
     KeyValue,
     RevisionMismatchError,
 )
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 from platformd.storage.sqlite import SQLiteStorage
 from tests.storage.conformance import (
     GatedTransformer,

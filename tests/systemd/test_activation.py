@@ -1,6 +1,6 @@
 """
 Socket activation's variables read as ``sd_listen_fds_with_names(3)`` reads them
-(``platformd.activation``), and which passed socket is served
+(``platformd.edge.activation``), and which passed socket is served
 (``listening.activated_socket``); tests/e2e/test_systemd.py passes real sockets to a
 real process.
 """
@@ -16,9 +16,9 @@ from twisted.internet import reactor
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd import listening
-from platformd.activation import UNKNOWN, Passed, passed
-from platformd.startup import StartupError
+from platformd.edge import listening
+from platformd.edge.activation import UNKNOWN, Passed, passed
+from platformd.process.startup import StartupError
 
 PID = 4242
 
@@ -68,7 +68,7 @@ class PassedTests(SynchronousTestCase):
         LISTEN_FDS) is still there.
         """
         script = ("import os, twisted.internet.endpoints\n"
-                  "from platformd.activation import initial_environment\n"
+                  "from platformd.edge.activation import initial_environment\n"
                   "assert 'LISTEN_PID' not in os.environ\n"
                   "found = initial_environment()\n"
                   "assert found[b'LISTEN_PID'] == str(os.getpid()).encode()\n"

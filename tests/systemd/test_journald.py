@@ -10,8 +10,8 @@ from twisted.logger import LogLevel, Logger
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd import journald
-from platformd.journald import JournalObserver, choose, field_name, serialize
+from platformd.process import journald
+from platformd.process.journald import JournalObserver, choose, field_name, serialize
 
 
 def parse(data: bytes) -> dict:

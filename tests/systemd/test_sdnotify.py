@@ -9,8 +9,8 @@ from twisted.internet.task import Clock
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd import sdnotify
-from platformd.sdnotify import Notifier, WatchdogService, socket_address, watchdog_interval
+from platformd.process import sdnotify
+from platformd.process.sdnotify import Notifier, WatchdogService, socket_address, watchdog_interval
 
 
 class Receiver:
@@ -113,7 +113,7 @@ class NotifierTests(SynchronousTestCase):
         notifier.status("x")
         notifier.status("y")
         self.assertEqual([formatEvent(e) for e in events if e.get("log_namespace")
-                          == "platformd.sdnotify"],
+                          == "platformd.process.sdnotify"],
                          ["cannot notify the service manager (STATUS=x): No such file or directory",
                           "cannot notify the service manager (STATUS=y): No such file or directory"])
         self.assertFalse(self.clock.getDelayedCalls())

@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.tracing.config import (
     TracingConfigError, TracingConfiguration, load_tracing_config, parse_tracing_config,
 )
-from platformd.ids import apiserver_id
+from platformd.util.ids import apiserver_id
 from platformd.tracing.provider import sampler_for
 
 HEAD = "apiVersion: apiserver.config.platform.io/v1\nkind: TracingConfiguration\n"

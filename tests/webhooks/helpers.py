@@ -17,10 +17,10 @@ from platformd.admission.webhooks.source import WebhookSource
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 from platformd.cache.informers import FakeInformer
 from platformd.context import RequestContext
-from platformd.pki import ensure_pki
+from platformd.files.pki import ensure_pki
 from platformd.registry import core
 from platformd.registry.kinds import webhookshapes
-from platformd.tlscontext import server_tls_options
+from platformd.edge.tlscontext import server_tls_options
 
 
 def allow(review, **response):

@@ -1,6 +1,6 @@
 """
 The webhook plugins' WebhookAdmissionConfiguration (admission/webhooks/config.py), its
-kubeconfig read as client-go reads it (platformd/kubeconfig.py), the user chosen per
+kubeconfig read as client-go reads it (platformd/files/kubeconfig.py), the user chosen per
 webhook host as upstream's AuthenticationInfoResolver chooses it (authinfo.py) and the
 credentials made from that user (credentials.py), each message as upstream's.
 """
@@ -24,7 +24,7 @@ from platformd.admission.webhooks.credentials import (
     ANONYMOUS, CredentialsError, TOKEN_FILE_PERIOD, credentials,
 )
 from platformd.admission.webhooks.source import service_url
-from platformd.pki import ensure_pki
+from platformd.files.pki import ensure_pki
 
 HEAD = "apiVersion: apiserver.config.platform.io/v1\nkind: WebhookAdmissionConfiguration\n"
 

@@ -19,8 +19,8 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 from twisted.web import server
 
-from platformd.pki import ensure_pki
-from platformd.tlscontext import peer_identity, server_tls_options
+from platformd.files.pki import ensure_pki
+from platformd.edge.tlscontext import peer_identity, server_tls_options
 from tests.e2e.harness import Client, start_server
 from tests.webhooks.helpers import ReviewServer
 

@@ -13,8 +13,8 @@ from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 from twisted.web import server
 
-from platformd.pki import ensure_pki
-from platformd.tlscontext import server_tls_options
+from platformd.files.pki import ensure_pki
+from platformd.edge.tlscontext import server_tls_options
 from tests.e2e.harness import ServerTestCase
 from tests.webhooks.helpers import ReviewServer, allow, deny, patch
 

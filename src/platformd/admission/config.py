@@ -34,8 +34,9 @@ from typing import Optional
 
 import attrs
 
-from platformd import configfile, gotext
+from platformd.files import configfile
 
+from platformd.goformat import gotext
 #: Spec 2.5: AdmissionConfiguration exists in v1 only.
 _KIND = configfile.Kind(
     "AdmissionConfiguration", frozenset({"apiserver.config.platform.io/v1"}),

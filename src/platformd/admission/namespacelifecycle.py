@@ -14,7 +14,7 @@ from zope.interface import implementer
 
 from platformd import errors
 from platformd.admission.interfaces import CREATE, DELETE, IMutatingPlugin
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 
 #: Upstream's immortal namespaces (default, kube-system, kube-public), renamed.
 IMMORTAL_NAMESPACES = frozenset({"default", "platform-system", "platform-public"})

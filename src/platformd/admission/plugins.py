@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 import attrs
 
 from platformd.admission.config import AdmissionConfigError
-from platformd.gotext import go_quote
+from platformd.goformat.gotext import go_quote
 
 #: Upstream's ``AllOrderedPlugins``: every admission plugin kube-apiserver knows, in the
 #: order they run (mutating ones in this order, then validating ones in this order).

@@ -29,7 +29,7 @@ from zope.interface import implementer
 from platformd import errors
 from platformd.admission.interfaces import CREATE, UPDATE, IMutatingPlugin, IValidatingPlugin
 from platformd.admission.namespacelifecycle import _name
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 
 PLUGIN_NAME = "ServiceAccount"
 DEFAULT_SERVICE_ACCOUNT = "default"

@@ -31,7 +31,7 @@ from platformd.context import RequestContext
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.metrics.core import CONTENT_TYPE
 from platformd.metrics.requests import RequestMetrics
-from platformd.ratelog import RateLimitedLog, origin
+from platformd.util.ratelog import RateLimitedLog, origin
 from platformd.storage.interface import TransformError
 
 log = Logger()

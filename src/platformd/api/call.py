@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from platformd import errors, gonumbers, warningheaders
+from platformd import errors
+
+from platformd.goformat import gonumbers
+
+from platformd.util import warningheaders
 from platformd.api import query
 
 

@@ -26,11 +26,13 @@ import attrs
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 
-from platformd import errors, gonumbers, requestinfo
-from platformd.durations import go_parse_duration
+from platformd import errors, requestinfo
+
+from platformd.goformat import gonumbers
+from platformd.goformat.durations import go_parse_duration
 from platformd.api import query
-from platformd.gotext import go_quote
-from platformd.tlstransport import abort_stream
+from platformd.goformat.gotext import go_quote
+from platformd.edge.tlstransport import abort_stream
 
 #: Upstream's ``--request-timeout`` default.
 REQUEST_TIMEOUT = 60.0

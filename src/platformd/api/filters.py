@@ -32,10 +32,10 @@ from platformd.auth.interfaces import (
     ALLOW, AUTHENTICATED_GROUP, DENY, NO_OPINION, Attributes, AuthenticationError, Decision,
     IAuthenticator, IAuthorizer, UserInfo,
 )
-from platformd.deferreds import then
-from platformd.ids import random_uuid
+from platformd.util.deferreds import then
+from platformd.util.ids import random_uuid
 from platformd.model.meta import dns_label, dns_subdomain
-from platformd.ratelog import RateLimitedLog
+from platformd.util.ratelog import RateLimitedLog
 from platformd.registry.catalog import UPSTREAM_REVIEW_GROUPS
 
 log = Logger()

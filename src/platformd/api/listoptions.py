@@ -11,7 +11,11 @@ from typing import Optional
 
 import attrs
 
-from platformd import errors, gonumbers, slices
+from platformd import errors
+
+from platformd.goformat import gonumbers
+
+from platformd.util import slices
 from platformd.api import shards
 from platformd.api.selectors import FieldSelector, LabelSelector, field_selector, label_selector
 from platformd.cache.reads import ANY, CONTINUATION, EXACTLY, MOST_RECENT, NOT_OLDER

@@ -17,12 +17,12 @@ from typing import Optional
 
 from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 
-from platformd import slices
+from platformd.util import slices
 from platformd.api import listoptions, responses, views
 from platformd.api.streaming import PieceWriter
 from platformd.codecs.interface import IItemCodec
 from platformd.codecs.jsoncodec import JSON, dumps
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 
 #: Lists of at least this many bytes of items are streamed (spec 4.2.5).
 STREAM_THRESHOLD = 4 * 1024 * 1024

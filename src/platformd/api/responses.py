@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import time
 
-from platformd import errors, warningheaders
+from platformd import errors
+
+from platformd.util import warningheaders
 from platformd.api import query, views
 
 #: Responses larger than this are compressed for clients that accept gzip

@@ -18,7 +18,7 @@ from __future__ import annotations
 from platformd import errors
 from platformd.api import responses, views, writeoptions
 from platformd.api.body import decode_object
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.registry.catalog import upstream_api_version
 
 

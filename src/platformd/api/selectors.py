@@ -20,7 +20,9 @@ from collections.abc import Callable
 
 import attrs
 
-from platformd import errors, slices
+from platformd import errors
+
+from platformd.util import slices
 from platformd.model.selectors import label_requirements
 
 #: Operators that need the key (with one of the values); the others ("!=", "notin",

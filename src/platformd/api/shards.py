@@ -17,7 +17,6 @@ import re
 import attrs
 
 from platformd import errors
-
 FIELDS = {"object.metadata.uid": "uid", "object.metadata.namespace": "namespace"}
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3

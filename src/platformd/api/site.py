@@ -48,7 +48,7 @@ from platformd import errors
 from platformd.api.http2 import APIProtocol
 from platformd.api.request import APIRequest, content_file
 from platformd.codecs.jsoncodec import dumps
-from platformd.timeouts import RST_AVOIDANCE_DELAY, ConnectionTimeouts, Deadline
+from platformd.edge.timeouts import RST_AVOIDANCE_DELAY, ConnectionTimeouts, Deadline
 
 #: Go's http.DefaultMaxHeaderBytes: the request line and headers together.
 MAX_HEADER_BYTES = 1 << 20

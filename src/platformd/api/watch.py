@@ -34,9 +34,9 @@ from platformd.cache.watchcache import (
 )
 from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import JSON, dumps
-from platformd.deferreds import then
-from platformd.ratelog import RateLimitedLog, origin
-from platformd.tlstransport import abort_stream, immediate_writer
+from platformd.util.deferreds import then
+from platformd.util.ratelog import RateLimitedLog, origin
+from platformd.edge.tlstransport import abort_stream, immediate_writer
 
 log = Logger()
 

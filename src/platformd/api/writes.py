@@ -13,7 +13,8 @@ pipeline; server-side apply merges by field ownership (``platformd/patch/apply.p
 from __future__ import annotations
 
 import jsonpatch
-from platformd import errors, gotext
+from platformd import errors
+from platformd.goformat import gotext
 from platformd.api import fieldvalidation, patchfields, responses, writeoptions
 from platformd.api.body import decode_object, read_body
 from platformd.api.patchfields import JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import orjson
 
-from platformd.gotext import go_quote
+from platformd.goformat.gotext import go_quote
 
 API_VERSION = "audit.platform.io/v1"
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 from twisted.logger import Logger
 
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 
 if TYPE_CHECKING:
     from platformd.audit.record import Auditor

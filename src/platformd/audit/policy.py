@@ -17,7 +17,7 @@ import attrs
 import yaml
 from twisted.logger import Logger
 
-from platformd import gotext
+from platformd.goformat import gotext
 from platformd.model.meta import dns_subdomain
 from platformd.storage.encryption.fielderrors import aggregate, go_value
 

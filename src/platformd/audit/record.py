@@ -44,7 +44,7 @@ from platformd.audit import policy as p
 from platformd.audit.event import API_VERSION, microtime, source_ips, status_json, user_agent, \
     user_json
 from platformd.codecs.jsoncodec import dumps
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 
 _CLOSED_EARLY = {"status": "Success", "message": "Connection closed early"}
 _OBJECT_REF_FIELDS = (("resource", "resource"), ("namespace", "namespace"), ("name", "name"),

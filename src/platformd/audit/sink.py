@@ -35,7 +35,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from platformd.metrics.apiserver import APIServerMetrics
-from platformd.ratelog import RateLimitedLog
+from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
 

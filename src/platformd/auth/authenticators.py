@@ -16,12 +16,12 @@ import attrs
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
-from platformd import warningheaders
+from platformd.util import warningheaders
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
-from platformd.tlscontext import peer_identity
-from platformd.tlstransport import connection_transport
+from platformd.edge.tlscontext import peer_identity
+from platformd.edge.tlstransport import connection_transport
 
 _CONNECTION_ATTR = "_platformd_x509_user"
 _NO_CERT = object()

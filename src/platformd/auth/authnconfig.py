@@ -35,10 +35,10 @@ import attrs
 import yaml
 from cryptography import x509
 
-from platformd import gotext
+from platformd.goformat import gotext
 from platformd.auth import cel
 from platformd.auth.authzconfig import _Decoder
-from platformd.gotext import os_error
+from platformd.goformat.gotext import os_error
 from platformd.errors import Cause
 from platformd.model import fielderrors
 from platformd.model.meta import dns_subdomain

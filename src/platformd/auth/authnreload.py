@@ -20,7 +20,7 @@ from __future__ import annotations
 from twisted.logger import Logger
 
 from platformd.auth import authnconfig, jwt
-from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
+from platformd.files.filepoll import DEFAULT_INTERVAL, FilePoller
 
 log = Logger()
 

@@ -16,8 +16,8 @@ from zope.interface import implementer
 
 from platformd import errors
 from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
-from platformd.deferreds import then
-from platformd.gotext import aggregate
+from platformd.util.deferreds import then
+from platformd.goformat.gotext import aggregate
 
 _ALLOWED = Decision(ALLOW)
 _NO_OPINION = Decision(NO_OPINION)

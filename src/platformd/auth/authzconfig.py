@@ -29,10 +29,10 @@ import stat
 import attrs
 import yaml
 
-from platformd import gotext
+from platformd.goformat import gotext
 from platformd.auth import cel, kubeconfig, sar
-from platformd.gotext import os_error
-from platformd.durations import go_duration, go_parse_duration
+from platformd.goformat.gotext import os_error
+from platformd.goformat.durations import go_duration, go_parse_duration
 from platformd.errors import Cause
 from platformd.model import fielderrors
 from platformd.model.meta import dns_subdomain

@@ -28,8 +28,8 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from platformd import gojson, gonumbers, gotext
-from platformd.ratelog import RateLimitedLog
+from platformd.goformat import gojson, gonumbers, gotext
+from platformd.util.ratelog import RateLimitedLog
 from platformd.auth import authnconfig, cel, jwks
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (

@@ -6,7 +6,7 @@ Only what a webhook client needs is read (client-go's meaning of each field): th
 ``certificate-authority-data``, ``tls-server-name``) and user (``client-certificate`` /
 ``client-key`` or their ``-data`` forms, ``token`` or ``tokenFile``).  Relative file paths
 are relative to the kubeconfig's directory, as client-go resolves them
-(``platformd.kubeconfig.local_path``, shared with the admission webhooks' reader of every
+(``platformd.files.kubeconfig.local_path``, shared with the admission webhooks' reader of every
 user).  Every file is read here, once: a connection holds bytes, and making requests
 touches no disk.
 """
@@ -26,8 +26,8 @@ from twisted.internet import ssl
 from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
-from platformd.gotext import os_error
-from platformd.kubeconfig import local_path, named
+from platformd.goformat.gotext import os_error
+from platformd.files.kubeconfig import local_path, named
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from twisted.logger import Logger
 
 from platformd.auth import authzconfig, modes
-from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
+from platformd.files.filepoll import DEFAULT_INTERVAL, FilePoller
 
 log = Logger()
 

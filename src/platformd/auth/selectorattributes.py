@@ -15,7 +15,7 @@ without values.  Upstream's ``AuthorizeWithSelectors`` is GA and locked on since
 
 from __future__ import annotations
 
-from platformd import slices
+from platformd.util import slices
 from platformd.auth.interfaces import Attributes
 from platformd.errors import StatusError
 from platformd.model.selectors import FieldSelectorError, field_requirements, \

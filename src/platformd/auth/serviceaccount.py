@@ -48,12 +48,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from zope.interface import implementer
 
-from platformd import gojson, pki
+from platformd.files import pki
+
+from platformd.goformat import gojson
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,
 )
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 
 #: The issuer when ``--service-account-issuer`` is not given: upstream's typical value
 #: (``https://kubernetes.default.svc``) with the platform's name.

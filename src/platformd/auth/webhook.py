@@ -42,9 +42,9 @@ from platformd.auth.kubeconfig import Connection
 from platformd.auth.retry import with_backoff
 from platformd.auth.selectorattributes import resource_selectors
 from platformd.auth.webhookerrors import WebhookError, answer_failed, call_failed
-from platformd import httpclient, slices
-from platformd.deferreds import then
-from platformd.ratelog import RateLimitedLog
+from platformd.util import httpclient, slices
+from platformd.util.deferreds import then
+from platformd.util.ratelog import RateLimitedLog
 from platformd.egress import selector
 from platformd.egress.config import CONTROLPLANE
 from platformd.tracing import spans

@@ -28,8 +28,9 @@ from typing import Optional
 from twisted.internet.defer import CancelledError
 from twisted.internet.error import ConnectionAborted, ConnectionLost
 
-from platformd import gotext, httpclient
+from platformd.goformat import gotext
 
+from platformd.util import httpclient
 #: apimachinery's ``knownReasons``.
 KNOWN_REASONS = frozenset((
     "Unauthorized", "Forbidden", "NotFound", "AlreadyExists", "Conflict", "Gone", "Invalid",

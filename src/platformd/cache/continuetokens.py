@@ -31,8 +31,9 @@ from typing import Optional
 
 import attrs
 
-from platformd import errors, gojson, gotext
+from platformd import errors
 
+from platformd.goformat import gojson, gotext
 TOKEN_VERSION = "meta.platform.io/v1"
 
 EXPIRED_MESSAGE = (

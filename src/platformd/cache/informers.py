@@ -32,7 +32,7 @@ from zope.interface import implementer
 
 from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CachedObject, CorruptObjectError
 from platformd.informing import EventHandlers, IInformer, IInformers, ILister
-from platformd.labelselectors import labels_of, matches
+from platformd.util.labelselectors import labels_of, matches
 
 __all__ = ["EventHandlers", "FakeInformer", "IInformer", "IInformers", "ILister", "Informer",
            "Informers", "Lister"]

@@ -28,9 +28,9 @@ import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.logger import Logger
 
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.model.meta import set_resource_version
-from platformd.ratelog import RateLimitedLog, origin
+from platformd.util.ratelog import RateLimitedLog, origin
 from platformd.storage.interface import DELETE, PUT, Event, IWatch, KeyValue
 
 log = Logger()

@@ -29,7 +29,7 @@ from typing import Any
 import cbor2
 from zope.interface import implementer
 
-from platformd import gonumbers
+from platformd.goformat import gonumbers
 from platformd.codecs import limits
 from platformd.codecs.interface import CodecError, IItemCodec
 

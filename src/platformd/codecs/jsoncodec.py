@@ -12,7 +12,7 @@ import re
 import orjson
 from zope.interface import implementer
 
-from platformd import gonumbers
+from platformd.goformat import gonumbers
 from platformd.codecs import limits
 from platformd.codecs.duplicates import from_pairs
 from platformd.codecs.interface import CodecError, ICodec

@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable
 
 from platformd.codecs.interface import CodecError
-from platformd.gonumbers import BigNumber
+from platformd.goformat.gonumbers import BigNumber
 
 MAX_DEPTH = 100
 

@@ -32,7 +32,7 @@ import struct
 import yaml
 from zope.interface import implementer
 
-from platformd import gonumbers, gotext
+from platformd.goformat import gonumbers, gotext
 from platformd.codecs import limits
 from platformd.codecs.interface import CodecError, ICodec
 

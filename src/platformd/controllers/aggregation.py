@@ -27,7 +27,9 @@ from typing import Optional
 
 from twisted.logger import Logger
 
-from platformd import errors, ratelog
+from platformd import errors
+
+from platformd.util import ratelog
 from platformd.cache.informers import EventHandlers
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.context import internal
@@ -35,7 +37,7 @@ from platformd.controllers.queue import WorkQueue
 from platformd.controllers.worker import Controller, work
 from platformd.patch.managedfields import Manager
 from platformd.registry import rbac
-from platformd.labelselectors import compile_selector, matches
+from platformd.util.labelselectors import compile_selector, matches
 from platformd.registry.bootstrap.rules import rule_key, rules_equal
 
 log = Logger()

@@ -22,7 +22,7 @@ from platformd.cache.informers import EventHandlers
 from platformd.context import internal
 from platformd.controllers.queue import FixedRateLimiter, WorkQueue
 from platformd.controllers.worker import Controller, work
-from platformd.ratelog import RateLimitedLog
+from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
 

@@ -21,7 +21,9 @@ from typing import Optional
 import attrs
 from twisted.logger import Logger
 
-from platformd import configfile, gotext
+from platformd.files import configfile
+
+from platformd.goformat import gotext
 from platformd.model import fielderrors
 
 log = Logger()

@@ -35,7 +35,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from platformd.protos.konnectivity.client import client_pb2 as pb
-from platformd.ratelog import RateLimitedLog, origin
+from platformd.util.ratelog import RateLimitedLog, origin
 from platformd.protos.konnectivity.client import client_pb2_grpc as pb_grpc
 
 #: Queued DATA packets beyond which the transport's producer is paused.

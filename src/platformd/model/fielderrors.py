@@ -12,7 +12,7 @@ import json
 import attrs
 
 from platformd.errors import Cause
-from platformd.gotext import go_quote
+from platformd.goformat.gotext import go_quote
 
 
 @attrs.frozen

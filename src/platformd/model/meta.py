@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from platformd import gotext
+from platformd.goformat import gotext
 from platformd.model import fielderrors as fe
 from platformd.model.schema import (
     BOOLEAN, INT64, STRING, TIME, ListOf, MapOf, Prop, Struct,

@@ -19,9 +19,7 @@ from typing import Optional, Union
 
 import attrs
 
-from platformd import gonumbers, gotext
-
-
+from platformd.goformat import gonumbers, gotext
 class DecodeError(Exception):
     """
     A value of the wrong type at ``path`` (upstream answers such bodies with 400).  A

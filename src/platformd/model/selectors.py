@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 
-from platformd import errors, slices
+from platformd import errors
+
+from platformd.util import slices
 from platformd.model.meta import qualified_name
 
 _LABEL_TOKEN = re.compile(

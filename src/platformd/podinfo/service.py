@@ -30,7 +30,7 @@ from platformd.podinfo import unixsocket
 from platformd.podinfo.nodepods import NodePods
 from platformd.podinfo.servicer import PodsServicer
 from platformd.podinfo.watchqueue import DEFAULT_LIMIT
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 
 if TYPE_CHECKING:
     from platformd.tracing.provider import Tracing

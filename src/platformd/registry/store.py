@@ -33,8 +33,8 @@ from twisted.logger import Logger
 from platformd import errors
 from platformd.admission.interfaces import CREATE, DELETE, UPDATE, AdmissionAttributes
 from platformd.cache.watchcache import CorruptObjectError
-from platformd.deferreds import then
-from platformd.ids import random_uuid
+from platformd.util.deferreds import then
+from platformd.util.ids import random_uuid
 from platformd.model.meta import set_resource_version
 from platformd.model.times import rfc3339
 from platformd.patch import managedfields

@@ -26,7 +26,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from platformd.ratelog import RateLimitedLog, origin
+from platformd.util.ratelog import RateLimitedLog, origin
 from platformd.storage.interface import (
     DELETE,
     PUT,

@@ -31,7 +31,7 @@ import attrs
 from twisted.internet.defer import Deferred
 from zope.interface import Interface, implementer
 
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.storage.interface import DELETE, CorruptValue, Event, KeyValue, TransformError
 
 

@@ -18,7 +18,9 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from platformd import configfile, gotext
+from platformd.files import configfile
+
+from platformd.goformat import gotext
 from platformd.model import fielderrors
 
 #: The kind's versions: upstream serves it as apiserver.config.k8s.io v1alpha1, v1beta1

@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRat
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from twisted.internet.threads import deferToThread
 
-from platformd.ids import apiserver_id
+from platformd.util.ids import apiserver_id
 from platformd.tracing.config import TracingConfiguration
 
 SERVICE_NAME = "apiserver"

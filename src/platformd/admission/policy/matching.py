@@ -14,7 +14,7 @@ from typing import Optional
 
 from platformd import errors
 from platformd.admission.webhooks.matching import namespace_labels, rule_matches
-from platformd.labelselectors import compile_selector, labels_of
+from platformd.util.labelselectors import compile_selector, labels_of
 
 #: The policy kinds themselves never go through policies (upstream's
 #: ``isPolicyResource``).

@@ -10,7 +10,7 @@ evaluation with ``params`` null), the object ``paramRef.name``, or every object
 
 from __future__ import annotations
 
-from platformd.labelselectors import compile_selector, labels_of
+from platformd.util.labelselectors import compile_selector, labels_of
 
 
 class ParamError(Exception):

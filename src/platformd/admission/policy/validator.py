@@ -16,7 +16,7 @@ import re
 import attrs
 
 from platformd.admission.policy.compiled import EvaluationError, Policy
-from platformd.gotext import aggregate
+from platformd.goformat.gotext import aggregate
 
 ADMIT, DENY = "admit", "deny"
 #: Upstream's ``celconfig.MaxEvaluatedMessageExpressionSizeBytes``.

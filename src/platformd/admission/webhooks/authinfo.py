@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from twisted.logger import Logger
 
-from platformd import kubeconfig
+from platformd.files import kubeconfig
 from platformd.admission.config import AdmissionConfigError
 from platformd.admission.webhooks.credentials import ANONYMOUS, credentials
 

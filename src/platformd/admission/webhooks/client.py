@@ -40,7 +40,7 @@ from zope.interface import implementer
 from platformd.admission.webhooks.authinfo import AuthInfoResolver
 from platformd.admission.webhooks.credentials import CredentialsError
 from platformd.admission.webhooks.errors import CallError
-from platformd import httpclient
+from platformd.util import httpclient
 from platformd.egress import selector
 from platformd.egress.config import CLUSTER, CONTROLPLANE
 from platformd.tracing import spans

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from platformd import configfile
+from platformd.files import configfile
 from platformd.admission.config import AdmissionConfigError
-from platformd.gotext import go_quote
+from platformd.goformat.gotext import go_quote
 
 _KIND = configfile.Kind(
     "WebhookAdmissionConfiguration", frozenset({"apiserver.config.platform.io/v1"}),

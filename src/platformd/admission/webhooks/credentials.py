@@ -13,7 +13,7 @@ What a webhook call carries as the kubeconfig user chosen for its host
   both``.
 - ``client-certificate`` and ``client-key`` (or their ``-data``), both or neither (one
   alone is nothing, as client-go's ``HasCertAuth``), are checked as Go's
-  ``tls.X509KeyPair`` (``platformd.keypair``) and presented during the handshake.
+  ``tls.X509KeyPair`` (``platformd.files.keypair``) and presented during the handshake.
 - ``auth-provider`` is upstream's ``auth provider not supported``.
 
 A failure is raised as ``CredentialsError`` with client-go's words, in client-go's order
@@ -28,8 +28,8 @@ from typing import Optional
 
 import attrs
 
-from platformd import gotext
-from platformd.keypair import KeyPairError, x509_key_pair
+from platformd.goformat import gotext
+from platformd.files.keypair import KeyPairError, x509_key_pair
 
 #: client-go's file token source's period less its cache's leeway.
 TOKEN_FILE_PERIOD = 60.0 - 10.0
@@ -82,7 +82,7 @@ ANONYMOUS = Credentials()
 
 
 def credentials(user, clock) -> Credentials:
-    """The ``Credentials`` of ``user`` (a ``platformd.kubeconfig.User``; None:
+    """The ``Credentials`` of ``user`` (a ``platformd.files.kubeconfig.User``; None:
     anonymous), files read now."""
     if user is None:
         return ANONYMOUS

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from platformd import errors
-from platformd.gotext import go_quote
+from platformd.goformat.gotext import go_quote
 
 
 class CallError(Exception):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from platformd import errors, matchconditions
 from platformd.admission.webhooks.errors import CallError
-from platformd.labelselectors import labels_of
+from platformd.util.labelselectors import labels_of
 
 EXEMPT = frozenset({("admissionregistration.platform.io", "mutatingwebhookconfigurations"),
                     ("admissionregistration.platform.io", "validatingwebhookconfigurations")})

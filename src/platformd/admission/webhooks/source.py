@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import attrs
 
-from platformd.labelselectors import compile_selector
+from platformd.util.labelselectors import compile_selector
 
 
 def lister_of(informers, group: str, kind: str):

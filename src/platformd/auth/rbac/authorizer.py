@@ -23,11 +23,11 @@ from zope.interface import implementer
 from platformd.auth.interfaces import (
     ALLOW, NO_OPINION, Decision, IAuthorizer, IRuleResolver, RulesForUser,
 )
-from platformd.gotext import aggregate
+from platformd.goformat.gotext import aggregate
 from platformd.auth.rbac.index import RBACIndex, role_error
 from platformd.auth.rbac.resolver import rules_for
 from platformd.auth.rbac.rules import allows
-from platformd.ratelog import RateLimitedLog
+from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
 

@@ -12,7 +12,7 @@ then covered by a single owner rule or not at all.
 
 from __future__ import annotations
 
-from platformd.gotext import quote_list
+from platformd.goformat.gotext import quote_list
 from platformd.auth.rbac.rules import ALL
 
 _FIELDS = ("apiGroups", "resources", "nonResourceURLs", "resourceNames", "verbs")

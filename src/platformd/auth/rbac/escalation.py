@@ -35,14 +35,14 @@ from platformd import errors
 from platformd.admission.interfaces import IValidatingPlugin
 from platformd.auth.interfaces import ALLOW, Attributes
 from platformd.auth.rbac.covers import covers, missing_descriptions
-from platformd.gotext import aggregate, quote, quote_list
+from platformd.goformat.gotext import aggregate, quote, quote_list
 from platformd.auth.rbac.index import (
     CLUSTER_ROLE, CLUSTER_ROLES, GROUP, ROLE, ROLE_BINDINGS, ROLES, RBACIndex, role_error,
 )
 from platformd.auth.rbac.resolver import rules_for
 from platformd.auth.rbac.subjects import PRIVILEGED_GROUP
-from platformd.deferreds import then
-from platformd.ratelog import RateLimitedLog, origin
+from platformd.util.deferreds import then
+from platformd.util.ratelog import RateLimitedLog, origin
 from platformd.requestinfo import RequestInfo
 
 log = Logger()

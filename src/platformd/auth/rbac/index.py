@@ -30,7 +30,7 @@ import orjson
 from twisted.logger import Logger
 
 import platformd.auth.rbac.subjects as sj
-from platformd.gotext import quote
+from platformd.goformat.gotext import quote
 from platformd.auth.rbac.rules import compile_rule
 from platformd.informing import EventHandlers
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from platformd.gotext import quote
+from platformd.goformat.gotext import quote
 
 USER, GROUP, SERVICE_ACCOUNT = "User", "Group", "ServiceAccount"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"

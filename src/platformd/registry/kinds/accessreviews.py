@@ -18,7 +18,7 @@ from platformd.auth import authorizers
 from platformd.auth.interfaces import (
     ALLOW, DENY, Attributes, IRuleResolver, RulesForUser, UserInfo,
 )
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.model import fielderrors as fe
 from platformd.model.schema import BOOLEAN, STRING, ListOf, MapOf, Prop, Struct
 from platformd.registry.resource import ResourceType

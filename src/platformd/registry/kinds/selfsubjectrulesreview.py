@@ -8,7 +8,7 @@ namespace?  Answered from the rules the chain's authorizers know
 from __future__ import annotations
 
 from platformd import errors
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.model.schema import BOOLEAN, STRING, ListOf, Prop
 from platformd.registry.kinds.accessreviews import (
     review_kind, rules_for, rules_status, struct,

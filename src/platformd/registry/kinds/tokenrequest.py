@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from platformd import errors
 from platformd.auth.serviceaccount import PODS, SECRETS, SERVICE_ACCOUNTS
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.model import fielderrors as fe
 from platformd.model.schema import INT64, STRING, TIME, ListOf, Prop, Struct
 from platformd.model.times import rfc3339

@@ -13,7 +13,7 @@ from twisted.web.http_headers import Headers
 
 from platformd import errors
 from platformd.auth.interfaces import AuthenticationError
-from platformd.deferreds import then
+from platformd.util.deferreds import then
 from platformd.model.schema import BOOLEAN, STRING, ListOf, Prop, Struct
 from platformd.registry.kinds.selfsubjectreview import (
     GROUP, PREFIX, PROTO, USER_INFO, user_info,

@@ -15,8 +15,8 @@ from typing import Optional
 import attrs
 import yaml
 
-from platformd import gotext
-from platformd.durations import parse_duration
+from platformd.goformat import gotext
+from platformd.goformat.durations import parse_duration
 import platformd.storage.encryption.fielderrors as fe
 from platformd.storage.encryption.errors import EncryptionConfigError
 

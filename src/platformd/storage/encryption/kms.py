@@ -53,7 +53,7 @@ from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from platformd.deferreds import Shared
+from platformd.util.deferreds import Shared
 from platformd.protos.platform.apiserver.kmsv2.v2 import api_pb2 as _stored_pb2
 from platformd.protos.platform.kms.apis.v2 import api_pb2 as _api_pb2, api_pb2_grpc
 from platformd.storage.encryption.aes import SEED_SIZE, HKDFExtendedNonceGCM

@@ -35,7 +35,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
-from platformd.deferreds import Shared
+from platformd.util.deferreds import Shared
 
 from platformd.protos.platform.kms.apis.v1beta1 import api_pb2 as _api_pb2, api_pb2_grpc
 from platformd.storage.encryption.aes import CBC, GCM

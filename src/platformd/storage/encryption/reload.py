@@ -30,7 +30,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from platformd.filepoll import DEFAULT_INTERVAL, FilePoller
+from platformd.files.filepoll import DEFAULT_INTERVAL, FilePoller
 import platformd.storage.encryption.config as cfg
 from platformd.storage.encryption.build import build
 from platformd.storage.encryption.errors import EncryptionConfigError

@@ -3,7 +3,7 @@ Logging to the systemd journal with structured fields: a Twisted log observer th
 speaks journald's native protocol (``systemd.journal-fields(7)``, "Native Journal
 Protocol"), one datagram per event to ``/run/systemd/journal/socket``, stdlib only.
 
-``twistd --logger platformd.journald.observer`` (what the unit runs) calls ``observer()``:
+``twistd --logger platformd.process.journald.observer`` (what the unit runs) calls ``observer()``:
 when ``$JOURNAL_STREAM`` names the process's standard error (systemd connected it to the
 journal, ``systemd.exec(5)``) and the journal socket exists, events go to the journal
 with their fields; otherwise they are the usual text lines on standard error.
@@ -145,6 +145,6 @@ def choose(environ, stderr: IO, path: str = JOURNAL_SOCKET):
 
 
 def observer():
-    """``twistd --logger platformd.journald.observer``: the observer for this process.
+    """``twistd --logger platformd.process.journald.observer``: the observer for this process.
     twistd redirects ``sys.stderr`` into the log, so the real standard error is used."""
     return choose(os.environ, sys.__stderr__ or sys.stderr)

@@ -31,7 +31,7 @@ from OpenSSL import SSL
 from zope.interface import implementer
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 
-from platformd.pki import PKIError, read_certificates, read_private_key
+from platformd.files.pki import PKIError, read_certificates, read_private_key
 
 HTTP_1_1 = b"http/1.1"
 HTTP_2 = b"h2"

@@ -23,8 +23,7 @@ import itertools
 import json
 import re
 
-from platformd import gonumbers
-
+from platformd.goformat import gonumbers
 #: Levels of nesting past which a document that Python's parser could not follow is
 #: reported (any document it could is read as it is).
 MAX_DEPTH = 500

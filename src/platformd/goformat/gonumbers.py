@@ -29,8 +29,7 @@ from typing import Any
 
 import attrs
 
-from platformd import gotext
-
+from platformd.goformat import gotext
 INT64 = range(-(1 << 63), 1 << 63)
 _DIGITS = re.compile(r"[0-9]*")
 #: Digits past which a value is beyond 64 bits without converting it (2**64 has 20).

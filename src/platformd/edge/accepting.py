@@ -22,7 +22,7 @@ from typing import Any
 from twisted.internet import tcp
 from twisted.logger import Logger
 
-from platformd.ratelog import RateLimitedLog
+from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
 

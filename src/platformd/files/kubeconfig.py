@@ -22,8 +22,9 @@ import os
 
 import attrs
 
-from platformd import configfile, gotext
+from platformd.files import configfile
 
+from platformd.goformat import gotext
 _STRING_LIST = ["string"]
 _AUTH_INFO = configfile.Struct("AuthInfo", "v1.AuthInfo", {
     "client-certificate": "string", "client-certificate-data": configfile.BYTES,

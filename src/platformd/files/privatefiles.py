@@ -18,7 +18,7 @@ import os
 import stat
 from typing import Optional
 
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600

@@ -27,8 +27,7 @@ import binascii
 import attrs
 import yaml
 
-from platformd import gotext
-
+from platformd.goformat import gotext
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 #: Field types besides a Go type name, a ``Struct`` and a list.

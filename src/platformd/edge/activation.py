@@ -30,7 +30,7 @@ from typing import Mapping
 
 import attrs
 
-from platformd.startup import StartupError
+from platformd.process.startup import StartupError
 
 #: ``SD_LISTEN_FDS_START``: the first passed descriptor.
 FIRST = 3

@@ -38,10 +38,10 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 
-from platformd.accepting import accept_with_backoff
-from platformd.activation import initial_environment, passed
-from platformd.startup import StartupError
-from platformd.tlstransport import PlatformTLSTransport
+from platformd.edge.accepting import accept_with_backoff
+from platformd.edge.activation import initial_environment, passed
+from platformd.process.startup import StartupError
+from platformd.edge.tlstransport import PlatformTLSTransport
 
 log = Logger()
 
