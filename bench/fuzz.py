@@ -24,7 +24,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred, inlineCallbacks
 
 from platformd.options import Options
-from platformd.service import PlatformService
+from platformd.service import daemon
 from tests.e2e.harness import Client
 from tests.fuzz import check, requests
 
@@ -51,7 +51,7 @@ def main(args):
         storage = ["--storage-backend", "etcd3", "--etcd-servers", cluster.urls[0]]
     options.parseOptions(["--data-dir", data_dir, "--secure-port", "0",
                           "--feature-gates", "CBORServingAndStorage=true", *storage])
-    service = PlatformService(options, reactor)
+    service = daemon(options, reactor)
     service.privilegedStartService()
     service.startService()
     yield service.booted

@@ -39,10 +39,9 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, UNKNOWN_LENGTH
 from zope.interface import implementer
 
-from platformd.api.site import make_site
 from platformd.auth.interfaces import AUTHENTICATED_GROUP, IAuthenticator, UserInfo
 from platformd.util.httpclient import BytesBody
-from platformd.compose import boot_sequence, compose
+from platformd.compose import Authentication, boot_sequence, compose
 from platformd.featuregates import FeatureGates
 from platformd.storage.memory import MemoryStorage
 
@@ -63,6 +62,11 @@ class HeaderAuthenticator:
         groups = request.requestHeaders.getRawHeaders(GROUP_HEADER) or []
         return UserInfo(name.decode(), "",
                         tuple(g.decode() for g in groups) + (AUTHENTICATED_GROUP,))
+
+
+def headers_only(_internals) -> Authentication:
+    """The stub's authentication: ``HeaderAuthenticator`` alone."""
+    return Authentication(HeaderAuthenticator())
 
 
 @implementer(IAgentEndpointFactory)
@@ -89,19 +93,19 @@ class StubServer:
     ``gates`` is a ``--feature-gates`` value; ``storage`` (default: a ``MemoryStorage``
     on ``clock``) any ``IStorage``; ``rbac_policy``: reconcile the bootstrap RBAC
     policy and aggregate ClusterRoles, as the daemon does (off: an empty server);
-    ``compose_args`` go to ``compose``.
+    ``authentication`` builds the authenticator (default: ``HeaderAuthenticator``) and
+    the other ``compose_args`` go to ``compose``, the daemon's composition root.
     """
 
     def __init__(self, gates: str = "", clock: Clock | None = None, storage=None,
-                 rbac_policy: bool = False, **compose_args):
+                 rbac_policy: bool = False, authentication=None, **compose_args):
         self.clock = clock or Clock()
         self.storage = storage if storage is not None else MemoryStorage(self.clock)
         self.components = compose(self.storage, self.clock, FeatureGates.parse(gates),
-                                  HeaderAuthenticator(), **compose_args)
+                                  authentication or headers_only, **compose_args)
         self.api = self.components.api
         self.cache = self.components.cache
-        self.site = make_site(self.components.resource())
-        self.site.reactor = self.clock  # connection timeouts on the test's clock
+        self.site = self.components.site
         self.boot = boot_sequence(self.components, rbac_policy=rbac_policy)
         self._pumps: list = []
         self._ports = iter(range(40000, 65000))

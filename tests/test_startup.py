@@ -1,5 +1,5 @@
 """
-The daemon's service tree (docs/architecture.md, "Startup"): construction without I/O,
+The daemon's service tree (docs/architecture.md, "Startup"): building without sockets or threads,
 the boot order, ``Sequence``'s waiting start and reverse stop, listening through an
 endpoint description, and ``StartupError`` reaching the operator only at the edge.
 """
@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 from twisted.application import service
 from twisted.internet import reactor
@@ -21,7 +22,7 @@ from platformd.process import startup
 from platformd.process.lifecycle import Sequence, Step
 from platformd.edge.listening import ListenerService, listen_description
 from platformd.options import Options
-from platformd.service import PlatformService, make_service
+from platformd.service import PlatformService, daemon, make_service
 from platformd.process.startup import Edge, StartupError
 
 
@@ -32,24 +33,41 @@ def options(*args):
 
 
 class TreeTests(SynchronousTestCase):
-    def test_construction_does_no_io(self):
-        """Constructing the daemon touches no file: the data directory is not made."""
+    def test_building_opens_no_socket_and_starts_nothing(self):
+        """
+        Building the daemon reads and makes its files (the data directory, the PKI) but
+        listens on nothing, starts no thread and does not boot: that is twistd's
+        ``privilegedStartService``/``startService``.
+        """
         data = os.path.abspath(self.mktemp())
-        daemon = PlatformService(options("--data-dir", data), reactor)
-        self.assertFalse(os.path.exists(data))
-        self.assertEqual(daemon.authenticator.authenticators, [])
-        self.assertFalse(daemon.ready)
+        threads = threading.active_count()
+        built = daemon(options("--data-dir", data, "--secure-port", "0"), reactor)
+        self.assertTrue(os.path.exists(os.path.join(data, "pki", "ca.crt")))
+        self.assertIsNone(built.port)
+        self.assertFalse(built.running)
+        self.assertFalse(built.ready)
+        self.assertEqual(threading.active_count(), threads)
 
-    def test_boot_order(self):
-        """Listener and boot sequence; the boot starts storage → cache → ... → ready."""
-        daemon = PlatformService(options("--data-dir", self.mktemp(),
-                                          "--feature-gates", "PodsAPI=true"), reactor)
-        self.assertEqual([s.name for s in daemon], ["https", "boot"])
-        self.assertEqual([s.name for s in daemon.boot],
+    def test_tree(self):
+        """
+        Every part is a child Twisted starts (watchdog, listener, boot sequence, the
+        graceful termination); the boot starts storage → cache → ... → ready.
+        """
+        built = daemon(options("--data-dir", self.mktemp(),
+                               "--feature-gates", "PodsAPI=true"), reactor)
+        self.assertEqual([s.name for s in built],
+                         ["watchdog", "https", "listening", "boot", "serving"])
+        self.assertEqual([s.name for s in built.boot],
                          ["storage", "cache", "rbac-index", "expiry", "namespace-controller",
                           "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
                           "builtin-namespaces",
                           "rbac-bootstrap", "ready"])
+
+    def test_the_daemons_tree_handles_signals(self):
+        """What twistd runs also handles SIGHUP, its own step."""
+        edge = make_service(options("--data-dir", self.mktemp()), reactor)
+        self.assertEqual([s.name for s in edge.daemon],
+                         ["watchdog", "signals", "https", "listening", "boot", "serving"])
 
     def test_startup_error_not_system_exit(self):
         """Library code raises StartupError (a malformed token file)."""
@@ -58,9 +76,8 @@ class TreeTests(SynchronousTestCase):
         tokens = os.path.join(data, "tokens.csv")
         with open(tokens, "w") as f:
             f.write("short\n")
-        daemon = PlatformService(options("--data-dir", data, "--token-auth-file", tokens),
-                                 reactor)
-        e = self.assertRaises(StartupError, daemon.prepare)
+        e = self.assertRaises(StartupError, daemon,
+                              options("--data-dir", data, "--token-auth-file", tokens), reactor)
         self.assertIn("line 1", str(e))
 
     def test_data_dir_not_creatable(self):
@@ -68,8 +85,8 @@ class TreeTests(SynchronousTestCase):
         parent = self.mktemp()
         with open(parent, "w"):
             pass
-        daemon = PlatformService(options("--data-dir", os.path.join(parent, "d")), reactor)
-        e = self.assertRaises(StartupError, daemon.prepare)
+        e = self.assertRaises(StartupError, daemon,
+                              options("--data-dir", os.path.join(parent, "d")), reactor)
         self.assertIn("cannot create --data-dir", str(e))
 
 
@@ -79,10 +96,10 @@ _IMPORTED = """
 import sys
 from twisted.internet import reactor
 from platformd.options import Options
-from platformd.service import PlatformService
+from platformd.service import daemon
 options = Options()
 options.parseOptions(["--data-dir", sys.argv[1]])
-PlatformService(options, reactor).prepare()
+daemon(options, reactor)
 print(sorted(name for name in ("grpc", "opentelemetry", "joserfc") if name in sys.modules))
 """
 

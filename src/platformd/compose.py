@@ -1,22 +1,30 @@
 """
-The API server's parts, composed in one place: the daemon (``service.py``) and the
-in-memory test harness (``tests/stub.py``) both call ``compose``.
-
-``compose`` only builds objects — no file, socket or thread is touched — and every
+The one composition root: the daemon (``service.py``, from its flags) and the in-memory
+test server (``tests/stub.py``) both build the API server with ``compose``, and every
 constructor of the API's parts (catalog, stores and the admission chain, watch cache,
-reader, watcher, negotiator, authorizer chain, documents, ``APIServer``, the namespace
-and service-account controllers, expiry) is called here and nowhere else.  What differs
-between the daemon and a test is passed in: the storage, the clock, the feature gates,
-the authenticator, the TTLs, the address the documents name and the admission plugins.
+informers, reader, watcher, negotiator, authorizer and authenticator chains, documents,
+``APIServer``, the site, the controllers, expiry) is called here and nowhere else.
+Nothing is changed after it is built: the flag-driven parts (limits, audit, tracing,
+admission configuration, the egress selection, authentication and authorization with
+their reloaders, service-account tokens) are arguments.
+
+``compose`` touches no file, socket or thread itself: what differs between the daemon
+and a test is passed in, read beforehand (the storage, the clock, the feature gates,
+the TTLs, the address the documents name, the admission plugins and their
+configuration).  Authentication and authorization need parts made here (the informers
+the service-account authenticator reads, the RBAC authorizer, the metrics registry that
+counts reloads), so they are given as builders called with ``Internals`` once those
+exist, as upstream's ``Config.Complete`` hands its informer factory to the
+authenticator's construction.
 
 ``boot_sequence`` is the order the parts start in once composed (storage → cache →
-expiry, namespace and service-account controllers, [pods socket] → built-in namespaces
-→ ready), as a ``lifecycle.Sequence``; see docs/architecture.md, "Startup".
+RBAC index, expiry, controllers, [pods socket] → built-in namespaces → ready), as a
+``lifecycle.Sequence``; see docs/architecture.md, "Startup".
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import attrs
 from twisted.internet.defer import inlineCallbacks
@@ -27,10 +35,14 @@ from platformd.admission import plugins as admission_registry
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
 from platformd.api import health
+from platformd.api.deadline import REQUEST_TIMEOUT
+from platformd.api.filters import MAX_MUTATING_IN_FLIGHT, MAX_READONLY_IN_FLIGHT, MaxInFlight
 from platformd.api.reads import Reader
+from platformd.api.site import make_site
 from platformd.api.watch import WatchServer
 from platformd.auth import rbac
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
+from platformd.auth.interfaces import IAuthenticator
 from platformd.auth.rbac import RBACAuthorizer, RBACIndex
 from platformd.cache.continuetokens import Snapshots
 from platformd.cache.expiry import Expiry
@@ -43,6 +55,7 @@ from platformd.codecs.negotiation import Negotiator
 from platformd.codecs.protobufcodec import ProtobufCodec
 from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.context import internal
+from platformd.edge.timeouts import ConnectionTimeouts
 from platformd.controllers.aggregation import ClusterRoleAggregator
 from platformd.controllers.namespaces import NamespaceController
 from platformd.controllers.serviceaccounts import ServiceAccountsController
@@ -69,6 +82,55 @@ class Readiness:
         return self.ready
 
 
+@attrs.frozen
+class Internals:
+    """The parts made inside ``compose`` that the authentication and authorization
+    builders need (see module docstring)."""
+
+    clock: object
+    informers: Informers
+    #: ``WatchCache.sync``: a Deferred firing once the cache has seen every write so far.
+    sync: Callable
+    metrics: APIServerMetrics
+    rbac: RBACAuthorizer
+
+
+@attrs.frozen
+class Authentication:
+    """What an authentication builder gives ``compose``."""
+
+    authenticator: IAuthenticator
+    #: Service-account tokens (``auth/serviceaccount.TokenIssuer``); None: the
+    #: ``serviceaccounts/<name>/token`` subresource is 404.
+    token_issuer: Any = None
+    #: The ``--authentication-config`` reloader (not started), or None.
+    reloader: object = None
+
+
+@attrs.frozen
+class Authorization:
+    """What an authorization builder gives ``compose``."""
+
+    authorizer: object
+    #: The ``--authorization-config`` reloader (not started), or None.
+    reloader: object = None
+
+
+def allow_all(_internals: Internals) -> Authorization:
+    """Every request allowed (the in-memory test server's default)."""
+    return Authorization(AuthorizerChain([AlwaysAllow()]))
+
+
+@attrs.frozen
+class Limits:
+    """``--max-requests-inflight``, ``--max-mutating-requests-inflight`` and
+    ``--request-timeout`` (0: not limited)."""
+
+    readonly: int = MAX_READONLY_IN_FLIGHT
+    mutating: int = MAX_MUTATING_IN_FLIGHT
+    request_timeout: float = REQUEST_TIMEOUT
+
+
 @attrs.define(eq=False)
 class Components:
     """The composed API server (see ``compose``)."""
@@ -84,18 +146,20 @@ class Components:
     snapshots: Snapshots
     #: The generic store of each kind, by ``kind.gvr``.
     stores: dict
-    #: The admission chain every write goes through (plugins may be replaced at run time).
+    #: The admission chain every write goes through.
     admission: AdmissionChain
-    #: The enabled admission plugins' names (``configure_admission`` rebuilds them).
+    #: The enabled admission plugins' names.
     admission_names: list
     api: APIServer
+    #: The HTTP site over ``api`` (connection deadlines on ``clock``).
+    site: object
     #: Services started once the cache has loaded.
     expiry: Expiry
     namespaces: NamespaceController
     #: Creates the ``default`` ServiceAccount in every namespace.
     service_accounts: ServiceAccountsController
-    #: The RBAC authorizer (the daemon puts it in the chain for --authorization-mode RBAC)
-    #: and the index of roles and bindings it reads.
+    #: The RBAC authorizer (in the chain for --authorization-mode RBAC) and the index of
+    #: roles and bindings it reads.
     rbac: RBACAuthorizer
     rbac_index: RBACIndex
     #: Keeps aggregated ClusterRoles' rules the union of the roles they select.
@@ -105,6 +169,8 @@ class Components:
     #: boot sequence and shutdown turn (``api.health.StandardChecks``).
     metrics: APIServerMetrics
     health: health.StandardChecks
+    #: The configuration files' reloaders (authentication, authorization), not started.
+    reloaders: list
 
     @property
     def ready(self) -> bool:
@@ -122,72 +188,77 @@ class Components:
     def store_for(self, kind):
         return self.stores[kind.gvr]
 
-    def configure_admission(self, configs) -> None:
-        """Rebuild the enabled admission plugins with ``configs`` (an
-        ``admission.config.AdmissionConfiguration``, read by the daemon at startup)."""
-        self.admission.set_plugins(admission_plugins(
-            admission_deps(self.cache, self.informers, self.clock, self.metrics),
-            self.admission_names, self.rbac_index, configs))
 
-    def resource(self):
-        """The Klein app as a twisted.web resource."""
-        return self.api.resource()
-
-
-def compose(storage, clock, gates, authenticator, *,
+def compose(storage, clock, gates, authentication: Callable[[Internals], Authentication], *,
+            authorization: Callable[[Internals], Authorization] = allow_all,
             watch_history_ttl: float = 300.0, continue_token_ttl: float = 300.0,
-            address: str = "127.0.0.1:6443", authorizer=None,
-            catalog=None, admission_names=None) -> Components:
+            address: str = "127.0.0.1:6443", catalog=None, admission_names=None,
+            admission_configs=None, auditor=None, request_tracing=None,
+            limits: Limits = Limits(), timeouts: ConnectionTimeouts = ConnectionTimeouts(),
+            health_checks: Iterable[tuple] = ()) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
 
-    ``gates`` are the feature gates; ``authenticator`` answers who a request is (the
-    daemon's chain of x509 and token authenticators, or a test's);  ``authorizer``
-    defaults to the chain of ``AlwaysAllow``; ``address`` is the host:port the OpenAPI
-    documents name; ``catalog`` defaults to the built-in kinds; ``admission_names`` are
-    the admission plugins to run (default: upstream's default-enabled ones among those
-    served, ``admission.plugins.builtin().default_enabled()``).
+    ``gates`` are the feature gates; ``authentication`` and ``authorization`` build who a
+    request is and what it may do from ``Internals`` (default: everything allowed);
+    ``address`` is the host:port the OpenAPI documents name; ``catalog`` defaults to the
+    built-in kinds; ``admission_names`` are the admission plugins to run (default:
+    upstream's default-enabled ones among those served) and ``admission_configs`` their
+    configuration (``admission.config.AdmissionConfiguration``); ``auditor`` the audit stages
+    (``audit.record.Auditor``) and ``request_tracing`` the tracing filter
+    (``tracing.requests.RequestTracing``), or None; ``health_checks`` more checks, as
+    ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``.
     """
     catalog = catalog if catalog is not None else builtin()
-    authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
     informers = Informers(cache)
     snapshots = Snapshots(clock, continue_token_ttl)
     rbac_authorizer, rbac_index = rbac.build(informers, clock)
+    metrics = APIServerMetrics()
+    internals = Internals(clock, informers, cache.sync, metrics, rbac_authorizer)
+    authn = authentication(internals)
+    authz = authorization(internals)
     if admission_names is None:
         admission_names = admission_registry.builtin().default_enabled()
-    metrics = APIServerMetrics()
-    admission = AdmissionChain(admission_plugins(
-        admission_deps(cache, informers, clock, metrics), admission_names, rbac_index), metrics)
+    deps = admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
+                                         core.SERVICE_ACCOUNT, core.POD, metrics)
+    admission = AdmissionChain(
+        admission_plugins(deps, admission_names, rbac_index, admission_configs), metrics)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
     checks = health.standard_checks(storage, clock)
+    for extra in health_checks:
+        checks.checks.add_checks(*extra)
+    documents = Documents(catalog, address)
+    if authn.token_issuer is not None:
+        for path, value in authn.token_issuer.documents().items():
+            documents.add(path, value)
+    max_in_flight = MaxInFlight(limits.readonly, limits.mutating)
     api = APIServer(
         catalog, stores,
         Reader(reader, gates), WatchServer(reader, gates, clock, metrics=metrics),
-        negotiator(gates), authenticator, authorizer, Documents(catalog, address),
-        readiness, gates, clock=clock, metrics=metrics, health=checks.checks)
-    sources.install(metrics, cache, api.max_in_flight.in_flight,
+        negotiator(gates), authn.authenticator, authz.authorizer, documents,
+        readiness, gates, max_in_flight=max_in_flight, clock=clock, metrics=metrics,
+        health=checks.checks, request_timeout=limits.request_timeout, auditor=auditor,
+        request_tracing=request_tracing, token_issuer=authn.token_issuer)
+    sources.install(metrics, cache, max_in_flight.in_flight, clock,
                     getattr(storage, "path", ""))
     return Components(
         clock=clock, gates=gates, catalog=catalog, storage=storage, cache=cache,
         informers=informers, snapshots=snapshots, stores=stores, admission=admission,
         admission_names=list(admission_names), api=api,
+        site=make_site(api.resource(), timeouts, reactor=clock),
         expiry=Expiry(clock, cache, snapshots),
         namespaces=NamespaceController(clock, informers, catalog, stores, core.NAMESPACE),
         service_accounts=ServiceAccountsController(clock, informers, stores, core.NAMESPACE,
                                                    core.SERVICE_ACCOUNT),
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, informers, stores),
-        readiness=readiness, metrics=metrics, health=checks)
-
-
-def admission_deps(cache, informers, clock, metrics=None) -> admission_registry.PluginDeps:
-    return admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
-                                         core.SERVICE_ACCOUNT, core.POD, metrics)
+        readiness=readiness, metrics=metrics, health=checks,
+        reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None])
 
 
 def admission_plugins(deps, names, rbac_index, configs=None) -> list:

@@ -120,11 +120,10 @@ class ConfigurationTests(SynchronousTestCase):
             "- name: MutatingAdmissionWebhook\n  configuration:\n"
             "    apiVersion: apiserver.config.platform.io/v1\n"
             "    kind: WebhookAdmission\n")
-        stub = StubServer(admission_names=["MutatingAdmissionWebhook",
-                                           "ValidatingAdmissionWebhook"])
-        self.addCleanup(stub.stop)
-        e = self.assertRaises(AdmissionConfigError, stub.components.configure_admission,
-                              configs)
+        e = self.assertRaises(AdmissionConfigError, StubServer,
+                              admission_names=["MutatingAdmissionWebhook",
+                                               "ValidatingAdmissionWebhook"],
+                              admission_configs=configs)
         self.assertEqual(str(e), 'couldn\'t init admission plugin "MutatingAdmissionWebhook": '
                                  'no kind "WebhookAdmission" is registered for version '
                                  '"apiserver.config.platform.io/v1" in scheme')
@@ -209,9 +208,8 @@ class ChainTests(SynchronousTestCase):
         self.addCleanup(stub.stop)
         self.assertEqual(self.names(stub), ["EscalationPlugin"])
 
-    def test_configure_keeps_names(self):
-        """configure_admission rebuilds the same plugins, the escalation check first."""
-        stub = StubServer(admission_names=["ServiceAccount"])
+    def test_configured_keeps_names(self):
+        """With a configuration, the same plugins, the escalation check first."""
+        stub = StubServer(admission_names=["ServiceAccount"], admission_configs=FakeConfigs())
         self.addCleanup(stub.stop)
-        stub.components.configure_admission(FakeConfigs())
         self.assertEqual(self.names(stub), ["EscalationPlugin", "ServiceAccount"])

@@ -28,7 +28,7 @@ def run(limit: deadline.RequestDeadline, req, work):
     """The request through audit ID, request info and the deadline to ``work``."""
     req.startedWriting = False
     req.channel = Channel()
-    chain = filters.FilterChain([filters.audit_id, filters.request_info, limit], work)
+    chain = filters.FilterChain([filters.audit_id, filters.RequestInfo(), limit], work)
     return chain(RequestContext(req))
 
 

@@ -81,7 +81,7 @@ def chain(authenticator, authorizer, ready=lambda: True, max_in_flight=None, end
         return endpoint(ctx) if endpoint else b"served"
 
     return filters.FilterChain([
-        filters.audit_id, filters.request_info, filters.Readiness(ready),
+        filters.audit_id, filters.RequestInfo(), filters.Readiness(ready),
         filters.Authentication(authenticator), filters.Impersonation(authorizer),
         max_in_flight or filters.MaxInFlight(),
         filters.Authorization(authorizer)], serve), seen

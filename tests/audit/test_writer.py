@@ -17,7 +17,7 @@ from platformd.audit import event
 from platformd.audit.rotation import MEGABYTE, RotatingFile
 from platformd.audit.sink import BATCH, BLOCKING, BLOCKING_STRICT, LogSink
 from platformd.options import Options
-from platformd.service import PlatformService
+from platformd.service import daemon
 from platformd.process.startup import StartupError
 
 LINE = b"x" * (300 * 1024 - 1) + b"\n"
@@ -189,9 +189,8 @@ class StartupTests(SynchronousTestCase):
         data_dir = os.path.abspath(self.mktemp())
         options = Options()
         options.parseOptions(["--data-dir", data_dir, "--secure-port", "0", *args])
-        service = PlatformService(options, reactor)
         with self.assertRaises(StartupError) as caught:
-            service.prepare()
+            daemon(options, reactor)
         return str(caught.exception)
 
     def test_bad_policy(self):

@@ -21,7 +21,7 @@ from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from platformd.options import Options
-from platformd.service import PlatformService
+from platformd.service import daemon
 
 
 @attrs.frozen
@@ -141,7 +141,7 @@ def start_server(testcase, *args, data_dir=None):
     options = Options()
     options.parseOptions(["--data-dir", data_dir, "--secure-port", "0",
                           *getattr(testcase, "storage_args", ()), *args])
-    service = PlatformService(options, reactor)
+    service = daemon(options, reactor)
     service.privilegedStartService()
     service.startService()
     testcase.addCleanup(_stop, testcase, service)

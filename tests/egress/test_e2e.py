@@ -19,7 +19,7 @@ from twisted.web import server
 from platformd.egress import selector
 from platformd.options import Options
 from platformd.files.pki import ensure_pki
-from platformd.service import PlatformService
+from platformd.service import daemon as build_daemon
 from platformd.process.startup import StartupError
 from platformd.edge.tlscontext import server_tls_options
 from tests.authz.helpers import document, kubeconfig_for, webhook_entry, write
@@ -124,9 +124,8 @@ class DaemonTests(TestCase):
         options = Options()
         options.parseOptions(["--data-dir", os.path.abspath(self.mktemp()),
                               "--secure-port", "0", "--egress-selector-config-file", egress])
-        daemon = PlatformService(options, reactor)
         with self.assertRaises(StartupError) as caught:
-            daemon.prepare()
+            build_daemon(options, reactor)
         self.assertEqual(str(caught.exception),
                          "failed to validate egress selector configuration: "
                          "service.connection.transport: Required value: transport must be "

@@ -14,7 +14,7 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from platformd.options import Options
-from platformd.service import PlatformService
+from platformd.service import daemon
 from platformd.process.startup import StartupError
 from tests.authz.helpers import write
 from tests.e2e.harness import start_token_server, token_client
@@ -61,7 +61,7 @@ class EtcdSelectionTests(TestCase):
                               "--etcd-servers", "http://127.0.0.1:1",
                               "--egress-selector-config-file", egress])
         with self.assertRaises(StartupError) as caught:
-            PlatformService(options, reactor)
+            daemon(options, reactor)
         return str(caught.exception)
 
     def test_unix_socket_proxy_is_refused(self):

@@ -10,6 +10,7 @@ import re
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.auth.authorizers import AuthorizerChain
+from platformd.compose import Authorization
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.metrics.core import CONTENT_TYPE, go_float
 
@@ -203,9 +204,9 @@ class AuthorizedMetricsTests(SynchronousTestCase):
     """``/metrics`` is the non-resource URL of upstream's ``system:monitoring`` role."""
 
     def test_rbac(self):
-        stub = StubServer(rbac_policy=True, authorizer=AuthorizerChain([]))
+        stub = StubServer(rbac_policy=True, authorization=lambda internals: Authorization(
+            AuthorizerChain([internals.rbac])))
         self.addCleanup(stub.stop)
-        stub.components.api.authorizer.authorizers = [stub.components.rbac]
         self.assertEqual(stub.client().get("/metrics").code, 200)
         self.assertEqual(stub.client(user="jane", groups=()).get("/metrics").code, 403)
         self.assertEqual(stub.client(user="prom", groups=("system:monitoring",))

@@ -23,6 +23,7 @@ from twisted.web.http_headers import Headers
 
 from platformd.auth import serviceaccount as sa
 from platformd.auth.authenticators import AuthenticatorChain
+from platformd.compose import Authentication
 from platformd.codecs.protobufcodec import KUBERNETES_PROTOBUF, PROTOBUF, ProtobufCodec
 from tests.stub import HeaderAuthenticator, StubServer
 
@@ -39,24 +40,27 @@ def ec_key():
 
 class TokenTestCase(SynchronousTestCase):
     def setUp(self):
-        self.stub = StubServer()
-        self.addCleanup(self.stub.stop)
         self.key = sa.SigningKey(ec_key())
-        self.informers, self.sync = self.stub.components.informers, self.stub.cache.sync
-        self.issuer = sa.TokenIssuer(self.informers, self.sync, ISSUER, self.key,
-                                     self.stub.clock)
-        self.stub.api.serve_tokens(self.issuer)
-        self.authn = sa.ServiceAccountAuthenticator(self.informers, self.sync, ISSUER,
-                                                    [self.key], self.stub.clock)
+        self.chain = AuthenticatorChain([])
+        self.stub = StubServer(authentication=self.authentication)
+        self.addCleanup(self.stub.stop)
         self.use(self.authn)
         self.admin = self.stub.client()
         self.anonymous = self.stub.client(user=None)
         self.account = self.create(f"{NS}/serviceaccounts", {"metadata": {"name": "build"}})
 
+    def authentication(self, internals) -> Authentication:
+        """The server's tokens issued and read with ``self.key``."""
+        self.informers, self.sync = internals.informers, internals.sync
+        self.issuer = sa.TokenIssuer(self.informers, self.sync, ISSUER, self.key,
+                                     internals.clock)
+        self.authn = sa.ServiceAccountAuthenticator(self.informers, self.sync, ISSUER,
+                                                    [self.key], internals.clock)
+        return Authentication(self.chain, self.issuer)
+
     def use(self, *authenticators):
         """The server's chain: ``authenticators``, then the stub's header authenticator."""
-        chain = AuthenticatorChain([*authenticators, HeaderAuthenticator()])
-        self.stub.api.authenticator.authenticate = chain.authenticate
+        self.chain.authenticators = [*authenticators, HeaderAuthenticator()]
 
     def create(self, path, body):
         r = self.admin.post(path, body)
@@ -461,16 +465,16 @@ class OpenAPITests(SynchronousTestCase):
 
 class BuildTests(SynchronousTestCase):
     def test_build_from_flags(self):
-        """What compose does: a key under the data dir, the issuer served, the
+        """What the daemon builds: a key under the data dir, the issuer served, the
         authenticator first in the chain; TokenReview also at authentication.k8s.io."""
-        stub = StubServer()
+        def authentication(internals):
+            issuer, authn = sa.build(internals.informers, internals.sync, internals.clock,
+                                     tempfile.mkdtemp(),
+                                     issuer="https://issuer.example", api_audiences=["api"])
+            return Authentication(AuthenticatorChain([authn, HeaderAuthenticator()]), issuer)
+
+        stub = StubServer(authentication=authentication)
         self.addCleanup(stub.stop)
-        issuer, authn = sa.build(stub.components.informers, stub.cache.sync, stub.clock,
-                                 tempfile.mkdtemp(),
-                                 issuer="https://issuer.example", api_audiences=["api"])
-        stub.api.serve_tokens(issuer)
-        chain = AuthenticatorChain([authn, HeaderAuthenticator()])
-        stub.api.authenticator.authenticate = chain.authenticate
         admin = stub.client()
         self.assertEqual(admin.post(f"{NS}/serviceaccounts", {"metadata": {"name": "build"}}).code,
                          201)

@@ -34,7 +34,7 @@ class Spans:
 
     def __init__(self, testcase):
         self.exporter = InMemorySpanExporter()
-        self.tracing = Tracing(TracingConfiguration(None, 1_000_000), exporter=self.exporter)
+        self.tracing = Tracing(TracingConfiguration(None, 1_000_000), reactor, exporter=self.exporter)
         testcase.addCleanup(self.tracing.shutdown)
 
     def root(self) -> Trace:

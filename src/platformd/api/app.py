@@ -65,7 +65,8 @@ class APIServer:
 
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
                  authorizer, documents, readiness, gates, max_in_flight=None, clock=None,
-                 metrics=None, health=None):
+                 metrics=None, health=None, request_timeout: float = deadline.REQUEST_TIMEOUT,
+                 auditor=None, request_tracing=None, token_issuer=None):
         self.catalog = catalog
         self.gates = gates
         self.stores = stores
@@ -77,73 +78,45 @@ class APIServer:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.documents = documents
-        #: Service-account tokens (``auth/serviceaccount.TokenIssuer``), set by compose
-        #: when they are configured; None: ``serviceaccounts/<name>/token`` is 404.
-        self.token_issuer = None
+        #: Service-account tokens (``auth/serviceaccount.TokenIssuer``) when they are
+        #: configured; None: ``serviceaccounts/<name>/token`` is 404.
+        self.token_issuer = token_issuer
         #: ``readiness()`` -> True once the server serves (cache loaded).
         self.readiness = readiness
         self.max_in_flight = max_in_flight or filters.MaxInFlight()
-        #: ``--request-timeout`` (``maximum``, settable); no clock: no timeouts.
-        self.request_deadline = deadline.RequestDeadline(clock, deadline.REQUEST_TIMEOUT
+        #: ``--request-timeout``; no clock: no timeouts.
+        self.request_deadline = deadline.RequestDeadline(clock, request_timeout
                                                          if clock is not None else 0)
         #: This server's metrics (``/metrics``); each server has its own.
         self.metrics = metrics if metrics is not None else APIServerMetrics()
         self.request_metrics = RequestMetrics(self.metrics)
         #: The checks of /healthz, /livez and /readyz (``health.HealthChecks``).
         self.health = health if health is not None else HealthChecks()
-        #: The audit stages (``audit.record.Auditor``) when a policy is given, and the
-        #: request tracing filter when tracing is configured.
-        self.auditor = None
-        self.tracing: tuple = ()
+        #: The audit stages (``audit.record.Auditor``) when a policy is given: they join
+        #: the chain around authentication, as upstream's
+        #: ``WithFailedAuthenticationAudit`` and ``WithAudit``.
+        self.auditor = auditor
+        if auditor is not None:
+            auditor.handled += (filters.TooManyRequests, CorruptObjectError, TransformError)
+            auditor.sink.metrics = self.metrics
         #: Tracebacks of unexpected errors, each bug's once a minute: a client can reach
         #: one on every request.
         self.failures = RateLimitedLog(log, clock=clock)
-        self.chain = self._chain()
-
-    def _chain(self) -> filters.FilterChain:
-        auditor = self.auditor
-        return filters.FilterChain([
+        self.chain = filters.FilterChain([
             filters.audit_id,
-            filters.request_info,
+            filters.RequestInfo(),
             filters.Readiness(self.readiness),
             self.request_deadline,
             *([auditor.before_authentication] if auditor else []),
             filters.Authentication(self.authenticator, self.metrics),
             *([auditor] if auditor else []),
-            *self.tracing,
+            # Request tracing (``tracing.requests.RequestTracing``) after authentication,
+            # as upstream's ``WithTracing``; without it requests make no span.
+            *([request_tracing] if request_tracing else []),
             filters.Impersonation(self.authorizer),
             self.max_in_flight,
             filters.Authorization(self.authorizer, self.metrics),
         ], self._serve)
-
-    def trace_with(self, request_tracing) -> None:
-        """
-        Put ``request_tracing`` (``tracing.requests.RequestTracing``) in the chain, after
-        authentication as upstream's ``WithTracing``; without it requests make no span.
-        """
-        self.tracing = (request_tracing,)
-        self.chain = self._chain()
-
-    def audit(self, auditor) -> None:
-        """
-        Audit requests with ``auditor`` (``audit.record.Auditor``): its stages join the
-        chain around authentication, as upstream's ``WithFailedAuthenticationAudit``
-        and ``WithAudit``.
-        """
-        auditor.handled += (filters.TooManyRequests, CorruptObjectError, TransformError)
-        auditor.sink.metrics = self.metrics
-        self.auditor = auditor
-        self.chain = self._chain()
-
-    def serve_tokens(self, issuer) -> None:
-        """
-        Mint service-account tokens with ``issuer`` (``auth/serviceaccount.TokenIssuer``)
-        at ``serviceaccounts/<name>/token`` and publish its OpenID documents
-        (``/.well-known/openid-configuration``, ``/openid/v1/jwks``).
-        """
-        self.token_issuer = issuer
-        for path, value in issuer.documents().items():
-            self.documents.add(path, value)
 
     def store_for(self, kind):
         return self.stores[kind.gvr]

@@ -81,29 +81,36 @@ def audit_id(ctx, proceed):
     return proceed(ctx)
 
 
-def request_info(ctx, proceed):
+#: How many answers ``RequestInfo`` keeps, and for paths up to what length.
+_INFOS_KEPT = 4096
+_INFO_PATH_KEPT = 256
+
+
+@attrs.define
+class RequestInfo:
     """
     What is asked: verb, group, resource, namespace, name (``requestinfo``).  Clients
     ask the same paths over and over, so the (frozen) answers for short paths are kept,
-    up to ``_INFOS_KEPT`` of them (then forgotten all at once and gathered again).
+    up to ``_INFOS_KEPT`` of them (then forgotten all at once and gathered again): pure
+    functions of (method, raw path, watch), kept per server, not per process.
     """
-    request = ctx.request
-    key = (request.method, request.path, query.flag(query.values(request, b"watch")))
-    info = _infos.get(key)
-    if info is None:
-        info = requestinfo.parse(key[0], unquote(key[1].decode("utf-8", "replace")), key[2])
-        if len(key[1]) <= _INFO_PATH_KEPT:
-            if len(_infos) >= _INFOS_KEPT:
-                _infos.clear()
-            _infos[key] = info
-    ctx.info = info
-    return proceed(ctx)
 
+    _infos: dict = attrs.field(factory=dict)
 
-#: ``request_info``'s answers by (method, raw path, watch): pure functions of the key.
-_infos: dict = {}
-_INFOS_KEPT = 4096
-_INFO_PATH_KEPT = 256
+    def __call__(self, ctx, proceed):
+        request = ctx.request
+        key = (request.method, request.path, query.flag(query.values(request, b"watch")))
+        infos = self._infos
+        info = infos.get(key)
+        if info is None:
+            info = requestinfo.parse(key[0], unquote(key[1].decode("utf-8", "replace")),
+                                     key[2])
+            if len(key[1]) <= _INFO_PATH_KEPT:
+                if len(infos) >= _INFOS_KEPT:
+                    infos.clear()
+                infos[key] = info
+        ctx.info = info
+        return proceed(ctx)
 
 
 @attrs.define

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import deferToThreadPool
 
 #: Upstream truncates the watch cache's resource version to 15 digits.
 _RV_DIGITS = 10 ** 15
@@ -20,10 +20,11 @@ def qualified(kind) -> str:
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
 
-def install(metrics, cache, in_flight: dict, database: str = "") -> None:
+def install(metrics, cache, in_flight: dict, reactor, database: str = "") -> None:
     """
     Point ``metrics``' scraped families at ``cache`` (a ``WatchCache``), ``in_flight``
-    (``MaxInFlight.in_flight``: mutating → count) and the SQLite file ``database``.
+    (``MaxInFlight.in_flight``: mutating → count) and the SQLite file ``database``
+    (its size read in ``reactor``'s thread pool).
     """
     counts = cache.kind_counts
 
@@ -41,7 +42,7 @@ def install(metrics, cache, in_flight: dict, database: str = "") -> None:
     metrics.inflight.read = lambda: {("readOnly",): in_flight[False],
                                      ("mutating",): in_flight[True]}
     if database:
-        size = DatabaseSize(database)
+        size = DatabaseSize(database, reactor)
         metrics.probes.append(size.refresh)
         metrics.storage_size.read = lambda: {("",): size.value}
         metrics.storage_db_size.read = lambda: {(database,): size.value}
@@ -50,12 +51,14 @@ def install(metrics, cache, in_flight: dict, database: str = "") -> None:
 class DatabaseSize:
     """The SQLite file's size with its write-ahead log, read off the reactor."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, reactor):
         self.path = path
+        self.reactor = reactor
         self.value = 0
 
     def refresh(self):
-        return deferToThread(self._read).addCallback(self._store)
+        return deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
+                                 self._read).addCallback(self._store)
 
     def _read(self) -> int:
         total = 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import grpc
 from twisted.application import service
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
 from platformd.informing import IInformer
@@ -51,7 +51,8 @@ class PodsService(service.Service):
     name = "pods-socket"
 
     def __init__(self, reactor, pods: IInformer, socket_path: str, node_name: str,
-                 synced: Deferred | None = None, queue_limit: int = DEFAULT_LIMIT):
+                 synced: Deferred | None = None, queue_limit: int = DEFAULT_LIMIT,
+                 tracing: Tracing | None = None):
         if sys.platform == "win32":
             raise StartupError("the pods socket (feature gate PodsAPI) is not supported "
                                "on Windows")
@@ -65,7 +66,7 @@ class PodsService(service.Service):
         self.server = None
         #: The daemon's ``tracing.provider.Tracing`` when ``--tracing-config-file`` is
         #: given: each call is a span (``tracing/grpcserver.py``).
-        self.tracing: Tracing | None = None
+        self.tracing = tracing
 
     def privilegedStartService(self):
         super().privilegedStartService()
@@ -117,4 +118,4 @@ class PodsService(service.Service):
             except FileNotFoundError:
                 pass
 
-        return deferToThread(wait)
+        return deferToThreadPool(self.reactor, self.reactor.getThreadPool(), wait)

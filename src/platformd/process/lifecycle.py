@@ -37,14 +37,18 @@ class Sequence(service.MultiService):
     ``privilegedStartService`` is ``MultiService``'s: every child's, in order, at once.
 
     ``on_step``, if set, is called with each child's name as it starts (the daemon tells
-    systemd which step is under way).
+    systemd which step is under way); ``on_stopping``, if set, as stopping begins.
+    ``started`` is the Deferred the last ``startService()`` returned.
     """
 
     on_step: Optional[Callable[[str], None]] = None
+    on_stopping: Optional[Callable[[], None]] = None
+    started: Optional[Deferred] = None
 
     def startService(self) -> Deferred:
         service.Service.startService(self)
-        return self._start()
+        self.started = self._start()
+        return self.started
 
     @inlineCallbacks
     def _start(self):
@@ -58,6 +62,8 @@ class Sequence(service.MultiService):
     @inlineCallbacks
     def stopService(self):
         service.Service.stopService(self)
+        if self.on_stopping is not None:
+            self.on_stopping()
         for child in reversed(list(self)):
             if not child.running:
                 continue

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import deferToThreadPool
 
 from platformd.util.ids import apiserver_id
 from platformd.tracing.config import TracingConfiguration
@@ -57,7 +57,7 @@ class Tracing:
     flushes what is queued and stops the export thread, off the reactor.
     """
 
-    def __init__(self, config: TracingConfiguration, *, exporter=None,
+    def __init__(self, config: TracingConfiguration, reactor, *, exporter=None,
                  schedule_delay: float = SCHEDULE_DELAY, instance_id: str | None = None,
                  channel_options: tuple = ()):
         if exporter is None:
@@ -65,6 +65,8 @@ class Tracing:
             exporter = OTLPSpanExporter(endpoint=config.collector, insecure=True,
                                         channel_options=channel_options or None)
         self.config = config
+        #: The SDK's flush and shutdown block: they run in this reactor's thread pool.
+        self.reactor = reactor
         resource = Resource.create({"service.name": SERVICE_NAME,
                                     "service.instance.id": instance_id or apiserver_id()})
         self.provider = TracerProvider(sampler=sampler_for(config), resource=resource)
@@ -75,7 +77,9 @@ class Tracing:
 
     def flush(self):
         """A Deferred firing once every ended span has been exported (in a thread)."""
-        return deferToThread(self.provider.force_flush)
+        return deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
+                                 self.provider.force_flush)
 
     def shutdown(self):
-        return deferToThread(self.provider.shutdown)
+        return deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
+                                 self.provider.shutdown)
