@@ -20,7 +20,7 @@ ROOT = os.path.dirname(platformd.__file__)
 #: only units of lower layers.
 LAYERS = (
     {"goformat"},
-    {"process", "util", "errors", "featuregates", "requestinfo", "matchconditions",
+    {"process", "util", "errors", "featuregates", "requestinfo", "cel",
      "__version__", "protos", "metrics", "informing"},
     {"files"},
     {"model", "storage", "codecs", "edge", "options"},

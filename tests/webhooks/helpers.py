@@ -16,6 +16,7 @@ from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
 from platformd.admission.webhooks.source import WebhookSource
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 from platformd.cache.informers import FakeInformer
+from platformd.cel.admission import compile_condition
 from platformd.context import RequestContext
 from platformd.files.pki import ensure_pki
 from platformd.registry import core
@@ -85,10 +86,10 @@ class WebhookCase(TestCase):
         self.mutating_configs = FakeInformer(resource="mutatingwebhookconfigurations")
         self.validating_configs = FakeInformer(resource="validatingwebhookconfigurations")
         self.mutating = MutatingAdmissionWebhook(
-            WebhookSource(self.mutating_configs.lister, webhookshapes.compile_condition,
+            WebhookSource(self.mutating_configs.lister, compile_condition,
                           mutating=True), self.namespaces.lister, self.caller)
         self.validating = ValidatingAdmissionWebhook(
-            WebhookSource(self.validating_configs.lister, webhookshapes.compile_condition,
+            WebhookSource(self.validating_configs.lister, compile_condition,
                           mutating=False), self.namespaces.lister, self.caller)
 
     def _close(self):

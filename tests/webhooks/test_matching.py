@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd import errors
 from platformd.admission import webhooks
-from platformd.admission.webhooks import conditions
+from platformd.cel.admission import compile_condition
 from platformd.registry import core
 from platformd.registry.kinds import webhookshapes
 from tests.stub import StubServer
@@ -160,14 +160,6 @@ class ConditionTests(WebhookCase):
                       failure.message)
 
 
-class LocalConditionTests(ConditionTests):
-    """The same, with the admission layer's own CEL (``plugin_factory``'s plugins)."""
-
-    def setUp(self):
-        super().setUp()
-        self.validating.source.compile_condition = conditions.compile_condition
-
-
 class FactoryTests(SynchronousTestCase):
     def test_plugin_factory(self):
         stub = StubServer()
@@ -178,7 +170,7 @@ class FactoryTests(SynchronousTestCase):
         validating = webhooks.plugin_factory("ValidatingAdmissionWebhook")(deps, None)
         self.assertEqual((mutating.name, validating.name),
                          ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"))
-        self.assertIs(validating.source.compile_condition, conditions.compile_condition)
-        self.assertEqual(conditions.compile_condition("object.x == 1").source, "object.x == 1")
+        self.assertIs(validating.source.compile_condition, compile_condition)
+        self.assertEqual(compile_condition("object.x == 1").source, "object.x == 1")
         with self.assertRaises(ValueError):
-            conditions.compile_condition("object.x")
+            compile_condition("object.x")

@@ -35,8 +35,8 @@ import attrs
 import yaml
 from cryptography import x509
 
+from platformd import cel
 from platformd.goformat import gotext
-from platformd.auth import cel
 from platformd.auth.authzconfig import _Decoder
 from platformd.goformat.gotext import os_error
 from platformd.errors import Cause

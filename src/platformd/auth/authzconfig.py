@@ -29,8 +29,9 @@ import stat
 import attrs
 import yaml
 
+from platformd import cel
 from platformd.goformat import gotext
-from platformd.auth import cel, kubeconfig, sar
+from platformd.auth import kubeconfig, sar
 from platformd.goformat.gotext import os_error
 from platformd.goformat.durations import go_duration, go_parse_duration
 from platformd.errors import Cause

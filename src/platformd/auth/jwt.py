@@ -24,13 +24,13 @@ import json
 
 from joserfc import jws
 from joserfc.errors import JoseError
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from platformd import cel
 from platformd.goformat import gojson, gonumbers, gotext
 from platformd.util.ratelog import RateLimitedLog
-from platformd.auth import authnconfig, cel, jwks
+from platformd.auth import authnconfig, jwks
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (
     AUTHENTICATED_GROUP, AuthenticationError, IAuthenticator, UserInfo,

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 
-from platformd import matchconditions
-from platformd.auth import cel
+from platformd import cel
 from platformd.auth.interfaces import Attributes
+from platformd.cel import matchconditions
 
 GROUP = "authorization.platform.io"
 RESOURCE_FIELDS = ("namespace", "verb", "group", "version", "resource", "subresource", "name")

@@ -2,9 +2,10 @@
 One ValidatingAdmissionPolicy compiled for evaluation (upstream's ``PolicyHook``
 evaluator): its match conditions, variables, validations with their messages and audit
 annotations, each an ``Expression`` compiled once per object version in the policy
-environment (``object``, ``oldObject``, ``request``, ``params``, ``namespaceObject``,
-``variables``).  An expression that does not compile (stored before a CEL change)
-fails when evaluated, as upstream's ``compilation error: ...``.
+environment (``cel.admission``: ``object``, ``oldObject``, ``request``, ``params``,
+``namespaceObject``, ``variables``), the one validation checked it in.  An expression
+that does not compile (stored before a CEL change) fails when evaluated, as upstream's
+``compilation error: ...``.
 """
 
 from __future__ import annotations
@@ -13,18 +14,8 @@ from typing import Any, Optional
 
 import attrs
 
-from platformd.admission.webhooks.conditions import Environment
-
-VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
-
-_environment: Optional[Environment] = None
-
-
-def environment() -> Environment:
-    global _environment
-    if _environment is None:
-        _environment = Environment(VARIABLES)
-    return _environment
+from platformd import cel
+from platformd.cel.admission import policy_environment
 
 
 class EvaluationError(Exception):
@@ -39,10 +30,10 @@ class Expression:
     error: str = ""
 
     @classmethod
-    def compile(cls, source: str, result: Optional[str] = None) -> "Expression":
+    def compile(cls, source: str, *result_types) -> "Expression":
         try:
-            return cls(source, environment().compile(source, result))
-        except ValueError as error:
+            return cls(source, policy_environment().compile(source, *result_types))
+        except cel.CompileError as error:
             return cls(source, None, f"compilation error: {error}")
 
     def evaluate(self, variables: dict):
@@ -50,7 +41,7 @@ class Expression:
             raise EvaluationError(self.error)
         try:
             return self.program.evaluate(variables)
-        except ValueError as error:
+        except cel.EvaluationError as error:
             raise EvaluationError(f"expression '{self.source}' resulted in error: "
                                   f"{error}") from None
 
@@ -90,14 +81,14 @@ def compile_policy(obj: dict) -> Policy:
         failure_policy=spec.get("failurePolicy") or "Fail",
         param_kind=(kind.get("apiVersion", ""), kind.get("kind", "")) if kind else None,
         match_constraints=spec.get("matchConstraints"),
-        conditions=tuple(Expression.compile(c.get("expression", ""), "bool")
+        conditions=tuple(Expression.compile(c.get("expression", ""), cel.BOOL)
                          for c in spec.get("matchConditions") or ()),
         variables=tuple((v.get("name", ""), Expression.compile(v.get("expression", "")))
                         for v in spec.get("variables") or ()),
         validations=tuple(
-            Validation(Expression.compile(v.get("expression", ""), "bool"),
+            Validation(Expression.compile(v.get("expression", ""), cel.BOOL),
                        v.get("message") or "",
-                       Expression.compile(v["messageExpression"], "string")
+                       Expression.compile(v["messageExpression"], cel.STRING)
                        if (v.get("messageExpression") or "").strip() else None,
                        v.get("reason") or "")
             for v in spec.get("validations") or ()),

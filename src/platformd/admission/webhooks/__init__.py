@@ -13,10 +13,8 @@ read live from their informers' listers, with an ``AdmissionReview`` POSTed over
 - ``errors``:   upstream's messages (denied, failed calling, dry run);
 - ``mutating``, ``validating``: the two plugins (see docs/admission.md, "Webhooks").
 
-``build(informers, clock, reactor, compile_condition=...)`` makes both plugins.  The
-admission layer sits below ``auth`` and ``registry``, so the CEL compiler of
-``matchConditions`` is handed in (``registry.kinds.webhookshapes.compile_condition``);
-without one, ``conditions.compile_condition`` (the same environment) is used.
+``build(informers, clock, reactor)`` makes both plugins; ``matchConditions`` compile in
+``cel.admission``'s environment, the one the configurations' validation checks them in.
 ``plugin_factory(name)`` is ``factory(deps, config)`` for a registry of plugins by name
 (``deps.informers``, ``deps.clock``: the clock is the reactor in the daemon; ``config``: the
 plugin's ``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' credentials).
@@ -24,18 +22,18 @@ plugin's ``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' cr
 
 from __future__ import annotations
 
-from platformd.admission.webhooks import conditions
 from platformd.admission.webhooks.authinfo import AuthInfoResolver
 from platformd.admission.webhooks.client import Caller
 from platformd.admission.webhooks.config import kubeconfig_file
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
 from platformd.admission.webhooks.source import WebhookSource, lister_of
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
+from platformd.cel.admission import compile_condition
 
 GROUP = "admissionregistration.platform.io"
 
 
-def build(informers, clock, reactor, *, compile_condition=None, metrics=None, authinfo=None):
+def build(informers, clock, reactor, *, metrics=None, authinfo=None):
     """
     ``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` reading the
     configurations and the namespaces through ``informers`` (``informing.IInformers``);
@@ -43,8 +41,6 @@ def build(informers, clock, reactor, *, compile_condition=None, metrics=None, au
     ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's host; each
     call is timed in ``metrics`` (an ``APIServerMetrics``) if given.
     """
-    if compile_condition is None:
-        compile_condition = conditions.compile_condition
     namespaces = lister_of(informers, "", "Namespace")
     caller = Caller(clock, reactor, authinfo)
     mutating = WebhookSource(lister_of(informers, GROUP, "MutatingWebhookConfiguration"),

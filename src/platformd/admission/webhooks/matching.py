@@ -21,8 +21,9 @@ The webhook configurations themselves are never sent to webhooks (upstream's
 
 from __future__ import annotations
 
-from platformd import errors, matchconditions
+from platformd import errors
 from platformd.admission.webhooks.errors import CallError
+from platformd.cel import matchconditions
 from platformd.util.labelselectors import labels_of
 
 EXEMPT = frozenset({("admissionregistration.platform.io", "mutatingwebhookconfigurations"),

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import attrs
 
+from platformd.cel import CompileError
 from platformd.util.labelselectors import compile_selector
 
 
@@ -67,7 +68,7 @@ def _conditions(conditions, compile_condition):
         try:
             compiled.append((condition.get("name", ""),
                              compile_condition(condition.get("expression", ""))))
-        except Exception as error:  # a compile error: stored before a CEL change
+        except CompileError as error:  # stored before a CEL change
             return f"matchCondition {condition.get('name', '')!r}: {error}"
     return tuple(compiled)
 

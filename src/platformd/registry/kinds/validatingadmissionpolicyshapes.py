@@ -1,18 +1,18 @@
 """
 What ``ValidatingAdmissionPolicy`` and ``ValidatingAdmissionPolicyBinding``
 (``admissionregistration.platform.io/v1``) are made of: their shapes, defaulting
-(upstream's ``v1/defaults.go``), validation (``pkg/apis/admissionregistration/validation``,
-worded as upstream) and the CEL environment their expressions are checked in
-(``object``, ``oldObject``, ``request``, ``params``, ``namespaceObject``, ``variables``;
-all dynamic, see docs/admission.md).  The webhook kinds' rule and selector shapes and
-checks (``webhookshapes``) are reused: upstream's types share them too.
+(upstream's ``v1/defaults.go``) and validation (``pkg/apis/admissionregistration/validation``,
+worded as upstream), whose expressions compile in ``cel.admission``'s policy environment,
+the one the admission plugin evaluates them in.  The webhook kinds' rule and selector
+shapes and checks (``webhookshapes``) are reused: upstream's types share them too.
 """
 
 from __future__ import annotations
 
 import re
 
-from platformd.auth import cel
+from platformd import cel
+from platformd.cel.admission import policy_environment
 from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_subdomain, path_segment, qualified_name
 from platformd.model.schema import INT64, STRING, TIME, ListOf, Prop, Struct
@@ -31,8 +31,6 @@ VALIDATION_ACTIONS = ("Audit", "Deny", "Warn")
 NOT_FOUND_ACTIONS = ("Deny", "Allow")
 MAX_AUDIT_ANNOTATIONS = 20
 MAX_VALUE_EXPRESSION_LENGTH = 5 * 1024
-#: Variables every expression of a policy sees.
-VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
 
 NAMED_RULE_WITH_OPERATIONS = Struct(f"{PREFIX}.NamedRuleWithOperations", {
     "resourceNames": Prop(ListOf(STRING), "The names the rule applies to; empty: all."),
@@ -132,21 +130,8 @@ BINDING_SPEC = Struct(f"{PREFIX}.ValidatingAdmissionPolicyBindingSpec", {
 }, doc="The specification of a ValidatingAdmissionPolicyBinding.")
 
 
-# CEL.
-
-_environment: cel.Environment | None = None
-
-
-def environment() -> cel.Environment:
-    """Every policy expression's variables (all dynamic)."""
-    global _environment
-    if _environment is None:
-        _environment = cel.Environment({name: cel.DYN for name in VARIABLES})
-    return _environment
-
-
 def compile_bool(expression: str) -> cel.Program:
-    return environment().compile(expression, cel.BOOL)
+    return policy_environment().compile(expression, cel.BOOL)
 
 
 # Defaulting (v1/defaults.go).
@@ -275,7 +260,7 @@ def validate_match_resources(match, path: str) -> list:
 
 def _compile_problem(path: str, expression: str, *types) -> list:
     try:
-        environment().compile(expression, *types)
+        policy_environment().compile(expression, *types)
     except cel.CompileError as error:
         return [fe.invalid(path, expression, str(error))]
     return []

@@ -3,9 +3,8 @@ What ``MutatingWebhookConfiguration`` and ``ValidatingWebhookConfiguration``
 (``admissionregistration.platform.io/v1``) share: the webhook's shapes (client config,
 rules, selectors, match conditions), their defaulting (upstream's ``v1/defaults.go``)
 and validation (``pkg/apis/admissionregistration/validation``, worded as upstream), the
-``ResourceType`` factory, and the CEL environment of ``matchConditions``
-(``compile_condition``; the admission plugins are handed it by ``compose``, since the
-admission layer may not import ``auth``).
+``ResourceType`` factory; ``matchConditions`` compile in ``cel.admission``'s environment,
+the one the admission plugins evaluate them in.
 
 Protobuf: upstream's ``admissionregistration/v1`` messages (``proto/``); ``PRESENCE``
 holds what upstream's marshallers write even when zero for the messages the webhook
@@ -17,9 +16,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from platformd.auth import cel
+from platformd.cel import CompileError
+from platformd.cel.admission import compile_condition
 from platformd.model import fielderrors as fe
-from platformd.model.meta import dns_label, dns_subdomain, label_value, qualified_name
+from platformd.model.meta import dns_subdomain, label_value, qualified_name
 from platformd.model.schema import BYTES, INT32, STRING, ListOf, Prop, Struct
 from platformd.registry.kinds import presence
 from platformd.registry.kinds.clusterrole import LABEL_SELECTOR
@@ -306,23 +306,6 @@ def _validate_service(path: str, service: dict) -> list:
     return causes
 
 
-_environment: cel.Environment | None = None
-
-
-def environment() -> cel.Environment:
-    """matchConditions' variables: ``object``, ``oldObject`` and ``request`` (dynamic)."""
-    global _environment
-    if _environment is None:
-        _environment = cel.Environment({"object": cel.DYN, "oldObject": cel.DYN,
-                                        "request": cel.DYN})
-    return _environment
-
-
-def compile_condition(expression: str) -> cel.Program:
-    """A matchCondition's program; ``cel.CompileError`` unless a boolean expression."""
-    return environment().compile(expression, cel.BOOL)
-
-
 def validate_match_conditions(conditions: list, path: str, compile=None) -> list:
     """Upstream's ``validateMatchConditions``; ``compile`` is the environment's compiler
     (the webhooks' by default; admission policies have more variables)."""
@@ -348,7 +331,7 @@ def validate_match_conditions(conditions: list, path: str, compile=None) -> list
             continue
         try:
             compile(expression)
-        except cel.CompileError as error:
+        except CompileError as error:
             causes.append(fe.invalid(f"{at}.expression", expression, str(error)))
     return causes
 

@@ -1,12 +1,15 @@
 """
-CEL ``matchConditions`` as upstream evaluates them for authorization and admission
-webhooks: any condition false skips the webhook; otherwise a condition that failed to
-evaluate (or did not answer a boolean) is an error, worded as upstream's; otherwise the
-webhook is called.
+CEL ``matchConditions`` as upstream evaluates them (``apiserver/pkg/admission/plugin/cel``'s
+and the webhook authorizer's ``matchconditions.Matcher``): any condition false skips the
+webhook; otherwise a condition that failed to evaluate (or did not answer a boolean) is
+an error, worded as upstream's; otherwise the webhook is called.  Authorization webhooks
+(``auth/sar.py``) and admission webhooks (``admission/webhooks/matching.py``) share it,
+each over its own environment.
 """
 
 from __future__ import annotations
 
+from platformd.cel import EvaluationError
 from platformd.goformat.gotext import aggregate
 
 
@@ -16,14 +19,14 @@ class ConditionError(Exception):
 
 def evaluate(programs, variables: dict) -> bool:
     """
-    ``programs``: compiled conditions (``evaluate(variables)`` and ``source``).  False
-    when one is false, True when all are true; ``ConditionError`` otherwise.
+    ``programs``: compiled conditions (``cel.Program``).  False when one is false, True
+    when all are true; ``ConditionError`` otherwise.
     """
     failures = []
     for program in programs:
         try:
             result = program.evaluate(variables)
-        except Exception as error:  # the CEL library's evaluation error
+        except EvaluationError as error:
             failures.append(f"cel evaluation error: expression '{program.source}' resulted "
                             f"in error: {error}")
             continue

@@ -1,28 +1,52 @@
 """
-CEL expressions: compiled and type-checked once, evaluated many times.
+CEL expressions: compiled and type-checked once, evaluated many times, for every
+configuration that holds CEL (upstream's ``k8s.io/apiserver/pkg/cel`` and the compilers of
+``authentication/cel``, ``authorization/cel`` and ``admission/plugin/cel``).
 
-A thin wrapper over ``cel-expr-python`` (Google's CEL C++ implementation behind Python
-bindings; see docs/authorization.md for why this library).  An ``Environment`` declares
-the variables an expression may use and their types; ``Environment.compile`` parses and
-type-checks an expression, checks its result type (``compile(src, BOOL)``) and keeps the
-compiled ``Program`` (same environment, same source: same object); ``Program.evaluate``
-binds the variables and answers a Python value or raises ``EvaluationError``.
+One module over ``cel-expr-python`` (Google's CEL C++ implementation behind Python
+bindings; see docs/authorization.md for why this library), at the bottom layer so that
+authentication, authorization, admission and the registry's validation all compile and
+evaluate through it: an expression that validation accepts is compiled by the admission
+plugin in the same environment, with the same checks and the same messages, and a change
+of library stays here.
+
+An ``Environment`` declares the variables an expression may use and their types;
+``Environment.compile`` parses and type-checks an expression, checks its result type
+(``compile(src, BOOL)``) and keeps the compiled ``Program`` (same environment, same
+source and result types: same object); ``Program.evaluate`` binds the variables and
+answers a Python value or raises ``EvaluationError``.
 
 Object-shaped variables (a SubjectAccessReview's spec, a user) are protobuf messages
-declared at run time (``messages``), so field names and types are checked at compile
+declared at run time (``proto_file``), so field names and types are checked at compile
 time as upstream's DeclTypes are: ``request.nope`` is a compile error, ``request.user``
-is a string.  Matchers of authorization webhooks use this; JWT claim rules and admission
-policies are meant to as well.
+is a string.  Dynamic variables (``DYN``: admission's ``object``) are checked when
+evaluated.
 
-Messages worded as upstream's ``k8s.io/apiserver/pkg/cel`` words them: a compile error is
-``compilation failed: ERROR: <input>:1:9: ...``; a wrong result type is ``must evaluate
-to bool but got string``.
+Messages are worded as upstream words them: a compile error is ``compilation failed:
+ERROR: <input>:1:9: ...`` (cel-cpp's issues without its status code); a wrong result type
+is ``must evaluate to bool but got string`` (``must evaluate to one of [bool string]`` for
+several, as the authentication compiler words it); an evaluation error is cel-cpp's, with
+the commonest reworded as cel-go's (``no such key: x``, ``division by zero``).
+
+Limits: no CEL cost is estimated or tracked (cel-expr-python exposes neither upstream's
+cost estimator nor a runtime budget); the library's parser limits apply to every
+environment (an expression of more than 100,000 code points, or nested too deep, does
+not compile).  The configurations' own limits (how many conditions, how long a value
+expression) are checked by their validation.
+
+Submodules: ``matchconditions`` (any-false-skips evaluation of webhooks' conditions, for
+authorization and admission) and ``admission`` (the environments admission webhooks and
+ValidatingAdmissionPolicy share with their kinds' validation).  The environments with
+one user are next to it: JWT claims and user rules in ``auth/authnconfig.py``,
+authorization webhooks' ``request`` in ``auth/sar.py``.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import attrs
 from cel_expr_python import cel as _cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
@@ -35,11 +59,11 @@ map_of = _cel.Type.Map
 
 
 def message_type(full_name: str):
-    """The CEL type of the protobuf message ``full_name`` (declared with ``messages``)."""
+    """The CEL type of the protobuf message ``full_name`` (declared with ``proto_file``)."""
     return _cel.Type(full_name)
 
 
-class CompileError(Exception):
+class CompileError(ValueError):
     """An expression does not compile or has the wrong type; ``str`` names the problem."""
 
 
@@ -59,34 +83,41 @@ def type_name(cel_type) -> str:
     return name.replace("<", "(").replace(">", ")")
 
 
-def _issues(error: Exception) -> str:
-    """cel-cpp's status text without its status-code wrapping (``INVALID_ARGUMENT: ...``)."""
-    text = str(error)
-    text = re.sub(r"^[A-Z_]+: ", "", text)
+def _issues(error) -> str:
+    """cel-cpp's status text (an exception or an error value) without its status code."""
+    text = re.sub(r"^[A-Z_]+: ", "", str(error))
     return re.sub(r"\s*\[[A-Z_]+\]$", "", text)
 
 
+_NO_SUCH_KEY = re.compile(r'^Key not found in map : "(.*)"$', re.S)
+_GO_ERRORS = {"divide by zero": "division by zero", "modulus by zero": "modulus by zero"}
+
+
+def _go_error(error) -> str:
+    """cel-cpp's evaluation error as cel-go words the common ones (``no such key: x``)."""
+    text = _issues(error)
+    missing = _NO_SUCH_KEY.match(text)
+    if missing:
+        return f"no such key: {missing.group(1)}"
+    return _GO_ERRORS.get(text, text)
+
+
+@attrs.frozen
 class Program:
     """One compiled expression."""
 
-    def __init__(self, source: str, compiled, env: "Environment"):
-        self.source = source
-        self._compiled = compiled
-        self._env = env
-        self.result_type = compiled.return_type()
+    source: str
+    _compiled: Any = attrs.field(repr=False)
 
     def evaluate(self, variables: dict):
         """The value of the expression with ``variables`` bound; ``EvaluationError``."""
         try:
             result = self._compiled.eval(data=variables)
         except Exception as error:  # the bindings reject a value of the wrong type
-            raise EvaluationError(_issues(error)) from None
+            raise EvaluationError(_go_error(error)) from None
         if result.type() == _cel.Type.ERROR:
-            raise EvaluationError(str(result.value()))
+            raise EvaluationError(_go_error(result.value()))
         return result.plain_value()
-
-    def __repr__(self):
-        return f"<cel.Program {self.source!r}>"
 
 
 class Environment:
@@ -130,7 +161,7 @@ class Environment:
             else:
                 reason = f"must evaluate to one of [{' '.join(map(type_name, result_types))}]"
             raise CompileError(reason)
-        program = self._programs[key] = Program(source, compiled, self)
+        program = self._programs[key] = Program(source, compiled)
         return program
 
 
