@@ -4,8 +4,6 @@ RBAC objects for tests, and ``FakeCaches``: the four RBAC kinds' ``FakeInformer`
 
 from __future__ import annotations
 
-import orjson
-
 from platformd.auth.interfaces import AUTHENTICATED_GROUP, Attributes, UserInfo
 from platformd.auth.rbac.index import RBACIndex
 from platformd.cache.informers import FakeInformer

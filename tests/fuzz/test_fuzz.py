@@ -131,7 +131,6 @@ class FuzzTests(ServerTestCase):
         answer 4xx in Go's words.
         """
         long = "9" * 5000
-        rb = {"metadata": {"name": "n"}, "roleRef": {"kind": "ClusterRole", "name": "view"}}
         prefix = 'RoleBinding in version "v1" cannot be handled as a RoleBinding: json: '
         body = b'{"metadata": {"name": "n", "generation": %s}}' % long.encode()
         r = yield self.expect("POST", RB, body, code=400, reason="BadRequest")

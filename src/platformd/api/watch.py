@@ -30,7 +30,7 @@ from platformd import errors
 from platformd.api import listoptions, responses, views
 from platformd.api.watchscope import WatchScope
 from platformd.cache.watchcache import (
-    ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, CorruptObjectError,
+    ADDED, BOOKMARK, ERROR, CorruptObjectError,
 )
 from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import JSON, dumps

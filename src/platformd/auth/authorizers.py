@@ -15,7 +15,7 @@ import attrs
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.auth.interfaces import ALLOW, DENY, NO_OPINION, Attributes, Decision, IAuthorizer
+from platformd.auth.interfaces import ALLOW, NO_OPINION, Attributes, Decision, IAuthorizer
 from platformd.util.deferreds import then
 from platformd.goformat.gotext import aggregate
 

@@ -32,7 +32,7 @@ import sys
 from typing import IO, Iterator, Optional
 
 from twisted.logger import (
-    ILogObserver, LogLevel, formatEvent, formatEventAsClassicLogText, textFileLogObserver,
+    ILogObserver, LogLevel, formatEvent, textFileLogObserver,
 )
 from zope.interface import implementer
 

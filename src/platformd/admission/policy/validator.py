@@ -67,7 +67,7 @@ class _Activation:
     def evaluate(self, expression):
         try:
             return expression.evaluate(self.values)
-        except EvaluationError as error:
+        except EvaluationError:
             for name, cause in self.failed.items():
                 if re.search(rf"\bvariables\.{re.escape(name)}\b", expression.source):
                     raise EvaluationError(f"expression '{expression.source}' resulted in "
