@@ -105,6 +105,8 @@ class Components:
     #: boot sequence and shutdown turn (``api.health.StandardChecks``).
     metrics: APIServerMetrics
     health: health.StandardChecks
+    #: The egress selector the admission webhooks dial through (None: directly).
+    egress: object = None
 
     @property
     def ready(self) -> bool:
@@ -126,7 +128,8 @@ class Components:
         """Rebuild the enabled admission plugins with ``configs`` (an
         ``admission.config.AdmissionConfiguration``, read by the daemon at startup)."""
         self.admission.set_plugins(admission_plugins(
-            admission_deps(self.cache, self.informers, self.clock, self.metrics),
+            admission_deps(self.cache, self.informers, self.clock, self.metrics,
+                           self.egress),
             self.admission_names, self.rbac_index, configs))
 
     def resource(self):
@@ -137,7 +140,7 @@ class Components:
 def compose(storage, clock, gates, authenticator, *,
             watch_history_ttl: float = 300.0, continue_token_ttl: float = 300.0,
             address: str = "127.0.0.1:6443", authorizer=None,
-            catalog=None, admission_names=None) -> Components:
+            catalog=None, admission_names=None, egress=None) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -147,7 +150,9 @@ def compose(storage, clock, gates, authenticator, *,
     defaults to the chain of ``AlwaysAllow``; ``address`` is the host:port the OpenAPI
     documents name; ``catalog`` defaults to the built-in kinds; ``admission_names`` are
     the admission plugins to run (default: upstream's default-enabled ones among those
-    served, ``admission.plugins.builtin().default_enabled()``).
+    served, ``admission.plugins.builtin().default_enabled()``); ``egress`` is the
+    ``egress.selector.EgressSelector`` the admission webhooks dial through (None:
+    directly).
     """
     catalog = catalog if catalog is not None else builtin()
     authorizer = authorizer if authorizer is not None else AuthorizerChain([AlwaysAllow()])
@@ -159,7 +164,8 @@ def compose(storage, clock, gates, authenticator, *,
         admission_names = admission_registry.builtin().default_enabled()
     metrics = APIServerMetrics()
     admission = AdmissionChain(admission_plugins(
-        admission_deps(cache, informers, clock, metrics), admission_names, rbac_index), metrics)
+        admission_deps(cache, informers, clock, metrics, egress), admission_names, rbac_index),
+        metrics)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
@@ -182,12 +188,13 @@ def compose(storage, clock, gates, authenticator, *,
                                                    core.SERVICE_ACCOUNT),
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, informers, stores),
-        readiness=readiness, metrics=metrics, health=checks)
+        readiness=readiness, metrics=metrics, health=checks, egress=egress)
 
 
-def admission_deps(cache, informers, clock, metrics=None) -> admission_registry.PluginDeps:
+def admission_deps(cache, informers, clock, metrics=None,
+                   egress=None) -> admission_registry.PluginDeps:
     return admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
-                                         core.SERVICE_ACCOUNT, core.POD, metrics)
+                                         core.SERVICE_ACCOUNT, core.POD, metrics, egress)
 
 
 def admission_plugins(deps, names, rbac_index, configs=None) -> list:

@@ -145,7 +145,8 @@ class PlatformService(service.MultiService):
             storage, reactor, options["feature-gates"], self.authenticator,
             watch_history_ttl=options["watch-history-ttl"],
             continue_token_ttl=options["continue-token-ttl"],
-            address=f"{bind}:{port}", admission_names=_admission_names(options))
+            address=f"{bind}:{port}", admission_names=_admission_names(options),
+            egress=self._egress_selector())
         api = self.components.api
         api.max_in_flight.readonly = options["max-requests-inflight"]
         api.max_in_flight.mutating = options["max-mutating-requests-inflight"]
@@ -250,7 +251,6 @@ class PlatformService(service.MultiService):
         except PKIError as e:
             raise StartupError(str(e)) from None
         self._admission_config()
-        self._egress()
         self._tracing()
         self.auditor = audit_from_flags(options, self.reactor)
         if self.auditor is not None:
@@ -275,10 +275,10 @@ class PlatformService(service.MultiService):
         try:
             self.authentication_reloader = authenticators_from_flags(
                 options, self.authenticator, static, (service_accounts,), self.reactor,
-                self.reactor, reloads)
+                self.reactor, reloads, egress=self._egress_selector())
             self.authorization_reloader = authorizers_from_flags(
                 options, self.components.api.authorizer, self.components.rbac, self.reactor,
-                reloads)
+                reloads, egress=self._egress_selector())
         except AuthFlagError as e:
             raise StartupError(str(e)) from None
 
@@ -303,18 +303,11 @@ class PlatformService(service.MultiService):
             self.encryption_reloader = EncryptionReloader(path, self.encryption, served,
                                                           self.reactor, kms_v1=kms_v1)
 
-    def _egress(self) -> None:
-        """Install ``--egress-selector-config-file``'s selector before any client
-        connects (docs/egress.md)."""
-        egress = self._egress_selector()
-        if egress is not None:
-            from platformd.egress import selector
-            selector.install(egress)
-
     def _egress_selector(self):
         """The selector of ``--egress-selector-config-file`` (None without it), read
-        once: the etcd backend's channel is made with the daemon, before ``prepare``
-        installs it.  Raises ``StartupError``."""
+        once, with the daemon (its etcd channel and admission webhooks are made then),
+        and handed to each client that connects (docs/egress.md): never process-wide, so
+        two daemons in one process each keep theirs.  Raises ``StartupError``."""
         path = self.options.get("egress-selector-config-file")
         if self._selector is None and path:
             from platformd.egress import selector
@@ -361,14 +354,14 @@ class PlatformService(service.MultiService):
     def _collector_channel(self) -> tuple:
         """The OTLP exporter goes through the controlplane egress selection, as
         upstream's; where grpcio cannot follow it, directly (with a warning)."""
-        from platformd.egress import selector
-        from platformd.egress.config import CONTROLPLANE
-        installed = selector.installed()
-        if installed is None:
+        egress = self._egress_selector()
+        if egress is None:
             return ()
+        from platformd.egress.config import CONTROLPLANE
+        from platformd.egress.selector import EgressUnsupported
         try:
-            return installed.grpc_channel_options(CONTROLPLANE)
-        except selector.EgressUnsupported as e:
+            return egress.grpc_channel_options(CONTROLPLANE)
+        except EgressUnsupported as e:
             log.warn("tracing: {error}; the collector is dialled directly", error=str(e))
             return ()
 
@@ -520,9 +513,6 @@ class PlatformService(service.MultiService):
             yield self.boot.stopService()
         if self.tracing is not None:
             yield self.tracing.shutdown()  # the spans still queued are exported
-        if self.options.get("egress-selector-config-file"):
-            from platformd.egress import selector
-            selector.install(None)
         self.watchdog.stopService()
         if self.handle_signals:
             # A graceful shutdown is a success: exit 0, as kube-apiserver does (twistd
