@@ -193,7 +193,7 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             authorization: Callable[[Internals], Authorization] = allow_all,
             watch_history_ttl: float = 300.0, continue_token_ttl: float = 300.0,
             address: str = "127.0.0.1:6443", catalog=None, admission_names=None,
-            admission_configs=None, auditor=None, request_tracing=None,
+            admission_configs=None, egress=None, auditor=None, request_tracing=None,
             limits: Limits = Limits(), timeouts: ConnectionTimeouts = ConnectionTimeouts(),
             health_checks: Iterable[tuple] = ()) -> Components:
     """
@@ -205,7 +205,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     ``address`` is the host:port the OpenAPI documents name; ``catalog`` defaults to the
     built-in kinds; ``admission_names`` are the admission plugins to run (default:
     upstream's default-enabled ones among those served) and ``admission_configs`` their
-    configuration (``admission.config.AdmissionConfiguration``); ``auditor`` the audit stages
+    configuration (``admission.config.AdmissionConfiguration``); ``egress`` the
+    ``egress.selector.EgressSelector`` the admission webhooks dial through (None:
+    directly); ``auditor`` the audit stages
     (``audit.record.Auditor``) and ``request_tracing`` the tracing filter
     (``tracing.requests.RequestTracing``), or None; ``health_checks`` more checks, as
     ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``.
@@ -222,7 +224,7 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     if admission_names is None:
         admission_names = admission_registry.builtin().default_enabled()
     deps = admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
-                                         core.SERVICE_ACCOUNT, core.POD, metrics)
+                                         core.SERVICE_ACCOUNT, core.POD, metrics, egress)
     admission = AdmissionChain(
         admission_plugins(deps, admission_names, rbac_index, admission_configs), metrics)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)

@@ -274,13 +274,13 @@ def daemon(options, reactor, notifier: Notifier | None = None,
     try:
         components = compose(
             storage, reactor, options["feature-gates"],
-            functools.partial(_authentication, options, reactor, data_dir),
-            authorization=functools.partial(_authorization, options, reactor),
+            functools.partial(_authentication, options, reactor, data_dir, egress),
+            authorization=functools.partial(_authorization, options, reactor, egress),
             watch_history_ttl=options["watch-history-ttl"],
             continue_token_ttl=options["continue-token-ttl"],
             address=f"{host}:{serving_port}", catalog=catalog,
             admission_names=_admission_names(options),
-            admission_configs=_admission_configs(options), auditor=auditor,
+            admission_configs=_admission_configs(options), egress=egress, auditor=auditor,
             request_tracing=request_tracing,
             limits=Limits(options["max-requests-inflight"],
                           options["max-mutating-requests-inflight"],
@@ -329,9 +329,11 @@ def daemon(options, reactor, notifier: Notifier | None = None,
     return daemon
 
 
-def _authentication(options, reactor, data_dir: str, internals: Internals) -> Authentication:
-    """Client certificates, ``--token-auth-file``, the JWT issuers, service-account
-    tokens (their issuer served too) and anonymous access, as the flags say."""
+def _authentication(options, reactor, data_dir: str, egress,
+                    internals: Internals) -> Authentication:
+    """Client certificates, ``--token-auth-file``, the JWT issuers (their keys fetched
+    through ``egress``), service-account tokens (their issuer served too) and anonymous
+    access, as the flags say."""
     static: list[IAuthenticator] = [X509Authenticator()]
     if options["token-auth-file"]:
         try:
@@ -349,18 +351,20 @@ def _authentication(options, reactor, data_dir: str, internals: Internals) -> Au
     chain = AuthenticatorChain([])
     try:
         reloader = authenticators_from_flags(options, chain, static, (service_accounts,),
-                                             reactor, reactor, _reloads(internals, reactor))
+                                             reactor, reactor, _reloads(internals, reactor),
+                                             egress=egress)
     except AuthFlagError as e:
         raise StartupError(str(e)) from None
     return Authentication(chain, token_issuer, reloader)
 
 
-def _authorization(options, reactor, internals: Internals) -> Authorization:
-    """``--authorization-mode`` or ``--authorization-config``."""
+def _authorization(options, reactor, egress, internals: Internals) -> Authorization:
+    """``--authorization-mode`` or ``--authorization-config`` (webhooks dialled through
+    ``egress``)."""
     chain = AuthorizerChain([AlwaysAllow()])
     try:
         reloader = authorizers_from_flags(options, chain, internals.rbac, reactor,
-                                          _reloads(internals, reactor))
+                                          _reloads(internals, reactor), egress=egress)
     except AuthFlagError as e:
         raise StartupError(str(e)) from None
     return Authorization(chain, reloader)

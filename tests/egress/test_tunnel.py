@@ -2,7 +2,9 @@
 The egress selector on real sockets: an authorization webhook whose host name does not
 resolve (``webhook.invalid``) is reached only through an HTTP CONNECT proxy started in
 the test — over a UNIX socket, plain TCP, and TLS with a client certificate — and each
-failure (a refusing proxy, GRPC, no selection) is the webhook call's error.
+failure (a refusing proxy, GRPC, no selection) is the webhook call's error.  Each webhook
+is given its selector where it is built (there is no process-wide one): two chains built
+from the flags in one process dial through their own, reloads included.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 from twisted.web import server
 
+from platformd.auth.authorizers import AuthorizerChain
+from platformd.auth.fromflags import authorizers_from_flags
 from platformd.auth.interfaces import ALLOW, DENY
 from platformd.auth.kubeconfig import load_kubeconfig
 from platformd.auth.webhook import WebhookAuthorizer
@@ -24,7 +28,8 @@ from platformd.egress import selector
 from platformd.egress.config import parse_egress_config
 from platformd.files.pki import ADMIN_GROUP, ADMIN_USER, ensure_pki
 from platformd.edge.tlscontext import server_tls_options
-from tests.authz.helpers import kubeconfig_for, pods
+from platformd.options import Options
+from tests.authz.helpers import document, kubeconfig_for, pods, webhook_entry
 from tests.authz.test_webhook import ReviewService
 from tests.egress.konnectivity_server import KonnectivityServer
 from tests.egress.proxy import ConnectProxy
@@ -55,7 +60,8 @@ class TunnelTests(TestCase):
         port = self.listen(reactor.listenSSL(0, self.site, self.tls, interface="127.0.0.1"))
         self.url = f"https://{HIDDEN}:{port.getHost().port}/authorize"
         self.address = f"{HIDDEN}:{port.getHost().port}"
-        self.addCleanup(selector.install, None)
+        #: The selector the webhook of ``decide`` dials through (``use``; None: directly).
+        self.egress = None
         # UNIX socket paths must be short (trial's temporary directories are too long).
         self.sockets = tempfile.mkdtemp(prefix="egress-")
         self.addCleanup(shutil.rmtree, self.sockets)
@@ -67,12 +73,13 @@ class TunnelTests(TestCase):
     def proxy(self, tls=False) -> ConnectProxy:
         return ConnectProxy({HIDDEN: "127.0.0.1"}, tls=tls)
 
-    def install(self, data: bytes) -> None:
-        selector.install(selector.EgressSelector(parse_egress_config(data), reactor))
+    def use(self, data: bytes) -> None:
+        """The webhook ``decide`` makes dials through the selector of ``data``."""
+        self.egress = selector.EgressSelector(parse_egress_config(data), reactor)
 
-    def unix_proxy(self) -> tuple:
+    def unix_proxy(self, name: str = "proxy.sock") -> tuple:
         proxy = self.proxy()
-        path = os.path.join(self.sockets, "proxy.sock")
+        path = os.path.join(self.sockets, name)
         self.listen(reactor.listenUNIX(path, proxy))
         return proxy, path
 
@@ -81,7 +88,7 @@ class TunnelTests(TestCase):
         connection = load_kubeconfig(kubeconfig_for(self, self.paths, self.url))
         webhook = WebhookAuthorizer("w", connection, timeout=5, authorized_ttl=0,
                                     unauthorized_ttl=0, failure_policy="Deny", clock=Clock(),
-                                    reactor=reactor)
+                                    reactor=reactor, egress=self.egress)
         self.addCleanup(webhook.close)
         decision = yield defer.maybeDeferred(webhook.authorize, pods())
         return decision
@@ -89,7 +96,7 @@ class TunnelTests(TestCase):
     @defer.inlineCallbacks
     def test_unix_socket_proxy(self):
         proxy, path = self.unix_proxy()
-        self.install(egress_document("controlplane", "HTTPConnect", uds={"udsName": path}))
+        self.use(egress_document("controlplane", "HTTPConnect", uds={"udsName": path}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, ALLOW, decision.error)
         self.assertEqual(proxy.heads, [f"CONNECT {self.address} HTTP/1.1\r\nHost: 127.0.0.1"])
@@ -99,7 +106,7 @@ class TunnelTests(TestCase):
     @defer.inlineCallbacks
     def test_master_is_controlplane(self):
         proxy, path = self.unix_proxy()
-        self.install(egress_document("master", "HTTPConnect", uds={"udsName": path}))
+        self.use(egress_document("master", "HTTPConnect", uds={"udsName": path}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, ALLOW, decision.error)
         self.assertEqual(len(proxy.heads), 1)
@@ -109,7 +116,7 @@ class TunnelTests(TestCase):
         proxy = self.proxy(tls=True)
         port = self.listen(reactor.listenSSL(0, proxy, self.tls, interface="127.0.0.1"))
         pki = os.path.join(self.data_dir, "pki")
-        self.install(egress_document("controlplane", "HTTPConnect", tcp={
+        self.use(egress_document("controlplane", "HTTPConnect", tcp={
             "url": f"https://127.0.0.1:{port.getHost().port}",
             "tlsConfig": {"caBundle": self.paths.ca_cert,
                           "clientCert": os.path.join(pki, "admin.crt"),
@@ -123,7 +130,7 @@ class TunnelTests(TestCase):
     def test_plain_tcp_proxy(self):
         proxy = self.proxy()
         port = self.listen(reactor.listenTCP(0, proxy, interface="127.0.0.1"))
-        self.install(egress_document("controlplane", "HTTPConnect", tcp={
+        self.use(egress_document("controlplane", "HTTPConnect", tcp={
             "url": f"http://127.0.0.1:{port.getHost().port}"}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, ALLOW, decision.error)
@@ -133,7 +140,7 @@ class TunnelTests(TestCase):
     def test_refusing_proxy(self):
         proxy, path = self.unix_proxy()
         proxy.refuse = b"HTTP/1.1 403 Forbidden"
-        self.install(egress_document("controlplane", "HTTPConnect", uds={"udsName": path}))
+        self.use(egress_document("controlplane", "HTTPConnect", uds={"udsName": path}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, DENY)
         self.assertEqual(decision.error, f'Post "{self.url}": proxy error from {path} while '
@@ -142,7 +149,7 @@ class TunnelTests(TestCase):
     @defer.inlineCallbacks
     def test_proxy_not_listening(self):
         path = os.path.join(self.sockets, "absent.sock")
-        self.install(egress_document("controlplane", "HTTPConnect", uds={"udsName": path}))
+        self.use(egress_document("controlplane", "HTTPConnect", uds={"udsName": path}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, DENY)
         self.assertTrue(decision.error.startswith(
@@ -152,7 +159,7 @@ class TunnelTests(TestCase):
         path = os.path.join(self.sockets, "konnectivity.sock")
         server = KonnectivityServer(path, {HIDDEN: "127.0.0.1"})
         self.addCleanup(server.stop)
-        self.install(egress_document("controlplane", "GRPC", uds={"udsName": path}))
+        self.use(egress_document("controlplane", "GRPC", uds={"udsName": path}))
         return server, path
 
     @defer.inlineCallbacks
@@ -183,7 +190,7 @@ class TunnelTests(TestCase):
     @defer.inlineCallbacks
     def test_grpc_proxy_not_listening(self):
         path = os.path.join(self.sockets, "absent.sock")
-        self.install(egress_document("controlplane", "GRPC", uds={"udsName": path}))
+        self.use(egress_document("controlplane", "GRPC", uds={"udsName": path}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, DENY)
         self.assertTrue(decision.error.startswith(
@@ -195,8 +202,67 @@ class TunnelTests(TestCase):
         """A webhook is controlplane's: a cluster selection leaves it dialled directly,
         where its name does not resolve."""
         proxy, path = self.unix_proxy()
-        self.install(egress_document("cluster", "HTTPConnect", uds={"udsName": path}))
+        self.use(egress_document("cluster", "HTTPConnect", uds={"udsName": path}))
         decision = yield self.decide()
         self.assertEqual(decision.verdict, DENY)
         self.assertIn(HIDDEN, decision.error)
         self.assertEqual(proxy.heads, [])
+
+    # ``authorizers_from_flags(..., egress=)``: the webhooks it builds, and those its
+    # reloader builds, dial through the selector it was given.
+
+    def write(self, name: str) -> None:
+        with open(self.config, "wb") as f:
+            f.write(document(webhook_entry(
+                name, kubeconfig_for(self, self.paths, self.url), authorizedTTL="1s",
+                unauthorizedTTL="1s")))
+
+    def chain(self, egress) -> tuple:
+        options = Options()
+        options.parseOptions(["--authorization-config", self.config])
+        chain = AuthorizerChain([])
+        reloader = authorizers_from_flags(options, chain, None, reactor, egress=egress)
+        self.addCleanup(lambda: defer.gatherResults(
+            [a.close() for a in chain.authorizers if hasattr(a, "close")]))
+        return chain, reloader
+
+    def selector_of(self, path: str):
+        return selector.EgressSelector(parse_egress_config(egress_document(
+            "controlplane", "HTTPConnect", uds={"udsName": path})), reactor)
+
+    @defer.inlineCallbacks
+    def test_two_selectors_in_one_process(self):
+        """Two chains built from the same flags in one process, each with its own
+        selector, dial through their own proxy, and so do the webhooks their reloads
+        build; a chain built with none dials directly."""
+        self.config = os.path.abspath(self.mktemp())
+        self.write("first")
+        first_proxy, first_path = self.unix_proxy("first.sock")
+        second_proxy, second_path = self.unix_proxy("second.sock")
+        first, first_reloader = self.chain(self.selector_of(first_path))
+        second, second_reloader = self.chain(self.selector_of(second_path))
+        direct, _ = self.chain(None)
+        head = f"CONNECT {self.address} HTTP/1.1\r\nHost: 127.0.0.1"
+        decision = yield defer.maybeDeferred(first.authorize, pods())
+        self.assertEqual(decision.verdict, ALLOW, decision.error)
+        self.assertEqual((first_proxy.heads, second_proxy.heads), ([head], []))
+        decision = yield defer.maybeDeferred(second.authorize, pods())
+        self.assertEqual(decision.verdict, ALLOW, decision.error)
+        self.assertEqual((first_proxy.heads, second_proxy.heads), ([head], [head]))
+        decision = yield defer.maybeDeferred(direct.authorize, pods())
+        self.assertEqual(decision.verdict, DENY)
+        self.assertIn(HIDDEN, decision.error)
+        self.assertEqual((first_proxy.heads, second_proxy.heads), ([head], [head]))
+
+        # A reload builds new webhooks (new connections): through the same selector.
+        self.write("reloaded")
+        self.assertTrue(second_reloader.check())
+        self.assertTrue(first_reloader.check())
+        decision = yield defer.maybeDeferred(second.authorize, pods(user="bob"))
+        self.assertEqual(decision.verdict, ALLOW, decision.error)
+        self.assertEqual((first_proxy.heads, second_proxy.heads), ([head], [head, head]))
+        decision = yield defer.maybeDeferred(first.authorize, pods(user="bob"))
+        self.assertEqual(decision.verdict, ALLOW, decision.error)
+        self.assertEqual((first_proxy.heads, second_proxy.heads), ([head, head], [head, head]))
+        self.assertEqual([review["spec"]["user"] for review in self.service.reviews],
+                         ["alice", "alice", "bob", "bob"])

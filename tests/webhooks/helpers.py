@@ -65,6 +65,9 @@ class ReviewServer(resource.Resource):
 
 class WebhookCase(TestCase):
     timeout = 20
+    #: The egress selector the webhooks' caller dials through (None: directly); a
+    #: subclass sets it before ``setUp`` makes the caller.
+    egress = None
 
     def setUp(self):
         # hooks.webhooks.svc: the host of a clientConfig.service {webhooks, hooks}.
@@ -78,7 +81,7 @@ class WebhookCase(TestCase):
         self.addCleanup(self.port.stopListening)
         self.base = f"https://127.0.0.1:{self.port.getHost().port}"
         self.clock = Clock()
-        self.caller = Caller(self.clock, reactor)
+        self.caller = Caller(self.clock, reactor, egress=self.egress)
         self.addCleanup(self._close)
         self.namespaces = FakeInformer([
             {"metadata": {"name": "default", "labels": {"env": "prod"}}},

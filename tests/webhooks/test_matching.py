@@ -165,7 +165,7 @@ class FactoryTests(SynchronousTestCase):
         stub = StubServer()
         self.addCleanup(stub.stop)
         deps = SimpleNamespace(informers=stub.components.informers, clock=stub.clock,
-                               metrics=None)
+                               metrics=None, egress=None)
         mutating = webhooks.plugin_factory("MutatingAdmissionWebhook")(deps, None)
         validating = webhooks.plugin_factory("ValidatingAdmissionWebhook")(deps, None)
         self.assertEqual((mutating.name, validating.name),

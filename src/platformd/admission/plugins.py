@@ -144,6 +144,9 @@ class PluginDeps:
     pod_kind: Any
     #: The server's ``APIServerMetrics`` (webhook durations); None: not measured.
     metrics: Any = None
+    #: The server's ``egress.selector.EgressSelector``, which the webhooks dial through
+    #: (None: directly); passed, not process-wide, so servers in one process keep theirs.
+    egress: Any = None
 
 
 def builtin() -> Plugins:

@@ -29,13 +29,14 @@ class AuthenticationReloader(FilePoller):
     """
     Keeps ``chain.authenticators`` equal to ``prefix`` + the file's authenticators (each
     passed through ``wrap``, e.g. a token cache) + ``suffix``.  ``initial`` is the
-    configuration the chain was built from.  ``start()``/``stop()``; ``check()`` runs one
-    check now.
+    configuration the chain was built from; ``egress`` the server's ``EgressSelector``
+    (None: directly), which the issuers of every reload fetch their keys through, as
+    those built at startup did.  ``start()``/``stop()``; ``check()`` runs one check now.
     """
 
     def __init__(self, path: str, chain, initial: authnconfig.AuthenticationConfiguration, *,
                  clock, reactor, prefix=(), suffix=(), wrap=None,
-                 interval: float = DEFAULT_INTERVAL, reloads=None):
+                 interval: float = DEFAULT_INTERVAL, reloads=None, egress=None):
         super().__init__(path, clock,
                          "failed to read authentication config file: open {path}: {error}",
                          interval, reloads)
@@ -44,6 +45,7 @@ class AuthenticationReloader(FilePoller):
         self.prefix = tuple(prefix)
         self.suffix = tuple(suffix)
         self.wrap = wrap
+        self.egress = egress
         self._anonymous = initial.anonymous
 
     def check(self) -> bool:
@@ -70,7 +72,7 @@ class AuthenticationReloader(FilePoller):
             log.error("failed to validate authentication config: {error}", error=str(error))
             self.failed()
             return False
-        built = jwt.build_authenticators(config, self.clock, self.reactor)
+        built = jwt.build_authenticators(config, self.clock, self.reactor, self.egress)
         if self.wrap is not None:
             built = [self.wrap(a) for a in built]
         self.chain.authenticators = [*self.prefix, *built, *self.suffix]

@@ -47,11 +47,13 @@ ANONYMOUS_BOTH = ("anonymous: Forbidden: --anonymous-auth flag cannot be set whe
 
 
 def authenticators_from_flags(options, chain, prefix, suffix, clock, reactor,
-                              reloads=None) -> Optional[AuthenticationReloader]:
+                              reloads=None, egress=None) -> Optional[AuthenticationReloader]:
     """
     Fill ``chain.authenticators``: ``prefix`` (certificates, the token file), the JWT
     issuers, ``suffix`` (service-account tokens; cached here too), the refusal of a
-    bearer token none of them knew, anonymous access.
+    bearer token none of them knew, anonymous access.  The JWT issuers fetch their keys
+    through ``egress`` (the server's ``egress.selector.EgressSelector``; None: directly),
+    those of a reload too.
     The reloader of ``--authentication-config`` (not started; its reloads counted by
     ``reloads("authentication")``, a ``metrics.configreloads.ConfigReloads``, when given),
     or None.  Raises ``AuthFlagError``.
@@ -72,7 +74,7 @@ def authenticators_from_flags(options, chain, prefix, suffix, clock, reactor,
     issuers: list = []
     if config is not None:
         from platformd.auth import jwt
-        issuers = [cached(a) for a in jwt.build_authenticators(config, clock, reactor)]
+        issuers = [cached(a) for a in jwt.build_authenticators(config, clock, reactor, egress)]
     after = [*(cached(a) for a in suffix), UnknownBearerToken(), *anonymous]
     chain.authenticators = [*prefix, *issuers, *after]
     if not options["authentication-config"]:
@@ -81,7 +83,8 @@ def authenticators_from_flags(options, chain, prefix, suffix, clock, reactor,
     return AuthenticationReloader(options["authentication-config"], chain, config,
                                   clock=clock, reactor=reactor, prefix=prefix, suffix=after,
                                   wrap=cached,
-                                  reloads=reloads("authentication") if reloads else None)
+                                  reloads=reloads("authentication") if reloads else None,
+                                  egress=egress)
 
 
 def _authentication_config(options):
@@ -102,11 +105,12 @@ def _authentication_config(options):
 
 
 def authorizers_from_flags(options, chain, rbac, reactor,
-                           reloads=None) -> Optional[AuthorizationReloader]:
+                           reloads=None, egress=None) -> Optional[AuthorizationReloader]:
     """
-    Fill ``chain.authorizers`` as the flags say; the reloader of
-    ``--authorization-config`` (not started; counted by ``reloads("authorization")``
-    when given), or None.  Raises ``AuthFlagError``.
+    Fill ``chain.authorizers`` as the flags say, webhooks (and those of a reload)
+    dialling through ``egress`` (the server's ``EgressSelector``; None: directly); the
+    reloader of ``--authorization-config`` (not started; counted by
+    ``reloads("authorization")`` when given), or None.  Raises ``AuthFlagError``.
     """
     prefix = (PrivilegedGroups(),)
     path = options["authorization-config"]
@@ -116,19 +120,20 @@ def authorizers_from_flags(options, chain, rbac, reactor,
         from platformd.auth.reloading import AuthorizationReloader
         try:
             config = authzconfig.load_authorization_config(path)
-            built = build_authorizers(config, rbac, reactor, reactor)
+            built = build_authorizers(config, rbac, reactor, reactor, egress)
         except authzconfig.AuthorizationConfigError as e:
             raise AuthFlagError(f"--authorization-config: {e}") from None
         chain.authorizers = [*prefix, *built]
         return AuthorizationReloader(path, chain, config, rbac=rbac, clock=reactor,
                                      reactor=reactor, prefix=prefix,
-                                     reloads=reloads("authorization") if reloads else None)
-    chain.authorizers = [*prefix, *(_by_mode(mode, options, rbac, reactor)
+                                     reloads=reloads("authorization") if reloads else None,
+                                     egress=egress)
+    chain.authorizers = [*prefix, *(_by_mode(mode, options, rbac, reactor, egress)
                                     for mode in options["authorization-mode"])]
     return None
 
 
-def _by_mode(mode: str, options, rbac, reactor):
+def _by_mode(mode: str, options, rbac, reactor, egress):
     if mode == "AlwaysAllow":
         return AlwaysAllow()
     if mode == "AlwaysDeny":
@@ -147,4 +152,4 @@ def _by_mode(mode: str, options, rbac, reactor):
         timeout=LEGACY_WEBHOOK_TIMEOUT,
         authorized_ttl=options["authorization-webhook-cache-authorized-ttl"],
         unauthorized_ttl=options["authorization-webhook-cache-unauthorized-ttl"],
-        failure_policy="NoOpinion", clock=reactor, reactor=reactor)
+        failure_policy="NoOpinion", clock=reactor, reactor=reactor, egress=egress)

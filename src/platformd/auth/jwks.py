@@ -1,10 +1,13 @@
 """
 An OIDC issuer's signing keys: discovery, then its JWKS, over HTTPS, never blocking.
 
-``KeySource(issuer, clock, reactor)`` fetches ``<url>/.well-known/openid-configuration``
-(or ``discoveryURL`` exactly as given), requires its ``issuer`` to equal the configured
-URL (go-oidc's check), then fetches ``jwks_uri``.  TLS trusts ``certificateAuthority``
-(PEM in the configuration) else the system roots (``kubeconfig.ClientTLSPolicy``).
+``KeySource(issuer, clock, reactor, egress=selector)`` fetches
+``<url>/.well-known/openid-configuration`` (or ``discoveryURL`` exactly as given),
+requires its ``issuer`` to equal the configured URL (go-oidc's check), then fetches
+``jwks_uri``.  TLS trusts ``certificateAuthority`` (PEM in the configuration) else the
+system roots (``kubeconfig.ClientTLSPolicy``).  The fetches go through the selection the
+issuer's ``egressSelectorType`` names in ``egress`` (the server's ``EgressSelector``;
+None: directly), directly when it names none.
 
 At most one fetch is in flight: callers arriving meanwhile share it.  A fetch is started
 by the first request, again when a token names an unknown ``kid`` (at most once every
@@ -39,7 +42,7 @@ class FetchError(Exception):
 
 
 class KeySource:
-    def __init__(self, issuer: Issuer, clock, reactor, *, agent=None,
+    def __init__(self, issuer: Issuer, clock, reactor, *, agent=None, egress=None,
                  refresh: float = DEFAULT_REFRESH, min_refetch: float = DEFAULT_MIN_REFETCH):
         self.issuer = issuer
         self.clock = clock
@@ -50,7 +53,7 @@ class KeySource:
                                                issuer.certificate_authority.encode())
             # Through the egress selection egressSelectorType names; none: directly.
             agent = selector.agent(issuer.egress_selector_type or None, reactor,
-                                   connection.tls_policy())
+                                   connection.tls_policy(), selector=egress)
         self.agent = agent
         self.discovery_url = issuer.discovery_url or issuer.url.rstrip("/") + WELL_KNOWN
         #: kid -> [key]; keys without a kid under "".

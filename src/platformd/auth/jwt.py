@@ -98,12 +98,12 @@ def _claim_times(claims: dict) -> dict:
 @implementer(IAuthenticator)
 class JWTAuthenticator:
     def __init__(self, config: authnconfig.JWTAuthenticator, clock, reactor, *,
-                 keys: jwks.KeySource | None = None):
+                 keys: jwks.KeySource | None = None, egress=None):
         self.config = config
         self.issuer = config.issuer
         self.url = config.issuer.url
         self.clock = clock
-        self.keys = keys or jwks.KeySource(config.issuer, clock, reactor)
+        self.keys = keys or jwks.KeySource(config.issuer, clock, reactor, egress=egress)
         self.audiences = frozenset(config.issuer.audiences)
         self.required_claims = {r.claim: r.required_value
                                 for r in config.claim_validation_rules if r.claim}
@@ -358,6 +358,8 @@ def _string_list(value) -> list:
     raise ValueError("expression must return a string or a list of strings")
 
 
-def build_authenticators(config: authnconfig.AuthenticationConfiguration, clock, reactor) -> list:
-    """One ``JWTAuthenticator`` per ``config.jwt`` entry, in order."""
-    return [JWTAuthenticator(entry, clock, reactor) for entry in config.jwt]
+def build_authenticators(config: authnconfig.AuthenticationConfiguration, clock, reactor,
+                         egress=None) -> list:
+    """One ``JWTAuthenticator`` per ``config.jwt`` entry, in order, fetching keys through
+    ``egress`` (the server's ``EgressSelector``; None: directly)."""
+    return [JWTAuthenticator(entry, clock, reactor, egress=egress) for entry in config.jwt]

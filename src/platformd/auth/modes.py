@@ -2,10 +2,11 @@
 From a validated AuthorizationConfiguration to the authorizers of an ``AuthorizerChain``
 (upstream's ``reloadableAuthorizerResolver.newForConfig``).
 
-``build_authorizers(config, rbac, clock, reactor)`` answers them in the file's order:
-``AlwaysAllow``, ``AlwaysDeny``, the caller's RBAC authorizer for ``RBAC`` (one instance
-across reloads, as upstream keeps its RBAC authorizer), a ``WebhookAuthorizer`` per
-``Webhook``.  Upstream puts its privileged-group authorizer (``system:masters``) in front
+``build_authorizers(config, rbac, clock, reactor, egress)`` answers them in the file's
+order: ``AlwaysAllow``, ``AlwaysDeny``, the caller's RBAC authorizer for ``RBAC`` (one
+instance across reloads, as upstream keeps its RBAC authorizer), a ``WebhookAuthorizer``
+per ``Webhook`` (dialling through ``egress``, the server's ``EgressSelector``; None:
+directly).  Upstream puts its privileged-group authorizer (``system:masters``) in front
 of them; that one is the caller's to add (``AuthorizerChain([privileged, *built])``).
 """
 
@@ -17,7 +18,7 @@ from platformd.auth.webhook import WebhookAuthorizer
 
 
 def build_authorizers(config: authzconfig.AuthorizationConfiguration, rbac, clock,
-                      reactor) -> list:
+                      reactor, egress=None) -> list:
     """
     The authorizers ``config`` names, in order.  ``rbac``: the RBAC authorizer (any
     ``IAuthorizer``), or None when RBAC was not set up at startup, in which case a
@@ -47,7 +48,7 @@ def build_authorizers(config: authzconfig.AuthorizationConfiguration, rbac, cloc
                 unauthorized_ttl=(hook.unauthorized_ttl if hook.cache_unauthorized_requests
                                   else 0),
                 failure_policy=hook.failure_policy, matcher=hook.matcher, clock=clock,
-                reactor=reactor))
+                reactor=reactor, egress=egress))
         else:
             raise authzconfig.AuthorizationConfigError(
                 f"unknown authorization mode {entry.type} specified")

@@ -27,19 +27,22 @@ class AuthorizationReloader(FilePoller):
     """
     Keeps ``chain.authorizers`` equal to ``prefix`` + what ``path`` configures.
     ``initial`` is the configuration the chain was built from at startup (its bytes are
-    read again at ``start()`` as the baseline).  ``start()``/``stop()``; ``check()`` runs
+    read again at ``start()`` as the baseline).  ``egress``: the server's
+    ``EgressSelector`` (None: directly), which the webhooks of every reload dial
+    through, as those built at startup did.  ``start()``/``stop()``; ``check()`` runs
     one check now.
     """
 
     def __init__(self, path: str, chain, initial: authzconfig.AuthorizationConfiguration, *,
                  rbac, clock, reactor, prefix=(), interval: float = DEFAULT_INTERVAL,
-                 reloads=None):
+                 reloads=None, egress=None):
         super().__init__(path, clock, "reloading authorization config: open {path}: {error}",
                          interval, reloads)
         self.chain = chain
         self.rbac = rbac
         self.reactor = reactor
         self.prefix = tuple(prefix)
+        self.egress = egress
         self._require = frozenset(initial.types() - {authzconfig.WEBHOOK})
         self._config = initial
 
@@ -60,7 +63,8 @@ class AuthorizationReloader(FilePoller):
         log.info("found new authorization config")
         self._config = config
         try:
-            built = modes.build_authorizers(config, self.rbac, self.clock, self.reactor)
+            built = modes.build_authorizers(config, self.rbac, self.clock, self.reactor,
+                                           self.egress)
         except authzconfig.AuthorizationConfigError as error:
             log.error("reloading authorization config: {error}", error=str(error))
             self.failed()

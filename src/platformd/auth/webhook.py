@@ -94,13 +94,15 @@ class WebhookAuthorizer:
     ``connection``: the kubeconfig's server and credentials; ``version``: ``v1`` or
     ``v1beta1``; ``failure_policy``: ``NoOpinion`` or ``Deny``; ``matcher``: a
     ``sar.Matcher`` or None (match everything).  ``clock`` times the cache, the timeout
-    and the waits between attempts; ``reactor`` carries the connections.  ``close()``
-    drops idle connections.
+    and the waits between attempts; ``reactor`` carries the connections, dialled through
+    ``egress``'s controlplane selection (the server's ``EgressSelector``; None:
+    directly).  ``close()`` drops idle connections.
     """
 
     def __init__(self, name: str, connection: Connection, *, version: str = "v1",
                  timeout: float, authorized_ttl: float, unauthorized_ttl: float,
-                 failure_policy: str, matcher: sar.Matcher | None = None, clock, reactor):
+                 failure_policy: str, matcher: sar.Matcher | None = None, clock, reactor,
+                 egress=None):
         self.name = name
         self.url = connection.server
         self._version = version
@@ -122,7 +124,7 @@ class WebhookAuthorizer:
         self._pool = HTTPConnectionPool(reactor, persistent=True)
         # Upstream dials authorization webhooks through the controlplane egress selection.
         self._agent = selector.agent(CONTROLPLANE, reactor, connection.tls_policy(),
-                                     self._pool)
+                                     self._pool, selector=egress)
         #: Calls made to the remote service (tests and metrics read it).
         self.calls = 0
 

@@ -18,12 +18,17 @@ webhooks called by URL (authorization, admission) are ``controlplane``, admissio
 webhooks called by service reference ``cluster``, a JWT issuer whatever its
 ``egressSelectorType`` says (nothing: no selector), the storage backend ``etcd``.
 
-The daemon builds one selector from ``--egress-selector-config-file`` and ``install``s it
-before any client connects; ``EgressEndpoints`` (a twisted.web ``IAgentEndpointFactory``)
-looks the route up per connection, so clients built before that (the admission webhook
-caller is built with the API) still follow it.  ``agent(network, ...)`` is the
-``Agent`` the HTTP clients use; ``stream(network, reactor, host, port)`` the plain
-stream a client with its own endpoints (admission webhooks, the etcd backend) dials.
+There is no process-wide selector: the daemon builds one from
+``--egress-selector-config-file`` and hands it, through constructors, to every client
+that connects (the authorization webhooks, the JWT issuers' key fetches, the admission
+webhooks, the tracing collector's and the etcd client's gRPC channels).  So two servers
+in one process each dial through their own selection, a test builds a client with the
+selector it means without touching shared state, and what a client dials through is
+visible where it is built.  ``agent(network, ..., selector=...)`` is the ``Agent`` the
+HTTP clients use; ``stream(network, reactor, host, port, selector)`` the plain stream a
+client with its own endpoints (admission webhooks) dials; a selector of None dials
+directly, as without a configuration.  ``EgressEndpoints`` (a twisted.web
+``IAgentEndpointFactory``) looks the route up per connection.
 """
 
 from __future__ import annotations
@@ -180,24 +185,10 @@ def _proxy_tls(tls, host: str):
                                    clientCertificate=client)
 
 
-_installed: Optional[EgressSelector] = None
-
-
-def install(selector: Optional[EgressSelector]) -> None:
-    """Make ``selector`` the process's (None: every network dials directly)."""
-    global _installed
-    _installed = selector
-
-
-def installed() -> Optional[EgressSelector]:
-    return _installed
-
-
 def stream(network: str, reactor, host: str, port: int,
-           selector: Optional[EgressSelector] = None) -> IStreamClientEndpoint:
-    """A stream to ``host:port`` as ``network`` connects with ``selector`` (else the
-    installed one; none: directly).  No TLS of its own."""
-    selector = selector or _installed
+           selector: Optional[EgressSelector]) -> IStreamClientEndpoint:
+    """A stream to ``host:port`` as ``network`` connects with ``selector`` (None:
+    directly).  No TLS of its own."""
     if selector is None:
         return HostnameEndpoint(reactor, host.encode("idna"), port)
     return selector.endpoint(network, host, port)
@@ -206,12 +197,12 @@ def stream(network: str, reactor, host: str, port: int,
 @implementer(IAgentEndpointFactory)
 class EgressEndpoints:
     """
-    twisted.web's endpoint factory for ``network``: the route (of ``selector``, else the
-    installed selector at connection time), TLS with ``tls_policy`` for ``https``.
+    twisted.web's endpoint factory for ``network``: the route of ``selector`` (None:
+    directly), TLS with ``tls_policy`` for ``https``.
     """
 
     def __init__(self, network: str, reactor, tls_policy,
-                 selector: Optional[EgressSelector] = None):
+                 selector: Optional[EgressSelector]):
         self.network = network
         self.reactor = reactor
         self.tls_policy = tls_policy
@@ -226,9 +217,11 @@ class EgressEndpoints:
         return endpoint
 
 
-def agent(network: Optional[str], reactor, tls_policy, pool=None,
-          selector: Optional[EgressSelector] = None) -> Agent:
-    """An ``Agent`` whose connections go as ``network`` says (None: always directly)."""
+def agent(network: Optional[str], reactor, tls_policy, pool=None, *,
+          selector: Optional[EgressSelector]) -> Agent:
+    """An ``Agent`` whose connections go as ``network`` says in ``selector`` (a network
+    or a selector of None: always directly).  ``selector`` has no default: every client
+    says which one it dials through."""
     if network is None:
         return Agent(reactor, contextFactory=tls_policy, pool=pool)
     return Agent.usingEndpointFactory(

@@ -13,11 +13,12 @@ read live from their informers' listers, with an ``AdmissionReview`` POSTed over
 - ``errors``:   upstream's messages (denied, failed calling, dry run);
 - ``mutating``, ``validating``: the two plugins (see docs/admission.md, "Webhooks").
 
-``build(informers, clock, reactor)`` makes both plugins; ``matchConditions`` compile in
+``build(informers, clock, reactor, egress=...)`` makes both plugins; ``matchConditions`` compile in
 ``cel.admission``'s environment, the one the configurations' validation checks them in.
 ``plugin_factory(name)`` is ``factory(deps, config)`` for a registry of plugins by name
-(``deps.informers``, ``deps.clock``: the clock is the reactor in the daemon; ``config``: the
-plugin's ``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' credentials).
+(``deps.informers``, ``deps.clock``: the clock is the reactor in the daemon;
+``deps.egress``: the server's egress selector; ``config``: the plugin's
+``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' credentials).
 """
 
 from __future__ import annotations
@@ -33,16 +34,17 @@ from platformd.cel.admission import compile_condition
 GROUP = "admissionregistration.platform.io"
 
 
-def build(informers, clock, reactor, *, metrics=None, authinfo=None):
+def build(informers, clock, reactor, *, metrics=None, authinfo=None, egress=None):
     """
     ``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` reading the
     configurations and the namespaces through ``informers`` (``informing.IInformers``);
     calls go out on ``reactor`` and time out on ``clock``, with the credentials
-    ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's host; each
-    call is timed in ``metrics`` (an ``APIServerMetrics``) if given.
+    ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's host,
+    through the egress selector ``egress`` (None: directly); each call is timed in
+    ``metrics`` (an ``APIServerMetrics``) if given.
     """
     namespaces = lister_of(informers, "", "Namespace")
-    caller = Caller(clock, reactor, authinfo)
+    caller = Caller(clock, reactor, authinfo, egress)
     mutating = WebhookSource(lister_of(informers, GROUP, "MutatingWebhookConfiguration"),
                              compile_condition, mutating=True)
     validating = WebhookSource(lister_of(informers, GROUP, "ValidatingWebhookConfiguration"),
@@ -60,7 +62,7 @@ def plugin_factory(name: str):
     def factory(deps, config=None):
         authinfo = AuthInfoResolver.load(kubeconfig_file(config), deps.clock)
         return build(deps.informers, deps.clock, deps.clock, metrics=deps.metrics,
-                     authinfo=authinfo)[index]
+                     authinfo=authinfo, egress=deps.egress)[index]
     return factory
 
 

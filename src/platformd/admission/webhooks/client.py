@@ -11,9 +11,10 @@ looked up through the reactor's resolver (the system's, in a thread) and the TLS
 server name is that host.  ``Caller.hosts`` maps host names to addresses before any
 lookup: a seam for tests, which have no cluster DNS (the daemon leaves it empty).
 
-Connections go through the egress selection upstream uses (``docs/egress.md``): a
-webhook called by URL through ``controlplane``, one called by service reference
-through ``cluster``.
+Connections go through the egress selection upstream uses (``docs/egress.md``) of the
+selector the ``Caller`` is given (``egress``, the server's ``EgressSelector``; None:
+directly): a webhook called by URL through ``controlplane``, one called by service
+reference through ``cluster``.
 
 Each call carries the credentials ``Caller.authinfo`` (an ``authinfo.AuthInfoResolver``:
 the plugin's ``WebhookAdmissionConfiguration`` kubeconfig; none by default) gives the
@@ -71,20 +72,21 @@ class BundleTLSPolicy:
 
 @implementer(IAgentEndpointFactory)
 class _Endpoints:
-    """Agent's standard endpoints (TLS over a stream ``network``'s egress selection
-    dials), with ``hosts`` consulted first: the TLS server name stays the URL's host
-    whatever address is dialled."""
+    """Agent's standard endpoints (TLS over a stream ``network``'s selection of
+    ``egress`` dials), with ``hosts`` consulted first: the TLS server name stays the
+    URL's host whatever address is dialled."""
 
-    def __init__(self, reactor, policy, hosts: dict, network: str):
+    def __init__(self, reactor, policy, hosts: dict, network: str, egress):
         self.reactor = reactor
         self.policy = policy
         self.hosts = hosts
         self.network = network
+        self.egress = egress
 
     def endpointForURI(self, uri):
         host = uri.host.decode("ascii")
         endpoint: Any = selector.stream(self.network, self.reactor,
-                                        self.hosts.get(host, host), uri.port)
+                                        self.hosts.get(host, host), uri.port, self.egress)
         if uri.scheme == b"https":
             endpoint = wrapClientTLS(self.policy.creatorForNetloc(uri.host, uri.port),
                                      endpoint)
@@ -98,11 +100,13 @@ def call_url(hook) -> str:
 
 class Caller:
     """Posts reviews (``post(hook, body) -> Deferred[bytes]``, failing with
-    ``CallError``); ``close()`` drops idle connections."""
+    ``CallError``), dialling through ``egress`` (the server's ``EgressSelector``; None:
+    directly); ``close()`` drops idle connections."""
 
-    def __init__(self, clock, reactor, authinfo=None):
+    def __init__(self, clock, reactor, authinfo=None, egress=None):
         self.clock = clock
         self.reactor = reactor
+        self.egress = egress
         #: The credentials of each webhook's host (default: none, every call anonymous).
         self.authinfo = authinfo if authinfo is not None else AuthInfoResolver.load("", clock)
         self._pool = HTTPConnectionPool(reactor, persistent=True)
@@ -123,7 +127,8 @@ class Caller:
                 self._agents.clear()
             policy = BundleTLSPolicy(ca_bundle, client_pem)
             agent = self._agents[key] = Agent.usingEndpointFactory(
-                self.reactor, _Endpoints(self.reactor, policy, self.hosts, network),
+                self.reactor,
+                _Endpoints(self.reactor, policy, self.hosts, network, self.egress),
                 pool=_PoolFor(self._pool, key))
         return agent
 
