@@ -37,11 +37,11 @@ def _builds():
     from platformd.api.streaming import PieceWriter
     from platformd.auth import authenticators, authorizers
     from platformd.auth.rbac.authorizer import RBACAuthorizer
-    from platformd.auth.rbac.escalation import EscalationPlugin
     from platformd.auth.serviceaccount import ServiceAccountAuthenticator
     from platformd.auth.tokencache import CachedTokenAuthenticator
     from platformd.cache.informers import FakeInformer, FakeLister, Informers
     from platformd.cache.reads import CacheReader
+    from platformd.registry.escalation import EscalationCheck
     from platformd.codecs.cborcodec import CBORCodec
     from platformd.codecs.jsoncodec import JSONCodec
     from platformd.codecs.protobufcodec import ProtobufCodec
@@ -77,7 +77,7 @@ def _builds():
         authorizers.PrivilegedGroups: authorizers.PrivilegedGroups,
         authorizers.AuthorizerChain: lambda: authorizers.AuthorizerChain([]),
         RBACAuthorizer: lambda: RBACAuthorizer(None, Clock()),
-        EscalationPlugin: lambda: EscalationPlugin(None),
+        EscalationCheck: lambda: EscalationCheck(None),
         ServiceAccountAuthenticator: lambda: ServiceAccountAuthenticator(
             None, None, "https://issuer", [], Clock()),
         CachedTokenAuthenticator: lambda: CachedTokenAuthenticator(

@@ -65,6 +65,7 @@ from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.registry import core
 from platformd.registry.bootstrap import reconcile_bootstrap_policy
+from platformd.registry import escalation
 from platformd.registry.catalog import Catalog, builtin
 from platformd.registry.store import GenericStore
 
@@ -159,7 +160,8 @@ class Components:
     #: Creates the ``default`` ServiceAccount in every namespace.
     service_accounts: ServiceAccountsController
     #: The RBAC authorizer (in the chain for --authorization-mode RBAC) and the index of
-    #: roles and bindings it reads.
+    #: roles and bindings it reads (the RBAC stores' escalation check reads it too,
+    #: whatever the authorization mode).
     rbac: RBACAuthorizer
     rbac_index: RBACIndex
     #: Keeps aggregated ClusterRoles' rules the union of the roles they select.
@@ -226,8 +228,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     deps = admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
                                          core.SERVICE_ACCOUNT, core.POD, metrics, egress)
     admission = AdmissionChain(
-        admission_plugins(deps, admission_names, rbac_index, admission_configs), metrics)
-    stores = {k.gvr: GenericStore(k, storage, cache, clock, admission)
+        admission_plugins(deps, admission_names, admission_configs), metrics)
+    write_checks = escalation.checks(rbac_index)
+    stores = {k.gvr: GenericStore(k, storage, cache, clock, admission, write_checks.get(k.gvr))
               for k in catalog.kinds if k.stored}
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
@@ -263,16 +266,15 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None])
 
 
-def admission_plugins(deps, names, rbac_index, configs=None) -> list:
+def admission_plugins(deps, names, configs=None) -> list:
     """
-    The one place the admission chain's plugins are built: the RBAC escalation check
-    first (not an admission plugin upstream but the RBAC registry's own check, made
-    before admission; always there), then the plugins ``names`` in upstream's order
-    (the webhooks last: mutating after the other mutating plugins, validating after the
-    other validating ones), each given its configuration from ``configs``.
+    The one place the admission chain's plugins are built: the plugins ``names`` in
+    upstream's order (the webhooks last: mutating after the other mutating plugins,
+    validating after the other validating ones), each given its configuration from
+    ``configs``.  (The RBAC escalation check is no plugin: the RBAC kinds' stores make
+    it, ``registry/escalation.py``.)
     """
-    return [rbac.EscalationPlugin(rbac_index),
-            *admission_registry.builtin().build(names, deps, configs)]
+    return admission_registry.builtin().build(names, deps, configs)
 
 
 def negotiator(gates) -> Negotiator:

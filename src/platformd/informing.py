@@ -5,7 +5,8 @@ implementations and the fake) and whoever follows a kind in-process: ``IInformer
 ``ResourceEventHandlerFuncs``), and ``IInformers``, the informers of every served kind
 (upstream's ``SharedInformerFactory`` with the RESTMapper's kind lookup).  Its own
 module, below every layer that follows a kind, so the RBAC index (``auth/``, beside the
-cache) and the admission plugins (below it) can name it without importing the cache.
+cache) can name it without importing the cache, and the admission plugins (above the
+cache) depend on this seam rather than on the cache's implementation.
 Handlers and listers deal in the cache's ``CachedObject`` (``key``, ``name``,
 ``namespace``, ``revision``, ``raw``, ``obj``).
 """

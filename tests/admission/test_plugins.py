@@ -1,7 +1,7 @@
 """
 The admission plugin registry (platformd/admission/plugins.py): upstream's order,
 upstream's default-enabled set, --enable/--disable-admission-plugins with upstream's
-words, and the chain compose builds from the names (the RBAC escalation check always in).
+words, and the chain compose builds from the names (the RBAC escalation check not in it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from platformd.admission.config import (
 from platformd.admission.plugins import (
     ALL_ORDERED_PLUGINS, AdmissionFlagError, Plugins, builtin,
 )
-from platformd.auth.rbac import EscalationPlugin
+from platformd.registry import rbac as rbac_kinds
+from platformd.registry.escalation import EscalationCheck
 
 from tests.stub import StubServer
 
@@ -181,16 +182,15 @@ class FlagTests(SynchronousTestCase):
 
 class ChainTests(SynchronousTestCase):
     def names(self, stub):
-        return [type(p).__name__ if isinstance(p, EscalationPlugin) else p.name
-                for p in stub.components.admission.plugins]
+        return [p.name for p in stub.components.admission.plugins]
 
     def test_default_chain(self):
-        """compose's default: the escalation check, then the default plugins in order."""
+        """compose's default: the default plugins in order."""
         stub = StubServer()
         self.addCleanup(stub.stop)
         names = ["NamespaceLifecycle", "ServiceAccount", "MutatingAdmissionWebhook",
                  "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
-        self.assertEqual(self.names(stub), ["EscalationPlugin", *names])
+        self.assertEqual(self.names(stub), names)
         self.assertEqual(stub.components.admission_names, names)
 
     def test_webhooks_disabled(self):
@@ -199,17 +199,28 @@ class ChainTests(SynchronousTestCase):
                                            "ValidatingAdmissionWebhook"])
         stub = StubServer(admission_names=names)
         self.addCleanup(stub.stop)
-        self.assertEqual(self.names(stub), ["EscalationPlugin", "NamespaceLifecycle",
-                                            "ServiceAccount", "ValidatingAdmissionPolicy"])
+        self.assertEqual(self.names(stub), ["NamespaceLifecycle", "ServiceAccount",
+                                            "ValidatingAdmissionPolicy"])
 
     def test_escalation_always_in(self):
-        """With every admission plugin disabled the RBAC escalation check stays."""
+        """The RBAC escalation check is no plugin: with every admission plugin disabled
+        the chain is empty and the four RBAC kinds' stores still make it (no other
+        store has a write check)."""
         stub = StubServer(admission_names=[])
         self.addCleanup(stub.stop)
-        self.assertEqual(self.names(stub), ["EscalationPlugin"])
+        self.assertEqual(self.names(stub), [])
+        rbac = {k.gvr for k in (rbac_kinds.ROLE, rbac_kinds.CLUSTER_ROLE,
+                                rbac_kinds.ROLE_BINDING, rbac_kinds.CLUSTER_ROLE_BINDING)}
+        for gvr, store in stub.components.stores.items():
+            with self.subTest(gvr=gvr):
+                if gvr in rbac:
+                    self.assertIsInstance(store.write_check, EscalationCheck)
+                    self.assertIs(store.write_check.index, stub.components.rbac_index)
+                else:
+                    self.assertIsNone(store.write_check)
 
     def test_configured_keeps_names(self):
-        """With a configuration, the same plugins, the escalation check first."""
+        """With a configuration, the same plugins."""
         stub = StubServer(admission_names=["ServiceAccount"], admission_configs=FakeConfigs())
         self.addCleanup(stub.stop)
-        self.assertEqual(self.names(stub), ["EscalationPlugin", "ServiceAccount"])
+        self.assertEqual(self.names(stub), ["ServiceAccount"])

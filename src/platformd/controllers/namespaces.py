@@ -26,6 +26,7 @@ from platformd.cache.informers import EventHandlers
 from platformd.context import internal
 from platformd.controllers.queue import FixedRateLimiter, WorkQueue
 from platformd.controllers.worker import Controller, work
+from platformd.registry.kinds.namespace import finalize
 from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
@@ -90,4 +91,4 @@ class NamespaceController(Controller):
                         raise
         if remaining:
             return  # deletions re-trigger us until the namespace is empty
-        yield self.namespace_store.finalize(internal(), name)
+        yield finalize(self.namespace_store, internal(), name)

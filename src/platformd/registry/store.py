@@ -6,7 +6,9 @@ This is the layer upstream calls the generic registry store.  It knows objects (
 resource versions, the status split, finalizers and admission; it does not know HTTP.
 Every kind goes through the same code; what differs per kind comes from its
 ``ResourceType`` (defaulting, validation, ``prepare_for_update``, ``extra_finalizers``,
-``decide_delete``).  Reads come from the watch cache.
+``decide_delete``) and, for a kind whose writes upstream's own REST storage checks
+further, its ``IWriteCheck`` (``registry/interfaces.py``: the RBAC kinds' escalation
+check).  Reads come from the watch cache.
 
 Every change of an existing object is one compare-and-swap loop,
 ``guaranteed_update`` (upstream's ``GuaranteedUpdate``): the caller gives a function
@@ -80,7 +82,7 @@ def _with_type(kind, obj: dict) -> dict:
 class GenericStore:
     """CRUD for one kind (see module docstring)."""
 
-    def __init__(self, kind, storage, cache, clock, admission):
+    def __init__(self, kind, storage, cache, clock, admission, write_check=None):
         self.kind = kind
         self.storage = storage
         #: The whole watch cache (its revision says what a read would see) and this
@@ -90,6 +92,9 @@ class GenericStore:
         self.clock = clock
         #: The ``AdmissionChain`` every write goes through.
         self.admission = admission
+        #: The kind's ``IWriteCheck`` (None: none), asked of every create and update
+        #: between the kind's validation and validating admission.
+        self.write_check = write_check
 
     # -- reads -------------------------------------------------------------------------
 
@@ -134,8 +139,8 @@ class GenericStore:
                manager: Optional[Manager] = None):
         """
         Deferred[dict]: the created object.  Mutating admission, then defaulting and
-        validation, then validating admission, then one storage create (409 when the
-        name is taken).  ``manager`` (when given) is recorded as owning every field.
+        validation, then the kind's write check, then validating admission, then one
+        storage create (409 when the name is taken).  ``manager`` (when given) is recorded as owning every field.
         With ``ctx.dry_run`` everything but the write happens.
         """
         try:
@@ -173,7 +178,14 @@ class GenericStore:
         causes = kind.validate_all(obj)
         if causes:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
-        return then(self.admission.validate(attributes), self._created_form, obj, manager)
+        return then(self._validate(attributes), self._created_form, obj, manager)
+
+    def _validate(self, attributes):
+        """The kind's write check, then validating admission (None, or a Deferred)."""
+        if self.write_check is None:
+            return self.admission.validate(attributes)
+        return then(self.write_check.check(attributes),
+                    lambda _: self.admission.validate(attributes))
 
     def _created_form(self, _, obj: dict, manager) -> dict:
         if manager is not None:
@@ -434,7 +446,8 @@ class GenericStore:
         return new
 
     def _admitted_update(self, _, attributes, current, manager):
-        """Validation (the kind's, then validating admission) of an admitted update."""
+        """Validation (the kind's, its write check, then validating admission) of an
+        admitted update."""
         kind = self.kind
         new = attributes.obj
         meta = new["metadata"]
@@ -443,7 +456,7 @@ class GenericStore:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
         if manager is not None:
             managedfields.record(kind, current.obj, new, manager, self.now())
-        return then(self.admission.validate(attributes), lambda _: Write(new))
+        return then(self._validate(attributes), lambda _: Write(new))
 
     # -- delete ------------------------------------------------------------------------
 
@@ -484,18 +497,6 @@ class GenericStore:
 
         d = self.guaranteed_update(ctx, key, try_delete)
         return d.addCallback(lambda outcome: (outcome.obj, isinstance(outcome, Remove)))
-
-    def finalize(self, ctx, name: str):
-        """
-        Remove a terminating namespace whose contents are gone (namespace controller):
-        its ``spec.finalizers`` are done; ``metadata.finalizers`` still hold it back.
-        """
-        def try_finalize(current):
-            if current is None or current.obj["metadata"].get("finalizers"):
-                return Keep(None)
-            return Remove(current.obj)
-
-        return self.guaranteed_update(ctx, self.kind.storage_key(None, name), try_finalize)
 
     # -- helpers -----------------------------------------------------------------------
 

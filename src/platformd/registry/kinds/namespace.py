@@ -1,7 +1,9 @@
 """
 Namespace (core ``v1``): a scope for names.  Its delete is its own (upstream's
 ``core/namespace/storage``): the first marks it Terminating and the namespace controller
-(``controllers/namespaces.py``) empties it; it goes once its ``spec.finalizers`` are done.
+(``controllers/namespaces.py``) empties it; it goes once its ``spec.finalizers`` are done
+(``finalize``, upstream's ``FinalizeREST``: the namespace's own operation, so here, not
+in the generic store every kind shares).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from platformd.model.schema import STRING, TIME, ListOf, Prop
 from platformd.registry import deletion
 from platformd.registry.deletion import FOREGROUND, ORPHAN
 from platformd.registry.kinds.coreshapes import core_kind, struct
-from platformd.registry.outcomes import Keep, Write
+from platformd.registry.outcomes import Keep, Remove, Write
 from platformd.registry.tables import AGE, NAME, Column
 
 ACTIVE, TERMINATING = "Active", "Terminating"
@@ -143,6 +145,21 @@ def decide_delete(kind, current, options: dict, now: str):
     if finalizers:
         meta["finalizers"] = finalizers
     return Write(new)
+
+
+def finalize(store, ctx, name: str):
+    """
+    Deferred: remove the terminating namespace ``name`` whose contents are gone (the
+    namespace controller, once it has emptied it), through ``store`` (the namespaces'
+    ``GenericStore``): its ``spec.finalizers`` are done; ``metadata.finalizers`` still
+    hold it back (it is then left as it is).
+    """
+    def try_finalize(current):
+        if current is None or current.obj["metadata"].get("finalizers"):
+            return Keep(None)
+        return Remove(current.obj)
+
+    return store.guaranteed_update(ctx, store.kind.storage_key(None, name), try_finalize)
 
 
 COLUMNS = (

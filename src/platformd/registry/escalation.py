@@ -1,8 +1,16 @@
 """
-Escalation prevention (upstream's policy-based storages, ``pkg/registry/rbac/{role,
-clusterrole,rolebinding,clusterrolebinding}/policybased/storage.go`` with
-``pkg/registry/rbac/escalation_check.go`` and ``ConfirmNoEscalation`` in
-``pkg/registry/rbac/validation/rule.go``), as a validating admission plugin.
+Escalation prevention: the RBAC registry's own check of a write, upstream's policy-based
+storages (``pkg/registry/rbac/{role,clusterrole,rolebinding,clusterrolebinding}/
+policybased/storage.go`` with ``pkg/registry/rbac/escalation_check.go`` and
+``ConfirmNoEscalation`` in ``pkg/registry/rbac/validation/rule.go``).
+
+Upstream wraps the four kinds' REST storages: their Create and Update check the object
+the handler hands them, so after mutating admission and before the storage's strategy
+and validating admission.  Here the generic store calls the kind's ``IWriteCheck``
+(``registry/interfaces.py``; ``compose`` gives the four RBAC stores an
+``EscalationCheck``) at the same place relative to admission: after mutating admission
+and the kind's own validation, before the first validating plugin.  It is no admission
+plugin: no flag turns it off and the admission metrics do not count it.
 
 A writer may create or update (update, patch, apply) a Role or ClusterRole only if it
 already holds every permission the object grants, in the object's namespace (cluster
@@ -14,7 +22,7 @@ that role.  Members of ``system:masters`` may do all of it; so may an update tha
 changes only what the garbage collector changes (owner references, finalizers).
 
 The ``escalate`` and ``bind`` questions go to the request's own authorizer chain
-(``RequestContext.authorizer``) and may be answered later (a webhook): the plugin then
+(``RequestContext.authorizer``) and may be answered later (a webhook): the check then
 answers with a Deferred.  The writer's permissions are read from the ``RBACIndex`` with
 upstream's registry wording for roles that do not exist.
 
@@ -32,25 +40,28 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from platformd import errors
-from platformd.admission.interfaces import IValidatingPlugin
+from platformd.admission.interfaces import UPDATE
 from platformd.auth.interfaces import ALLOW, Attributes
 from platformd.auth.rbac.covers import covers, missing_descriptions
-from platformd.goformat.gotext import aggregate, quote, quote_list
 from platformd.auth.rbac.index import (
-    CLUSTER_ROLE, CLUSTER_ROLES, GROUP, ROLE, ROLE_BINDINGS, ROLES, RBACIndex, role_error,
+    CLUSTER_ROLE, CLUSTER_ROLES, GROUP, ROLE, ROLES, RBACIndex, role_error,
 )
 from platformd.auth.rbac.resolver import rules_for
 from platformd.auth.rbac.subjects import PRIVILEGED_GROUP
+from platformd.goformat.gotext import aggregate, quote, quote_list
+from platformd.registry import rbac as rbac_kinds
+from platformd.registry.interfaces import IWriteCheck
+from platformd.requestinfo import RequestInfo
 from platformd.util.deferreds import then
 from platformd.util.ratelog import RateLimitedLog, origin
-from platformd.requestinfo import RequestInfo
 
 log = Logger()
 
-#: admission.interfaces' operations (not imported: see the module docstring).
-CREATE, UPDATE = "CREATE", "UPDATE"
-_ROLE_KINDS = frozenset({ROLES, CLUSTER_ROLES})
-_HANDLED = frozenset({ROLES, CLUSTER_ROLES, ROLE_BINDINGS, "clusterrolebindings"})
+#: The kinds checked, by ``gvr``: the roles (``escalate``), the bindings (``bind``).
+_ROLE_KINDS = frozenset({rbac_kinds.ROLE.gvr, rbac_kinds.CLUSTER_ROLE.gvr})
+_BINDING_KINDS = frozenset({rbac_kinds.ROLE_BINDING.gvr, rbac_kinds.CLUSTER_ROLE_BINDING.gvr})
+#: What the URL of a role write names (its request info's resource).
+_ROLE_RESOURCES = frozenset({ROLES, CLUSTER_ROLES})
 #: What using an aggregationRule needs (upstream's ``fullAuthority``).
 FULL_AUTHORITY = ({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
                   {"verbs": ["*"], "nonResourceURLs": ["*"]})
@@ -59,11 +70,15 @@ AGGREGATION_REFUSED = "must have cluster-admin privileges to use the aggregation
 _GC_FIELDS = ("ownerReferences", "finalizers", "selfLink")
 
 
-@implementer(IValidatingPlugin)
-class EscalationPlugin:
-    """Refuses RBAC writes that would grant what the writer does not hold (see module)."""
+def checks(index: RBACIndex) -> dict:
+    """The RBAC kinds' write check, by ``gvr``: what ``compose`` gives their stores."""
+    check = EscalationCheck(index)
+    return {gvr: check for gvr in _ROLE_KINDS | _BINDING_KINDS}
 
-    name = "RBACEscalationPrevention"
+
+@implementer(IWriteCheck)
+class EscalationCheck:
+    """Refuses RBAC writes that would grant what the writer does not hold (see module)."""
 
     def __init__(self, index: RBACIndex):
         self.index = index
@@ -71,22 +86,20 @@ class EscalationPlugin:
         #: minute per bug.
         self._failures = RateLimitedLog(log)
 
-    def handles(self, operation: str) -> bool:
-        return operation in (CREATE, UPDATE)
-
-    def validate(self, a):
+    def check(self, a):
         kind = a.kind
-        if getattr(kind, "group", None) != GROUP or kind.plural not in _HANDLED or a.subresource:
+        gvr = getattr(kind, "gvr", None)
+        if a.subresource or (gvr not in _ROLE_KINDS and gvr not in _BINDING_KINDS):
             return None
         user = a.context.user if a.context is not None else None
         if user is not None and PRIVILEGED_GROUP in user.groups:
             return None  # upstream's EscalationAllowed
         if a.operation == UPDATE and only_gc_fields(a.obj, a.old):
             return None
-        if kind.plural in _ROLE_KINDS:
+        if gvr in _ROLE_KINDS:
             return then(self._escalate_authorized(a, user), self._check_role, a, user)
         role_ref = a.obj.get("roleRef") or {}
-        namespace = a.namespace if kind.plural == ROLE_BINDINGS else ""
+        namespace = a.namespace if gvr == rbac_kinds.ROLE_BINDING.gvr else ""
         return then(self._bind_authorized(a, user, role_ref, namespace), self._check_binding,
                     a, user, role_ref, namespace)
 
@@ -96,7 +109,7 @@ class EscalationPlugin:
         """Upstream's ``RoleEscalationAuthorized``: ``escalate`` on what the URL names."""
         info = getattr(a.context, "info", None)
         if (info is None or not info.is_resource or info.group != GROUP
-                or info.resource not in _ROLE_KINDS):
+                or info.resource not in _ROLE_RESOURCES):
             return False
         return self._ask(a, user, RequestInfo(
             True, "", "escalate", "apis", GROUP, "*", info.resource, "", info.namespace,
@@ -108,7 +121,8 @@ class EscalationPlugin:
         plural = a.kind.plural
         name = _name(a.obj)
         self._confirm(user, a.namespace, a.obj.get("rules") or (), plural, name)
-        if plural == CLUSTER_ROLES and (_aggregates(a.obj) or _aggregates(a.old)):
+        if a.kind.gvr == rbac_kinds.CLUSTER_ROLE.gvr and (_aggregates(a.obj)
+                                                          or _aggregates(a.old)):
             if not covers(self._owner_rules(user, "")[0], FULL_AUTHORITY)[0]:
                 raise errors.forbidden(plural, GROUP, name, AGGREGATION_REFUSED)
 

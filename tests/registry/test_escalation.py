@@ -1,8 +1,9 @@
 """
-Escalation prevention (platformd/auth/rbac/escalation.py), after upstream's
+Escalation prevention (platformd/registry/escalation.py), after upstream's
 policy-based RBAC storages: end to end through the in-memory server with the RBAC
-authorizer and the plugin in place, and unit cases (authorizers that answer later,
-updates of garbage-collector fields only).
+authorizer in place (the RBAC stores make the check), its place among admission's
+steps, and unit cases (authorizers that answer later, updates of garbage-collector
+fields only).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from platformd import errors
-from platformd.admission.interfaces import AdmissionAttributes, IValidatingPlugin
+from platformd.admission.interfaces import (
+    AdmissionAttributes, IMutatingPlugin, IValidatingPlugin,
+)
 from platformd.auth.interfaces import ALLOW, NO_OPINION, Decision, IAuthorizer
-from platformd.auth.rbac import EscalationPlugin, build
-from platformd.auth.rbac.escalation import escalation_message, only_gc_fields
+from platformd.auth.rbac import build
 from platformd.registry import rbac as rbac_kinds
+from platformd.registry.escalation import EscalationCheck, escalation_message, only_gc_fields
+from platformd.registry.interfaces import IWriteCheck
 
 from tests.auth.fixtures import FakeCaches, binding, role, rule, subject, user
 from tests.stub import StubServer
@@ -38,13 +42,15 @@ class Masters:
         return Decision(NO_OPINION)
 
 
-def plugin_for(index) -> EscalationPlugin:
-    plugin = EscalationPlugin(index)
-    assert IValidatingPlugin.providedBy(plugin)
-    return plugin
+def check_for(index) -> EscalationCheck:
+    check = EscalationCheck(index)
+    assert IWriteCheck.providedBy(check)
+    return check
 
 
-class EndToEndTests(SynchronousTestCase):
+class Server(SynchronousTestCase):
+    """The in-memory server with RBAC authorizing, and jane's and carl's rights."""
+
     def setUp(self):
         self.stub = StubServer()
         self.addCleanup(self.stub.stop)
@@ -52,8 +58,6 @@ class EndToEndTests(SynchronousTestCase):
         index.start()
         self.addCleanup(index.stop)
         self.stub.components.api.authorizer.authorizers = [Masters(), authorizer]
-        admission = self.stub.components.admission
-        admission.set_plugins(list(admission.plugins) + [plugin_for(index)])
         self.admin = self.stub.client()
         self.jane = self.stub.client(user="jane", groups=("devs",))
         self.carl = self.stub.client(user="carl", groups=())
@@ -96,6 +100,8 @@ class EndToEndTests(SynchronousTestCase):
         self.assertEqual(r.json()["message"], f'{plural}.{G} "{name}" is forbidden: {message}')
         self.assertEqual(r.json()["details"], {"name": name, "group": G, "kind": plural})
 
+
+class EndToEndTests(Server):
     def test_role_within_the_writers_rights(self):
         self.created(self.jane, f"{RBAC}/namespaces/dev/roles",
                      role("cm-reader", rule(["get", "list"], [""], ["configmaps"]),
@@ -196,6 +202,77 @@ class EndToEndTests(SynchronousTestCase):
                      role("everything", rule(["*"], ["*"], ["*"]), rule(["*"], urls=["*"])))
 
 
+@implementer(IMutatingPlugin, IValidatingPlugin)
+class Steps:
+    """An admission plugin recording its steps on the RBAC kinds; ``admit`` adds
+    ``extra`` to a Role's rules."""
+
+    name = "Steps"
+
+    def __init__(self, extra=None):
+        self.extra = extra
+        self.seen: list = []
+
+    def handles(self, operation):
+        return True
+
+    def admit(self, a):
+        if a.kind.gvr == rbac_kinds.ROLE.gvr:
+            self.seen.append("admit")
+            if self.extra is not None:
+                a.obj["rules"].append(self.extra)
+
+    def validate(self, a):
+        if a.kind.gvr == rbac_kinds.ROLE.gvr:
+            self.seen.append("validate")
+
+
+class OrderTests(Server):
+    """Where the RBAC stores' check runs among the write's steps: after mutating
+    admission (what a mutating plugin adds is checked) and the kind's validation, before
+    validating admission, as the admission plugin it was ran; in a dry run too."""
+
+    def steps(self, extra=None) -> Steps:
+        steps = Steps(extra)
+        admission = self.stub.components.admission
+        admission.set_plugins(list(admission.plugins) + [steps])
+        return steps
+
+    def test_after_mutating_admission(self):
+        steps = self.steps(rule(["get"], [""], ["pods"]))
+        self.refused(self.jane, role("cm", rule(["get"], [""], ["configmaps"]),
+                                     namespace="dev"), "roles",
+                     HEAD + '{APIGroups:[""], Resources:["pods"], Verbs:["get"]}')
+        self.assertEqual(steps.seen, ["admit"])
+
+    def test_update_after_mutating_admission(self):
+        obj = role("cm", rule(["get"], [""], ["configmaps"]), namespace="dev")
+        self.created(self.jane, f"{RBAC}/namespaces/dev/roles", obj)
+        steps = self.steps(rule(["get"], [""], ["pods"]))
+        self.refused(self.jane, obj, "roles",
+                     HEAD + '{APIGroups:[""], Resources:["pods"], Verbs:["get"]}', method="put")
+        self.assertEqual(steps.seen, ["admit"])
+
+    def test_before_validating_admission(self):
+        steps = self.steps()
+        self.created(self.jane, f"{RBAC}/namespaces/dev/roles",
+                     role("cm", rule(["get"], [""], ["configmaps"]), namespace="dev"))
+        self.assertEqual(steps.seen, ["admit", "validate"])
+
+    def test_after_the_kinds_validation(self):
+        """An invalid object is 422 before its escalation is looked at (platformd's
+        order; upstream's storages check before their strategy validates)."""
+        r = self.jane.post(f"{RBAC}/namespaces/dev/roles", role(
+            "bad", rule(["get"], [""], ["pods"]), rule([], [""], ["configmaps"]),
+            namespace="dev"))
+        self.assertEqual(r.code, 422, r.body)
+
+    def test_dry_run(self):
+        r = self.jane.post(f"{RBAC}/namespaces/dev/roles?dryRun=All",
+                           role("pods", rule(["get"], [""], ["pods"]), namespace="dev"))
+        self.assertEqual(r.code, 403, r.body)
+
+
 @implementer(IAuthorizer)
 class Later:
     """Answers every question with a Deferred, fired by the test."""
@@ -223,7 +300,7 @@ class UnitTests(SynchronousTestCase):
         self.caches.put(role("pod-reader", rule(["get"], [""], ["pods"])))
         self.index = self.caches.index()
         self.index.start()
-        self.plugin = plugin_for(self.index)
+        self.check = check_for(self.index)
         self.later = Later()
         self.jane = user("jane")
 
@@ -231,19 +308,17 @@ class UnitTests(SynchronousTestCase):
         return AdmissionAttributes(operation, kind, namespace, obj["metadata"]["name"], "",
                                    obj, old, Context(self.jane, self.later))
 
-    def test_plugin(self):
-        verifyObject(IValidatingPlugin, self.plugin)
-        self.assertEqual([self.plugin.handles(op) for op in ("CREATE", "UPDATE", "DELETE")],
-                         [True, True, False])
+    def test_interface(self):
+        verifyObject(IWriteCheck, self.check)
 
     def test_other_kinds_pass(self):
         from platformd.registry import core
         a = self.attributes("CREATE", core.CONFIG_MAP, {"metadata": {"name": "x"}})
-        self.assertIsNone(self.plugin.validate(a))
+        self.assertIsNone(self.check.check(a))
 
     def test_bind_answered_later(self):
         obj = binding("b", "ClusterRole", "pod-reader", subject("User", "bob"), namespace="dev")
-        d = self.plugin.validate(self.attributes("CREATE", rbac_kinds.ROLE_BINDING, obj))
+        d = self.check.check(self.attributes("CREATE", rbac_kinds.ROLE_BINDING, obj))
         (asked, answer), = self.later.asked
         info = asked.info
         self.assertEqual((info.verb, info.group, info.resource, info.namespace, info.name),
@@ -256,7 +331,7 @@ class UnitTests(SynchronousTestCase):
 
     def test_bind_refused_later(self):
         obj = binding("b", "ClusterRole", "pod-reader", subject("User", "bob"), namespace="dev")
-        d = self.plugin.validate(self.attributes("CREATE", rbac_kinds.ROLE_BINDING, obj))
+        d = self.check.check(self.attributes("CREATE", rbac_kinds.ROLE_BINDING, obj))
         self.later.asked[0][1].callback(Decision(NO_OPINION))
         failure = self.failureResultOf(d, errors.StatusError)
         self.assertEqual(str(failure.value.message), f'rolebindings.{G} "b" is forbidden: '
@@ -266,7 +341,7 @@ class UnitTests(SynchronousTestCase):
 
     def test_authorizer_failure_is_a_no(self):
         obj = binding("b", "ClusterRole", "pod-reader", subject("User", "bob"), namespace="dev")
-        d = self.plugin.validate(self.attributes("CREATE", rbac_kinds.ROLE_BINDING, obj))
+        d = self.check.check(self.attributes("CREATE", rbac_kinds.ROLE_BINDING, obj))
         self.later.asked[0][1].errback(RuntimeError("webhook down"))
         self.failureResultOf(d, errors.StatusError)
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
@@ -276,7 +351,7 @@ class UnitTests(SynchronousTestCase):
         obj = role("r", rule(["get"], [""], ["secrets"]), namespace="dev")
         a = self.attributes("CREATE", rbac_kinds.ROLE, obj)
         a.context.info = parse(b"POST", f"{RBAC}/namespaces/dev/roles", False)
-        d = self.plugin.validate(a)
+        d = self.check.check(a)
         (asked, answer), = self.later.asked
         info = asked.info
         self.assertEqual((info.verb, info.group, info.resource, info.namespace, info.name),
@@ -287,7 +362,7 @@ class UnitTests(SynchronousTestCase):
     def test_without_request_info_no_escalate_question(self):
         obj = role("r", rule(["get"], [""], ["pods"]), namespace="dev")
         self.caches.put(binding("jb", "ClusterRole", "pod-reader", subject("User", "jane")))
-        self.assertIsNone(self.plugin.validate(self.attributes("CREATE", rbac_kinds.ROLE, obj)))
+        self.assertIsNone(self.check.check(self.attributes("CREATE", rbac_kinds.ROLE, obj)))
         self.assertEqual(self.later.asked, [])
 
     def test_no_user(self):
@@ -295,7 +370,7 @@ class UnitTests(SynchronousTestCase):
         a = self.attributes("CREATE", rbac_kinds.ROLE, obj)
         a.context.user = None
         with self.assertRaises(errors.StatusError) as caught:
-            self.plugin.validate(a)
+            self.check.check(a)
         self.assertEqual(caught.exception.message,
                          f'roles.{G} "r" is forbidden: no user on context')
 
@@ -305,7 +380,7 @@ class UnitTests(SynchronousTestCase):
         new["metadata"]["finalizers"] = ["x"]
         new["metadata"]["ownerReferences"] = [{"name": "o"}]
         self.assertTrue(only_gc_fields(new, old))
-        self.assertIsNone(self.plugin.validate(self.attributes("UPDATE", rbac_kinds.ROLE, new,
+        self.assertIsNone(self.check.check(self.attributes("UPDATE", rbac_kinds.ROLE, new,
                                                                old)))
         new["metadata"]["labels"] = {"a": "b"}
         self.assertFalse(only_gc_fields(new, old))
