@@ -63,7 +63,7 @@ from platformd.util.deferreds import then
 from platformd.process.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
-from platformd.registry import core
+from platformd.registry import admissionregistration, core
 from platformd.registry.bootstrap import reconcile_bootstrap_policy
 from platformd.registry import escalation
 from platformd.registry.catalog import Catalog, builtin
@@ -225,8 +225,7 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     authz = authorization(internals)
     if admission_names is None:
         admission_names = admission_registry.builtin().default_enabled()
-    deps = admission_registry.PluginDeps(cache, informers, clock, core.NAMESPACE,
-                                         core.SERVICE_ACCOUNT, core.POD, metrics, egress)
+    deps = admission_deps(cache, informers, clock, metrics, egress)
     admission = AdmissionChain(
         admission_plugins(deps, admission_names, admission_configs), metrics)
     write_checks = escalation.checks(rbac_index)
@@ -264,6 +263,18 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         aggregator=ClusterRoleAggregator(clock, informers, stores),
         readiness=readiness, metrics=metrics, health=checks,
         reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None])
+
+
+def admission_deps(cache, informers, clock, metrics=None,
+                   egress=None) -> admission_registry.PluginDeps:
+    """What every admission plugin factory is given: the cache, its informers, the clock,
+    the kinds the plugins read (by ``gvr``), the metrics and the egress selector."""
+    return admission_registry.PluginDeps(
+        cache, informers, clock, core.NAMESPACE, core.SERVICE_ACCOUNT, core.POD,
+        admissionregistration.MUTATING_WEBHOOK_CONFIGURATION,
+        admissionregistration.VALIDATING_WEBHOOK_CONFIGURATION,
+        admissionregistration.VALIDATING_ADMISSION_POLICY,
+        admissionregistration.VALIDATING_ADMISSION_POLICY_BINDING, metrics, egress)
 
 
 def admission_plugins(deps, names, configs=None) -> list:

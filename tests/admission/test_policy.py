@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.admission.interfaces import AdmissionAttributes
 from platformd.admission.policy import build
+from platformd.compose import admission_deps
 from platformd.context import RequestContext
 from platformd.registry import core
 
@@ -316,7 +317,8 @@ class ActionTests(PolicyCase):
             {"key": "keys", "valueExpression": "string(size(object.data))"},
             {"key": "none", "valueExpression": "null"}]))
         self.create(BINDINGS, binding(validationActions=["Audit"]))
-        plugin = build(self.stub.components.informers)
+        c = self.stub.components
+        plugin = build(admission_deps(c.cache, c.informers, c.clock))
         a = self.attributes("bad", {"forbidden": "1"})
         self.assertIsNone(plugin.validate(a))
         annotations = a.context.audit_annotations

@@ -12,6 +12,7 @@ from twisted.web import resource, server
 
 from platformd.admission.interfaces import AdmissionAttributes
 from platformd.admission.webhooks.client import Caller
+from platformd.admission.webhooks.matching import Namespaces
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
 from platformd.admission.webhooks.source import WebhookSource
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
@@ -90,10 +91,12 @@ class WebhookCase(TestCase):
         self.validating_configs = FakeInformer(resource="validatingwebhookconfigurations")
         self.mutating = MutatingAdmissionWebhook(
             WebhookSource(self.mutating_configs.lister, compile_condition,
-                          mutating=True), self.namespaces.lister, self.caller)
+                          mutating=True), Namespaces(core.NAMESPACE, self.namespaces.lister),
+            self.caller)
         self.validating = ValidatingAdmissionWebhook(
             WebhookSource(self.validating_configs.lister, compile_condition,
-                          mutating=False), self.namespaces.lister, self.caller)
+                          mutating=False), Namespaces(core.NAMESPACE, self.namespaces.lister),
+            self.caller)
 
     def _close(self):
         for request in self.service.pending:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+import attrs
 from twisted.internet import defer
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd import errors
 from platformd.admission import webhooks
+from platformd.admission.interfaces import AdmissionAttributes
+from platformd.admission.webhooks.matching import Namespaces
+from platformd.cache.informers import FakeLister
 from platformd.cel.admission import compile_condition
+from platformd.compose import admission_deps
 from platformd.registry import core
 from platformd.registry.kinds import webhookshapes
 from tests.stub import StubServer
@@ -164,13 +167,31 @@ class FactoryTests(SynchronousTestCase):
     def test_plugin_factory(self):
         stub = StubServer()
         self.addCleanup(stub.stop)
-        deps = SimpleNamespace(informers=stub.components.informers, clock=stub.clock,
-                               metrics=None, egress=None)
+        c = stub.components
+        deps = admission_deps(c.cache, c.informers, c.clock)
         mutating = webhooks.plugin_factory("MutatingAdmissionWebhook")(deps, None)
         validating = webhooks.plugin_factory("ValidatingAdmissionWebhook")(deps, None)
         self.assertEqual((mutating.name, validating.name),
                          ("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"))
+        # The kinds come from the deps, read through their informers by gvr.
+        self.assertIs(mutating.namespaces.kind, core.NAMESPACE)
+        self.assertIs(mutating.namespaces.lister,
+                      c.informers.informer(core.NAMESPACE.gvr).lister)
         self.assertIs(validating.source.compile_condition, compile_condition)
         self.assertEqual(compile_condition("object.x == 1").source, "object.x == 1")
         with self.assertRaises(ValueError):
             compile_condition("object.x")
+
+
+class NamespacesTests(SynchronousTestCase):
+    """``Namespaces``: a write is of a namespace itself when its kind has the
+    Namespace kind's gvr (upstream's ``namespaceResource``), whatever object holds it."""
+
+    def attributes(self, kind):
+        return AdmissionAttributes("CREATE", kind, "", "x", "", {}, None, None)
+
+    def test_holds(self):
+        namespaces = Namespaces(core.NAMESPACE, FakeLister({}))
+        self.assertTrue(namespaces.holds(self.attributes(core.NAMESPACE)))
+        self.assertTrue(namespaces.holds(self.attributes(attrs.evolve(core.NAMESPACE))))
+        self.assertFalse(namespaces.holds(self.attributes(core.CONFIG_MAP)))

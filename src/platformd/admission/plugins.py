@@ -135,13 +135,20 @@ class PluginDeps:
 
     #: The ``WatchCache``: its ``sync``, the live lookup of a name its listers miss.
     cache: Any
-    #: The informers of the served kinds (``informing.IInformers``): what plugins read.
+    #: The informers of the served kinds (``informing.IInformers``): what plugins read,
+    #: each kind's through ``informer(kind.gvr)``.
     informers: Any
     clock: Any
-    #: The kinds plugins refer to (``registry.core``'s).
+    #: The kinds plugins refer to (``registry.core``'s and
+    #: ``registry.admissionregistration``'s ``ResourceType``s): handed in, as the
+    #: registry that defines them sits above admission.
     namespace_kind: Any
     service_account_kind: Any
     pod_kind: Any
+    mutating_webhook_kind: Any
+    validating_webhook_kind: Any
+    policy_kind: Any
+    policy_binding_kind: Any
     #: The server's ``APIServerMetrics`` (webhook durations); None: not measured.
     metrics: Any = None
     #: The server's ``egress.selector.EgressSelector``, which the webhooks dial through

@@ -17,21 +17,23 @@ from __future__ import annotations
 
 from platformd.admission.policy.plugin import ValidatingAdmissionPolicy
 from platformd.admission.policy.source import PolicySource
-from platformd.admission.webhooks.source import lister_of
-
-GROUP = "admissionregistration.platform.io"
+from platformd.admission.webhooks.matching import Namespaces
 
 
-def build(informers) -> ValidatingAdmissionPolicy:
-    """The plugin reading through ``informers`` (``informing.IInformers``)."""
-    source = PolicySource(lister_of(informers, GROUP, "ValidatingAdmissionPolicy"),
-                          lister_of(informers, GROUP, "ValidatingAdmissionPolicyBinding"))
-    return ValidatingAdmissionPolicy(source, lister_of(informers, "", "Namespace"), informers)
+def build(deps) -> ValidatingAdmissionPolicy:
+    """The plugin reading through ``deps.informers`` (``informing.IInformers``) the
+    policies, their bindings and the namespaces, by the kinds ``deps``
+    (``plugins.PluginDeps``) names."""
+    informers = deps.informers
+    source = PolicySource(informers.informer(deps.policy_kind.gvr).lister,
+                          informers.informer(deps.policy_binding_kind.gvr).lister)
+    return ValidatingAdmissionPolicy(source, Namespaces.of(informers, deps.namespace_kind),
+                                     informers)
 
 
 def plugin_factory():
     def factory(deps, config=None):
-        return build(deps.informers)
+        return build(deps)
     return factory
 
 

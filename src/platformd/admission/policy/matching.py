@@ -34,9 +34,9 @@ def request_name(a) -> str:
     return a.name or ((a.obj or {}).get("metadata") or {}).get("name") or ""
 
 
-def _rules_match(rules, a) -> bool:
+def _rules_match(rules, a, namespaces) -> bool:
     for rule in rules or ():
-        if not rule_matches(rule, a):
+        if not rule_matches(rule, a, namespaces):
             continue
         names = rule.get("resourceNames") or ()
         if not names or request_name(a) in names:
@@ -61,7 +61,8 @@ def _selector_error(selector: Optional[dict], labels_fn) -> tuple:
 
 
 def matches(match: Optional[dict], a, namespaces) -> bool:
-    """Whether ``match`` (MatchResources) takes ``a``; ``MatchError`` when it cannot tell."""
+    """Whether ``match`` (MatchResources) takes ``a``; ``MatchError`` when it cannot tell.
+    ``namespaces``: ``webhooks.matching.Namespaces``."""
     match = match or {}
 
     def namespace_ok(selector) -> bool:
@@ -78,10 +79,10 @@ def matches(match: Optional[dict], a, namespaces) -> bool:
     obj_match, obj_error = _selector_error(match.get("objectSelector"), object_ok)
     if not obj_match and obj_error is None:
         return False
-    if _rules_match(match.get("excludeResourceRules"), a):
+    if _rules_match(match.get("excludeResourceRules"), a, namespaces):
         return False
     rules = match.get("resourceRules")
-    if rules and not _rules_match(rules, a):
+    if rules and not _rules_match(rules, a, namespaces):
         return False
     if ns_error is not None or obj_error is not None:
         raise MatchError(ns_error or obj_error)

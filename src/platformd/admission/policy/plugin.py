@@ -31,7 +31,6 @@ from platformd.admission.interfaces import IValidatingPlugin
 from platformd.admission.policy.matching import MatchError, exempt, matches
 from platformd.admission.policy.params import ParamError, collect, param_lister
 from platformd.admission.policy.validator import DENY, validate
-from platformd.admission.webhooks.matching import is_namespace
 from platformd.admission.webhooks.review import request_dict
 
 VALIDATION_FAILURE = "validation.policy.admission.platform.io/validation_failure"
@@ -43,7 +42,7 @@ _CODES = {"Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413,
 
 def _namespace_object(a, namespaces):
     """``namespaceObject``: the request's namespace, with upstream's subset of fields."""
-    if not a.namespace or is_namespace(a):
+    if not a.namespace or namespaces.holds(a):
         return None
     entry = namespaces.get(None, a.namespace)
     if entry is None:
@@ -72,7 +71,7 @@ class ValidatingAdmissionPolicy:
     def __init__(self, source, namespaces, informers):
         #: ``PolicySource``.
         self.source = source
-        #: The namespaces' ``ILister``.
+        #: ``webhooks.matching.Namespaces``: the Namespace kind and its lister.
         self.namespaces = namespaces
         #: ``informing.IInformers`` (parameter objects, by their kind's lister).
         self.informers = informers
@@ -92,7 +91,7 @@ class ValidatingAdmissionPolicy:
             if not self._policy_matches(policy, a, denial):
                 continue
             if request is None:
-                request = request_dict(a, str(uuid.uuid4()))
+                request = request_dict(a, str(uuid.uuid4()), self.namespaces)
                 request.pop("object", None)
                 request.pop("oldObject", None)
             annotations: dict = {}

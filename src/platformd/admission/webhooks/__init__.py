@@ -13,12 +13,13 @@ read live from their informers' listers, with an ``AdmissionReview`` POSTed over
 - ``errors``:   upstream's messages (denied, failed calling, dry run);
 - ``mutating``, ``validating``: the two plugins (see docs/admission.md, "Webhooks").
 
-``build(informers, clock, reactor, egress=...)`` makes both plugins; ``matchConditions`` compile in
+``build(deps, reactor)`` makes both plugins; ``matchConditions`` compile in
 ``cel.admission``'s environment, the one the configurations' validation checks them in.
 ``plugin_factory(name)`` is ``factory(deps, config)`` for a registry of plugins by name
-(``deps.informers``, ``deps.clock``: the clock is the reactor in the daemon;
-``deps.egress``: the server's egress selector; ``config``: the plugin's
-``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls' credentials).
+(``deps.informers`` and the kinds read through them, ``deps.clock``: the clock is the
+reactor in the daemon; ``deps.egress``: the server's egress selector; ``config``: the
+plugin's ``WebhookAdmissionConfiguration``, whose kubeconfig gives the calls'
+credentials).
 """
 
 from __future__ import annotations
@@ -26,31 +27,32 @@ from __future__ import annotations
 from platformd.admission.webhooks.authinfo import AuthInfoResolver
 from platformd.admission.webhooks.client import Caller
 from platformd.admission.webhooks.config import kubeconfig_file
+from platformd.admission.webhooks.matching import Namespaces
 from platformd.admission.webhooks.mutating import MutatingAdmissionWebhook
-from platformd.admission.webhooks.source import WebhookSource, lister_of
+from platformd.admission.webhooks.source import WebhookSource
 from platformd.admission.webhooks.validating import ValidatingAdmissionWebhook
 from platformd.cel.admission import compile_condition
 
-GROUP = "admissionregistration.platform.io"
 
-
-def build(informers, clock, reactor, *, metrics=None, authinfo=None, egress=None):
+def build(deps, reactor, *, authinfo=None):
     """
     ``(MutatingAdmissionWebhook, ValidatingAdmissionWebhook)`` reading the
-    configurations and the namespaces through ``informers`` (``informing.IInformers``);
-    calls go out on ``reactor`` and time out on ``clock``, with the credentials
+    configurations and the namespaces through ``deps.informers``
+    (``informing.IInformers``), by the kinds ``deps`` (``plugins.PluginDeps``) names;
+    calls go out on ``reactor`` and time out on ``deps.clock``, with the credentials
     ``authinfo`` (an ``AuthInfoResolver``; None: none) gives each webhook's host,
-    through the egress selector ``egress`` (None: directly); each call is timed in
-    ``metrics`` (an ``APIServerMetrics``) if given.
+    through the egress selector ``deps.egress`` (None: directly); each call is timed in
+    ``deps.metrics`` (an ``APIServerMetrics``) if given.
     """
-    namespaces = lister_of(informers, "", "Namespace")
-    caller = Caller(clock, reactor, authinfo, egress)
-    mutating = WebhookSource(lister_of(informers, GROUP, "MutatingWebhookConfiguration"),
+    informers = deps.informers
+    namespaces = Namespaces.of(informers, deps.namespace_kind)
+    caller = Caller(deps.clock, reactor, authinfo, deps.egress)
+    mutating = WebhookSource(informers.informer(deps.mutating_webhook_kind.gvr).lister,
                              compile_condition, mutating=True)
-    validating = WebhookSource(lister_of(informers, GROUP, "ValidatingWebhookConfiguration"),
+    validating = WebhookSource(informers.informer(deps.validating_webhook_kind.gvr).lister,
                                compile_condition, mutating=False)
-    return (MutatingAdmissionWebhook(mutating, namespaces, caller, metrics),
-            ValidatingAdmissionWebhook(validating, namespaces, caller, metrics))
+    return (MutatingAdmissionWebhook(mutating, namespaces, caller, deps.metrics),
+            ValidatingAdmissionWebhook(validating, namespaces, caller, deps.metrics))
 
 
 def plugin_factory(name: str):
@@ -61,8 +63,7 @@ def plugin_factory(name: str):
 
     def factory(deps, config=None):
         authinfo = AuthInfoResolver.load(kubeconfig_file(config), deps.clock)
-        return build(deps.informers, deps.clock, deps.clock, metrics=deps.metrics,
-                     authinfo=authinfo, egress=deps.egress)[index]
+        return build(deps, deps.clock, authinfo=authinfo)[index]
     return factory
 
 

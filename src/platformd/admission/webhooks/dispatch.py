@@ -32,7 +32,7 @@ class Dispatcher:
     def __init__(self, source, namespaces, caller, metrics=None):
         #: ``WebhookSource`` of this plugin's configuration kind.
         self.source = source
-        #: The namespaces' ``ILister`` (namespaceSelector).
+        #: ``matching.Namespaces``: the Namespace kind and lister (namespaceSelector).
         self.namespaces = namespaces
         self.caller = caller
         #: The server's ``APIServerMetrics``: each call timed (None: not measured).
@@ -74,7 +74,7 @@ class Dispatcher:
         return result
 
     def _call(self, hook, a) -> Any:
-        invocation = Invocation.of(a)
+        invocation = Invocation.of(a, self.namespaces)
         try:
             if not conditions_match(hook, {"object": a.obj, "oldObject": a.old,
                                            "request": invocation.request}):

@@ -13,7 +13,6 @@ import uuid
 
 import attrs
 
-from platformd.admission.webhooks.matching import is_namespace
 from platformd.codecs.jsoncodec import dumps
 
 GROUP = "admission.platform.io"
@@ -53,8 +52,9 @@ def _options(a) -> dict:
     return options
 
 
-def request_dict(a, uid: str) -> dict:
-    """The AdmissionRequest of ``a`` (also the ``request`` of match conditions)."""
+def request_dict(a, uid: str, namespaces) -> dict:
+    """The AdmissionRequest of ``a`` (also the ``request`` of match conditions); a
+    namespace's own is in itself (``namespaces``: ``matching.Namespaces``)."""
     kind = {"group": a.kind.group, "version": a.kind.version, "kind": a.kind.kind}
     resource = {"group": a.kind.group, "version": a.kind.version, "resource": a.kind.plural}
     request: dict = {"uid": uid, "kind": kind, "resource": resource}
@@ -67,7 +67,7 @@ def request_dict(a, uid: str) -> dict:
     name = a.name or ((a.obj or {}).get("metadata") or {}).get("name") or ""
     if name:
         request["name"] = name
-    namespace = name if is_namespace(a) else a.namespace
+    namespace = name if namespaces.holds(a) else a.namespace
     if namespace:
         request["namespace"] = namespace
     request["operation"] = a.operation
@@ -87,9 +87,9 @@ class Invocation:
     request: dict
 
     @classmethod
-    def of(cls, a) -> "Invocation":
+    def of(cls, a, namespaces) -> "Invocation":
         uid = str(uuid.uuid4())
-        return cls(uid, request_dict(a, uid))
+        return cls(uid, request_dict(a, uid, namespaces))
 
     def body(self, version: str) -> bytes:
         # The server's one encoder: the request's options are as the client sent them

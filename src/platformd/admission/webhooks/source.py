@@ -17,14 +17,6 @@ from platformd.cel import CompileError
 from platformd.util.labelselectors import compile_selector
 
 
-def lister_of(informers, group: str, kind: str):
-    """The ``ILister`` of the served ``group``/``kind`` among ``informers`` (``IInformers``)."""
-    served = informers.served_kind(group, kind)
-    if served is None:
-        raise LookupError(f"{group}/{kind} is not served")
-    return informers.informer(served.gvr).lister
-
-
 @attrs.frozen
 class Webhook:
     """One webhook of a configuration, ready to match and call (upstream's accessor)."""

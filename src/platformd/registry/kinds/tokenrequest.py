@@ -10,17 +10,20 @@ given, must be the object's.
 
 The kind is not served on its own (it is the ``token`` subresource of
 ``serviceaccounts``, ``serviceaccount.KIND.subresources``); the hook needs the server's
-``TokenIssuer`` (``auth/serviceaccount.py``, ``APIServer.token_issuer``).
+``TokenIssuer`` (``auth/serviceaccount.py``, ``APIServer.token_issuer``), through which
+it reads the service account the URL names (by the URL's group, version and resource:
+the kind this is a subresource of, which imports this module) and a bound Pod or Secret
+(by their kinds' ``gvr``).
 """
 
 from __future__ import annotations
 
 from platformd import errors
-from platformd.auth.serviceaccount import PODS, SECRETS, SERVICE_ACCOUNTS
 from platformd.util.deferreds import then
 from platformd.model import fielderrors as fe
 from platformd.model.schema import INT64, STRING, TIME, ListOf, Prop, Struct
 from platformd.model.times import rfc3339
+from platformd.registry.kinds import pod as pod_kind, secret as secret_kind
 from platformd.registry.kinds.selfsubjectreview import GROUP, PREFIX, PROTO
 from platformd.registry.resource import ResourceType
 
@@ -103,13 +106,15 @@ def _request(context, obj: dict, server):
                                          "specified")])
     # Upstream reads the service account (and the bound object) through the registry,
     # from etcd: over etcd another server may have just created them.
-    return then(issuer.sync(), lambda _: _mint(obj, issuer, namespace, name))
+    accounts = (info.group, info.version, info.resource)  # the kind of the parent
+    return then(issuer.sync(), lambda _: _mint(obj, issuer, accounts, namespace, name))
 
 
-def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
-    """The rest of ``TokenREST.Create``, on a cache holding every earlier write."""
+def _mint(obj: dict, issuer, accounts: tuple, namespace: str, name: str) -> dict:
+    """The rest of ``TokenREST.Create``, on a cache holding every earlier write;
+    ``accounts``: the service accounts' gvr."""
     meta = obj["metadata"]
-    account = issuer.get(SERVICE_ACCOUNTS, namespace, name)
+    account = issuer.get(accounts, namespace, name)
     if account is None:
         raise errors.not_found("serviceaccounts", "", name)
     account_meta = account["metadata"]
@@ -135,7 +140,7 @@ def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
         group = api_version.rpartition("/")[0] if "/" in api_version else ""
         ref_name = ref.get("name", "")
         if group == "" and kind == "Pod":
-            pod = issuer.get(PODS, namespace, ref_name)
+            pod = issuer.get(pod_kind.KIND.gvr, namespace, ref_name)
             if pod is None:
                 raise errors.not_found("pods", "", ref_name)
             if (pod.get("spec") or {}).get("serviceAccountName", "") != name:
@@ -144,7 +149,7 @@ def _mint(obj: dict, issuer, namespace: str, name: str) -> dict:
                     "different serviceaccount name.")
             uid = pod["metadata"].get("uid", "")
         elif group == "" and kind == "Secret":
-            secret = issuer.get(SECRETS, namespace, ref_name)
+            secret = issuer.get(secret_kind.KIND.gvr, namespace, ref_name)
             if secret is None:
                 raise errors.not_found("secrets", "", ref_name)
             uid = secret["metadata"].get("uid", "")
