@@ -41,7 +41,10 @@ def _builds():
     from platformd.auth.tokencache import CachedTokenAuthenticator
     from platformd.cache.informers import FakeInformer, FakeLister, Informers
     from platformd.cache.reads import CacheReader
+    from platformd.context import RequestContext
+    from platformd.registry import core
     from platformd.registry.escalation import EscalationCheck
+    from platformd.registry.resource import ResourceType
     from platformd.codecs.cborcodec import CBORCodec
     from platformd.codecs.jsoncodec import JSONCodec
     from platformd.codecs.protobufcodec import ProtobufCodec
@@ -78,6 +81,8 @@ def _builds():
         authorizers.AuthorizerChain: lambda: authorizers.AuthorizerChain([]),
         RBACAuthorizer: lambda: RBACAuthorizer(None, Clock()),
         EscalationCheck: lambda: EscalationCheck(None),
+        RequestContext: lambda: RequestContext(None),
+        ResourceType: lambda: core.CONFIG_MAP,
         ServiceAccountAuthenticator: lambda: ServiceAccountAuthenticator(
             None, None, "https://issuer", [], Clock()),
         CachedTokenAuthenticator: lambda: CachedTokenAuthenticator(

@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import attrs
+from zope.interface import implementer
 
+from platformd.admission.interfaces import IAdmissionContext
 from platformd.auth import authorizers
 from platformd.auth.interfaces import AUTHENTICATED_GROUP, Attributes, UserInfo
 
@@ -24,6 +26,7 @@ from platformd.auth.interfaces import AUTHENTICATED_GROUP, Attributes, UserInfo
 SYSTEM_USER = UserInfo("system:apiserver", "", ("system:masters", AUTHENTICATED_GROUP))
 
 
+@implementer(IAdmissionContext)
 @attrs.define(slots=True, eq=False)
 class RequestContext:
     #: The twisted.web request (filters and handlers read headers from it; the layers

@@ -1,4 +1,10 @@
-"""The admission seam: what a plugin is asked (``AdmissionAttributes``) and answers."""
+"""
+The admission seam: what a plugin is asked (``AdmissionAttributes``) and answers.
+
+Admission sits below the registry and the request context, which hand it a write's kind
+and context: ``IKind`` and ``IAdmissionContext`` say what it reads of them (the
+``ResourceType`` and the ``RequestContext`` declare them).
+"""
 
 from __future__ import annotations
 
@@ -21,13 +27,14 @@ class AdmissionAttributes:
     """
 
     operation: str
-    #: The kind's ``ResourceType``.
+    #: The kind's ``ResourceType`` (``IKind``).
     kind: Any
     namespace: str
     name: str
     subresource: str
     obj: Optional[dict]
     old: Optional[dict]
+    #: The request's ``RequestContext`` (``IAdmissionContext``), or None.
     context: Any
     #: The request's options (``DeleteOptions`` for deletes), as given.
     options: Optional[dict] = None
@@ -35,6 +42,28 @@ class AdmissionAttributes:
     @property
     def dry_run(self) -> bool:
         return bool(self.context is not None and self.context.dry_run)
+
+
+class IKind(Interface):
+    """What admission reads of a write's kind (``registry.resource.ResourceType``)."""
+
+    group = Attribute("The API group (\"\" for the core group).")
+    version = Attribute("The version it is served at.")
+    kind = Attribute("The kind's name, ``ConfigMap``.")
+    plural = Attribute("The resource, ``configmaps``.")
+    namespaced = Attribute("Whether its objects live in a namespace.")
+    gvr = Attribute("``(group, version, plural)``: what a kind is known by; kinds are "
+                    "compared by it, never by name.")
+
+
+class IAdmissionContext(Interface):
+    """What admission reads of a write's request (``context.RequestContext``)."""
+
+    user = Attribute("Who writes (``auth.interfaces.UserInfo``), or None.")
+    dry_run = Attribute("Whether the write is a dry run (a plugin skips side effects).")
+    span = Attribute("The request's trace span (``tracing.spans``), or None.")
+    warnings = Attribute("A list of ``Warning`` header texts for the answer.")
+    audit_annotations = Attribute("A dict of the audit event's annotations.")
 
 
 class IAdmissionPlugin(Interface):

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import attrs
+from zope.interface import implementer
 
+from platformd.admission.interfaces import IKind
 from platformd.model.meta import (
     LIST_META, OBJECT_META, validate_object_meta, validate_object_meta_update,
 )
@@ -38,6 +40,7 @@ def _no_finalizers(_obj) -> tuple:
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
+@implementer(IKind)
 @attrs.frozen
 class ResourceType:
     """One served kind (see module docstring)."""
