@@ -63,9 +63,8 @@ from platformd.util.deferreds import then
 from platformd.process.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
-from platformd.registry import admissionregistration, core
+from platformd.registry import admissionregistration, core, escalation
 from platformd.registry.bootstrap import reconcile_bootstrap_policy
-from platformd.registry import escalation
 from platformd.registry.catalog import Catalog, builtin
 from platformd.registry.store import GenericStore
 
