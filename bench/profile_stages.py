@@ -50,7 +50,7 @@ RULES = [  # innermost matching frame decides: (file part, function part or '', 
     ("platformd/auth/authenticators.py", "", "authentication"),
     ("platformd/auth/tokencache.py", "", "authentication"),
     ("platformd/api/filters.py", "Authentication.", "authentication"),
-    ("platformd/auth/rbac/escalation.py", "", "admission: RBAC escalation check"),
+    ("platformd/registry/escalation.py", "", "RBAC escalation check (registry)"),
     ("platformd/auth/", "", "authorization"),
     ("platformd/api/filters.py", "Authorization.", "authorization"),
     ("platformd/admission/namespacelifecycle.py", "", "admission: NamespaceLifecycle"),
@@ -115,7 +115,7 @@ def stage_of(frames, thread):
             return fallback
         if stage == FANOUT:  # a read of the cache by a caller: the caller's stage
             for f2, p2 in reversed(names[:i]):
-                if "platformd/admission/" in p2 or "platformd/auth/rbac/escalation" in p2:
+                if "platformd/admission/" in p2 or "platformd/registry/escalation" in p2:
                     return stage_of_frame(f2, p2)
                 if "Watchers.publish" in f2 or "_on_event" in f2:
                     break
