@@ -259,13 +259,18 @@ class OrderTests(Server):
                      role("cm", rule(["get"], [""], ["configmaps"]), namespace="dev"))
         self.assertEqual(steps.seen, ["admit", "validate"])
 
-    def test_after_the_kinds_validation(self):
-        """An invalid object is 422 before its escalation is looked at (platformd's
-        order; upstream's storages check before their strategy validates)."""
+    def test_before_the_kinds_validation(self):
+        """An escalating and invalid role is 403: upstream's policybased storage checks
+        before its inner store's strategy validates (a valid one the user may grant
+        goes on to the kind's 422)."""
         r = self.jane.post(f"{RBAC}/namespaces/dev/roles", role(
             "bad", rule(["get"], [""], ["pods"]), rule([], [""], ["configmaps"]),
             namespace="dev"))
-        self.assertEqual(r.code, 422, r.body)
+        self.assertEqual((r.code, r.json()["reason"]), (403, "Forbidden"), r.body)
+        r = self.jane.post(f"{RBAC}/namespaces/dev/roles", role(
+            "bad", rule(["get"], [""], ["configmaps"]), rule([], [""], ["configmaps"]),
+            namespace="dev"))
+        self.assertEqual((r.code, r.json()["reason"]), (422, "Invalid"), r.body)
 
     def test_dry_run(self):
         r = self.jane.post(f"{RBAC}/namespaces/dev/roles?dryRun=All",

@@ -138,8 +138,8 @@ class GenericStore:
     def create(self, ctx, obj: dict, namespace: Optional[str],
                manager: Optional[Manager] = None):
         """
-        Deferred[dict]: the created object.  Mutating admission, then defaulting and
-        validation, then the kind's write check, then validating admission, then one
+        Deferred[dict]: the created object.  Mutating admission, then the kind's write
+        check, then defaulting and validation, then validating admission, then one
         storage create (409 when the name is taken).  ``manager`` (when given) is recorded as owning every field.
         With ``ctx.dry_run`` everything but the write happens.
         """
@@ -160,7 +160,16 @@ class GenericStore:
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         attributes = AdmissionAttributes(CREATE, self.kind, meta.get("namespace") or "",
                                          meta.get("name") or "", "", obj, None, ctx)
-        return then(self.admission.admit(attributes), self._prepare_create, attributes, manager)
+        return then(then(self.admission.admit(attributes), self._check, attributes),
+                    self._prepare_create, attributes, manager)
+
+    def _check(self, _, attributes):
+        """The kind's write check (None, or a Deferred): after mutating admission and before
+        the kind's own validation, where upstream's wrapping storage (RBAC's
+        ``policybased``) checks, so an escalating and invalid role is 403, not 422."""
+        if self.write_check is None:
+            return None
+        return self.write_check.check(attributes)
 
     def _prepare_create(self, _, attributes, manager):
         kind = self.kind
@@ -178,14 +187,7 @@ class GenericStore:
         causes = kind.validate_all(obj)
         if causes:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
-        return then(self._validate(attributes), self._created_form, obj, manager)
-
-    def _validate(self, attributes):
-        """The kind's write check, then validating admission (None, or a Deferred)."""
-        if self.write_check is None:
-            return self.admission.validate(attributes)
-        return then(self.write_check.check(attributes),
-                    lambda _: self.admission.validate(attributes))
+        return then(self.admission.validate(attributes), self._created_form, obj, manager)
 
     def _created_form(self, _, obj: dict, manager) -> dict:
         if manager is not None:
@@ -446,8 +448,12 @@ class GenericStore:
         return new
 
     def _admitted_update(self, _, attributes, current, manager):
-        """Validation (the kind's, its write check, then validating admission) of an
+        """The kind's write check, its validation, then validating admission, of an
         admitted update."""
+        return then(self._check(None, attributes), self._validated_update, attributes,
+                    current, manager)
+
+    def _validated_update(self, _, attributes, current, manager):
         kind = self.kind
         new = attributes.obj
         meta = new["metadata"]
@@ -456,7 +462,7 @@ class GenericStore:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
         if manager is not None:
             managedfields.record(kind, current.obj, new, manager, self.now())
-        return then(self._validate(attributes), lambda _: Write(new))
+        return then(self.admission.validate(attributes), lambda _: Write(new))
 
     # -- delete ------------------------------------------------------------------------
 
