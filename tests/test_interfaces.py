@@ -91,7 +91,8 @@ def _builds():
         FakeInformer: FakeInformer,
         Informers: lambda: Informers(None),
         # (its revision and clock are the watch cache's)
-        CacheReader: lambda: CacheReader(SimpleNamespace(revision=0, clock=Clock()),
+        CacheReader: lambda: CacheReader(SimpleNamespace(revision=0, clock=Clock(),
+                                                          when_kind_removed=lambda f: None),
                                          None, None, None),
         CBORCodec: CBORCodec,
         JSONCodec: JSONCodec,

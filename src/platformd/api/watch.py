@@ -237,6 +237,8 @@ class WatchStream:
             self.end()
             return
         self.server.cache.subscribe(self.kind, self.namespace, self)
+        if self.closed or self._closing:
+            return  # the kind was removed meanwhile (``kind_removed``)
         self._registered = True
         clock = self.server.clock
         self._timers.append(clock.callLater(self.options.watch_timeout(), self.end))
@@ -322,6 +324,16 @@ class WatchStream:
             return
         if self.options.allow_bookmarks and self._caught_up:
             self._send(self._bookmark_frame(self.server.cache.revision))
+        self._finish()
+
+    def kind_removed(self) -> None:
+        """
+        The cache stopped serving this kind (a custom resource removed at run time): the
+        response ends once what is queued is written, without a bookmark (there is
+        nothing to resume; the client's next request is a 404), as upstream's cacher
+        ends every watch of a removed CRD.
+        """
+        self._registered = False  # the cache has let its watchers go
         self._finish()
 
     # -- writing and back-pressure -----------------------------------------------------

@@ -161,6 +161,11 @@ class Snapshots:
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
 
+    def drop(self, prefix: str) -> None:
+        """Forget every snapshot under ``prefix`` (a kind no longer served)."""
+        for key in [k for k in self._entries if k[0].startswith(prefix)]:
+            del self._entries[key]
+
     def expired(self, token: Token) -> bool:
         return self.clock.seconds() - token.issued > self.ttl
 

@@ -16,8 +16,16 @@ An ``IInformer`` serves one kind, named by its GVR (``(group, version, plural)``
 - ``has_synced()``: the cache has loaded.
 
 ``Informers(cache).informer(gvr)`` makes them on demand, one per GVR, so a kind the
-cache serves from later on (custom resources) gets one the same way.  ``FakeInformer``
-is the in-memory implementation for tests: objects are put in and taken out by hand.
+cache serves from later on (custom resources, ``WatchCache.add_kind``) gets one the same
+way, as soon as its load has begun: ``has_synced()`` turns true, and handlers get the
+current objects as adds, once the load is in (events that arrived during the load are
+part of those objects, not sent again).  When the kind is removed (``remove_kind``) its
+informer is shut down (``informing.py``): every handler hears ``on_stop``, no delete is
+sent for what it held, ``is_stopped()`` is true, the lister reads nothing and
+``Informers`` forgets it; asking again raises ``UnknownKindError`` until the kind is
+added again, which makes a new informer.  ``FakeInformer`` is the in-memory
+implementation for tests: objects are put in and taken out by hand, ``stop()`` stands
+for the kind's removal.
 The interfaces and ``EventHandlers`` live in ``platformd/informing.py`` (re-exported
 here), so layers below the cache (the RBAC index) can name them.
 """
@@ -28,14 +36,19 @@ from typing import Callable, Optional
 
 import attrs
 import orjson
+from twisted.logger import Logger
 from zope.interface import implementer
 
 from platformd.cache.watchcache import ADDED, DELETED, MODIFIED, CachedObject, CorruptObjectError
-from platformd.informing import EventHandlers, IInformer, IInformers, ILister
+from platformd.informing import (
+    EventHandlers, IInformer, IInformers, ILister, InformerStoppedError, UnknownKindError,
+)
 from platformd.util.labelselectors import labels_of, matches
 
 __all__ = ["EventHandlers", "FakeInformer", "IInformer", "IInformers", "ILister", "Informer",
-           "Informers", "Lister"]
+           "InformerStoppedError", "Informers", "Lister", "UnknownKindError"]
+
+log = Logger()
 
 
 def _selected(entries, selector) -> list:
@@ -77,52 +90,99 @@ class Informer:
         self._cache = cache
         self._kind_cache = kind_cache
         self.lister = Lister(kind_cache)
+        self._registrations: list = []
+        self._stopped = False
+        kind_cache.when_removed(self._stop)
 
     def add_handler(self, handlers: EventHandlers):
-        def listener(type_, new, old, revision):
-            # A deletion's object carries the deletion's revision, as a watch's event.
-            handlers.dispatch(type_, new, old.at(revision) if type_ == DELETED else old)
+        if self._stopped:
+            raise InformerStoppedError(
+                f"{self._kind_cache.kind.qualified_resource} is no longer served: "
+                "its informer has stopped")
+        registration = _Registration(handlers)
 
-        registration = _Registration(listener)
+        def listener(type_, new, old, revision):
+            # Nothing before the current objects: a kind loaded at run time applies the
+            # events it kept during its load before they are sent as adds.
+            if registration.primed:
+                # A deletion's object carries the deletion's revision, as a watch's event.
+                handlers.dispatch(type_, new, old.at(revision) if type_ == DELETED else old)
+
+        registration.listener = listener
         self._kind_cache.add_listener(listener)
+        self._registrations.append(registration)
 
         def initial():
             if registration.active:
+                registration.primed = True
                 for entry in self._kind_cache.everything():
                     handlers.dispatch(ADDED, entry, None)
-        self._cache.when_loaded(initial)
+        self._kind_cache.when_loaded(initial)
         return registration
 
     def remove_handler(self, registration) -> None:
         registration.active = False
         self._kind_cache.remove_listener(registration.listener)
+        if registration in self._registrations:
+            self._registrations.remove(registration)
 
     def has_synced(self) -> bool:
-        return self._cache.loaded
+        return self._kind_cache.loaded
+
+    def is_stopped(self) -> bool:
+        return self._stopped
+
+    def _stop(self) -> None:
+        """The kind is no longer served: tell every handler, once."""
+        self._stopped = True
+        registrations, self._registrations = self._registrations, []
+        for registration in registrations:
+            registration.active = False
+            _tell_stopped(registration.handlers)
+
+
+def _tell_stopped(handlers: EventHandlers) -> None:
+    try:
+        handlers.stopped()
+    except Exception:
+        log.failure("an informer's on_stop failed")
 
 
 @attrs.define(eq=False)
 class _Registration:
-    listener: Callable
+    handlers: EventHandlers
+    listener: Optional[Callable] = None
     active: bool = True
+    #: The current objects have been sent (as adds): changes follow.
+    primed: bool = False
 
 
 @implementer(IInformers)
 class Informers:
-    """``informer(gvr)``: the one informer per GVR over a ``WatchCache``, made on demand."""
+    """
+    ``informer(gvr)``: the one informer per GVR over a ``WatchCache``, made on demand
+    (``UnknownKindError`` for a GVR the cache neither serves nor is loading), and
+    forgotten when its kind is removed.
+    """
 
     def __init__(self, cache):
         self._cache = cache
         self._made: dict = {}
 
     def informer(self, gvr: tuple) -> Informer:
-        found = self._made.get(gvr)
         kind_cache = self._cache.for_gvr(gvr)
+        found = self._made.get(gvr)
         if found is None or found._kind_cache is not kind_cache:
-            found = self._made[gvr] = Informer(self._cache, kind_cache)
+            made = found = self._made[gvr] = Informer(self._cache, kind_cache)
+            kind_cache.when_removed(lambda: self._forget(gvr, made))
         return found
 
+    def _forget(self, gvr: tuple, informer: Informer) -> None:
+        if self._made.get(gvr) is informer:
+            del self._made[gvr]
+
     def for_kind(self, kind) -> Informer:
+        """``informer(kind.gvr)``."""
         return self.informer(kind.gvr)
 
     def served_kind(self, group, kind, version=None):
@@ -159,6 +219,7 @@ class FakeInformer:
     add or an update for the handlers), ``delete(namespace, name)`` removes one; each
     change gets the next revision.  ``synced`` says what ``has_synced`` answers; until it
     is set, handlers are not yet given the current objects (as over an unloaded cache).
+    ``stop()`` shuts it down as a removed kind's informer is (``informing.py``).
     """
 
     def __init__(self, objects=(), resource: str = "things", synced: bool = True):
@@ -168,6 +229,7 @@ class FakeInformer:
         self.handlers: list = []
         self._waiting: list = []
         self.lister = FakeLister(self._objects)
+        self.stopped = False
         for obj in objects:
             self.put(obj)
         self.synced = False
@@ -208,7 +270,22 @@ class FakeInformer:
         for handlers in list(self.handlers):
             handlers.dispatch(type_, new, old)
 
+    def stop(self) -> None:
+        """The kind is removed: every handler hears ``on_stop``; the objects go."""
+        if self.stopped:
+            return
+        self.stopped = True
+        handlers, self.handlers, self._waiting = self.handlers, [], []
+        self._objects.clear()
+        for each in handlers:
+            _tell_stopped(each)
+
+    def is_stopped(self) -> bool:
+        return self.stopped
+
     def add_handler(self, handlers: EventHandlers):
+        if self.stopped:
+            raise InformerStoppedError(f"{self.resource} is no longer served")
         self.handlers.append(handlers)
         if self.synced:
             self._initial(handlers)

@@ -9,6 +9,13 @@ version is gone (410), how an older state is rebuilt (snapshots, the event histo
 the backing store with ``ListFromCacheSnapshot`` off) and how continue tokens are
 scoped to their collection all live here.  An etcd-backed cache (issue 17) answers the
 same interface, which is what lets a replica serve another's resourceVersion.
+
+A kind added at run time (``WatchCache.add_kind``) is read once loaded: a request that
+arrives while it loads waits for it (at most ``wait`` seconds, then 429 ``storage is
+(re)initializing``, upstream's answer while a cacher is not ready); its history begins
+at its load (``WatchCache.horizon_of``: older versions are 410 Gone).  A kind not served
+(never added, or removed, perhaps while the request waited) is 404, as a path that
+names no resource; a removed kind's snapshots are dropped with it.
 """
 
 from __future__ import annotations
@@ -16,12 +23,13 @@ from __future__ import annotations
 from typing import Optional
 
 import attrs
-from twisted.internet.defer import inlineCallbacks, returnValue
+from twisted.internet.defer import Deferred, inlineCallbacks, returnValue
 from zope.interface import Attribute, Interface, implementer
 
 from platformd import errors
 from platformd.cache import continuetokens
 from platformd.cache.watchcache import CachedObject
+from platformd.informing import UnknownKindError
 
 # Read plans (spec 4.9), as ``api/listoptions.ListOptions.list_plan`` names them.
 MOST_RECENT = "MostRecent"
@@ -80,10 +88,14 @@ class ICacheReader(Interface):
         """Deferred[WatchStart] (spec 4.9's watch table)."""
 
     def subscribe(kind, namespace, watcher):
-        """Offer ``watcher`` every later event of ``kind`` in ``namespace`` ("" for all)."""
+        """
+        Offer ``watcher`` every later event of ``kind`` in ``namespace`` ("" for all)
+        (``watcher.offer(event)``); once the kind stops being served (at once if it is
+        not), ``watcher.kind_removed()``: nothing more comes.
+        """
 
     def unsubscribe(kind, namespace, watcher):
-        """Stop offering events to ``watcher``."""
+        """Stop offering events to ``watcher`` (nothing for a kind no longer served)."""
 
 
 @implementer(ICacheReader)
@@ -94,6 +106,7 @@ class CacheReader:
         self.storage = storage
         self.gates = gates
         self.wait = wait
+        cache.when_kind_removed(lambda kind: snapshots.drop(kind.storage_prefix))
 
     @property
     def revision(self) -> int:
@@ -123,17 +136,44 @@ class CacheReader:
         if not reached:
             raise too_large(revision, self.cache.revision)
 
+    def loaded(self, kind) -> Optional[Deferred]:
+        """
+        None when ``kind`` is loaded (no Deferred on the common path); else a Deferred
+        firing once its load (``WatchCache.add_kind``) is in, 429 if it takes longer
+        than ``wait``.  404 for a kind not served.
+        """
+        try:
+            if self.cache.for_kind(kind).loaded:
+                return None
+        except UnknownKindError:
+            raise errors.not_found_path() from None
+        return self.cache.wait_loaded(kind, self.wait).addCallback(self._after_load, kind)
+
+    def _after_load(self, _loaded: bool, kind) -> None:
+        """Loaded: go on; removed meanwhile: 404; still loading (timed out): 429."""
+        self._kind_cache(kind)
+
+    def _kind_cache(self, kind):
+        """``kind``'s loaded cache now (after a wait: it may have been removed), or 404."""
+        try:
+            kind_cache = self.cache.for_kind(kind)
+        except UnknownKindError:
+            raise errors.not_found_path() from None
+        if not kind_cache.loaded:  # removed and added again meanwhile
+            raise _initializing()
+        return kind_cache
+
     @inlineCallbacks
     def list(self, kind, namespace: str, plan: str, resource_version: Optional[int],
              continue_token: str = "", limit: Optional[int] = None):
         prefix = _prefix(kind, namespace)
-        kind_cache = self.cache.for_kind(kind)
+        yield self.loaded(kind)  # (yield None goes on at once)
         if plan == CONTINUATION:
             token = continuetokens.decode(continue_token, prefix)
             if self.snapshots.expired(token):
                 raise continuetokens.gone()
             yield self.reach(token.revision)  # a token from another server, perhaps
-            entries = yield self._state(kind_cache, prefix, token.revision, continuation=True)
+            entries = yield self._state(kind, prefix, token.revision, continuation=True)
             # A token dated after now (forged, or from a replica whose clock runs ahead)
             # counts from now: the next page's token carries now, so its TTL runs.
             issued = min(token.issued, self.clock.seconds())
@@ -143,13 +183,13 @@ class CacheReader:
                 raise ValueError(f"the {plan} plan needs a resourceVersion")
             yield self.reach(resource_version)
             if plan == EXACTLY:
-                entries = yield self._state(kind_cache, prefix, resource_version)
+                entries = yield self._state(kind, prefix, resource_version)
                 returnValue(Listing(resource_version, entries, "", self.clock.seconds(),
                                     prefix))
         elif plan == MOST_RECENT:
             yield self.sync()  # a consistent read
         revision = self.cache.revision
-        entries = kind_cache.current(prefix)
+        entries = self._kind_cache(kind).current(prefix)
         if limit:
             self.snapshots.put(prefix, revision, entries)
         returnValue(Listing(revision, entries, "", self.clock.seconds(), prefix))
@@ -159,8 +199,9 @@ class CacheReader:
             continuetokens.Token(listing.revision, next_start, listing.issued), listing.prefix)
 
     @inlineCallbacks
-    def _state(self, kind_cache, prefix: str, revision: int, continuation: bool = False):
+    def _state(self, kind, prefix: str, revision: int, continuation: bool = False):
         """The objects under ``prefix`` at ``revision`` in key order, or 410 Gone."""
+        kind_cache = self._kind_cache(kind)
         if revision == self.cache.revision:
             entries = kind_cache.current(prefix)
             self.snapshots.put(prefix, revision, entries)
@@ -168,10 +209,11 @@ class CacheReader:
         snapshot = self.snapshots.get(prefix, revision)
         if snapshot is not None:
             returnValue(snapshot)
-        if revision < self.cache.horizon:
+        horizon = self.cache.horizon_of(kind)
+        if revision < horizon:
             if continuation:
                 raise continuetokens.gone()
-            raise errors.gone(f"too old resource version: {revision} ({self.cache.horizon})")
+            raise errors.gone(f"too old resource version: {revision} ({horizon})")
         if revision > self.cache.revision:
             raise too_large(revision, self.cache.revision)
         if self.gates["ListFromCacheSnapshot"]:
@@ -192,13 +234,14 @@ class CacheReader:
         """
         rv = options.resource_version
         initial_events = options.send_initial_events
+        yield self.loaded(kind)  # (yield None goes on at once)
         if rv:
             yield self.reach(rv)
         elif initial_events:
             # Upstream starts such a watch at etcd's current revision (the cacher's
             # getWatchCacheResourceVersion); unset alone is its legacy "any" start.
             yield self.sync()
-        kind_cache = self.cache.for_kind(kind)
+        kind_cache = self._kind_cache(kind)
         if initial_events or (not rv and initial_events is None):
             revision = self.cache.revision
             end = revision if initial_events and options.allow_bookmarks else None
@@ -206,21 +249,39 @@ class CacheReader:
                                    end))
         if not rv:
             returnValue(WatchStart(self.cache.revision, [], (), None))
-        if rv < self.cache.horizon:
-            raise errors.gone(f"too old resource version: {rv} ({self.cache.horizon})")
+        horizon = self.cache.horizon_of(kind)
+        if rv < horizon:
+            raise errors.gone(f"too old resource version: {rv} ({horizon})")
         returnValue(WatchStart(rv, [], kind_cache.events_after(rv), None))
 
     def subscribe(self, kind, namespace: str, watcher) -> None:
-        self.cache.for_kind(kind).add_watcher(namespace, watcher)
+        try:
+            kind_cache = self.cache.for_kind(kind)
+        except UnknownKindError:
+            kind_cache = None
+        if kind_cache is None or kind_cache.removed:
+            watcher.kind_removed()  # removed since the watch started
+        else:
+            kind_cache.add_watcher(namespace, watcher)
 
     def unsubscribe(self, kind, namespace: str, watcher) -> None:
-        self.cache.for_kind(kind).remove_watcher(namespace, watcher)
+        try:
+            kind_cache = self.cache.for_kind(kind)
+        except UnknownKindError:
+            return  # its watchers went with it
+        kind_cache.remove_watcher(namespace, watcher)
 
 
 def _prefix(kind, namespace: str) -> str:
     """The storage keys of ``kind`` in ``namespace`` (every namespace when empty)."""
     return kind.namespace_prefix(namespace) if namespace and kind.namespaced \
         else kind.storage_prefix
+
+
+def _initializing() -> errors.StatusError:
+    """Upstream's answer while a cacher is not ready (``NewTooManyRequests``)."""
+    return errors.StatusError(429, "TooManyRequests", "storage is (re)initializing",
+                              retry_after=1)
 
 
 def too_large(requested: int, current: int) -> errors.StatusError:

@@ -16,6 +16,11 @@ by a LoopingCall on an injectable clock, see ``expiry.py``) drops events older t
 history TTL and compacts the store at the same point, so the cache and the store agree on
 what history exists.  ``horizon`` is the revision after which every event is held: a
 watch or exact list from an older revision is 410 Gone.
+
+Kinds at run time (custom resources): ``WatchCache.add_kind`` loads a kind while the
+cache follows the storage, consistently with that stream, and ``remove_kind`` stops
+serving one (its watches end, its informers stop, its memory is let go); see
+``WatchCache`` and docs/architecture.md, "Kinds added at run time".
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ from collections import deque
 from typing import Callable, NamedTuple, Optional
 
 import orjson
-from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
+from platformd.informing import UnknownKindError, unknown_kind
 from platformd.util.deferreds import then
 from platformd.model.meta import set_resource_version
 from platformd.util.ratelog import RateLimitedLog, origin
-from platformd.storage.interface import DELETE, PUT, Event, IWatch, KeyValue
+from platformd.storage.interface import DELETE, PUT, CompactedError, Event, IWatch, KeyValue
 
 log = Logger()
 
@@ -222,9 +229,71 @@ class KindCache:
         self.events_dispatched = 0
         self.initializations = 0
         self.init_events = 0
+        #: Whether the kind's objects are loaded (by ``WatchCache.start``, or by
+        #: ``add_kind`` for a kind added at run time): its informers' "has synced".
+        self.loaded = False
+        #: Every event of this kind after this revision is held (``WatchCache.horizon``
+        #: for every kind; a kind added at run time holds nothing before its load).
+        self.horizon = 0
+        #: Whether the kind stopped being served (``WatchCache.remove_kind``).
+        self.removed = False
+        self._on_loaded: list = []
+        self._on_removed: list = []
 
     def __len__(self) -> int:
         return len(self._objects)
+
+    def when_loaded(self, f: Callable[[], None]) -> None:
+        """``f()`` once the kind's objects are loaded (at once if they are; never if it
+        is removed first)."""
+        if self.loaded:
+            f()
+        elif not self.removed:
+            self._on_loaded.append(f)
+
+    def when_removed(self, f: Callable[[], None]) -> None:
+        """``f()`` once the kind stops being served (at once if it has)."""
+        if self.removed:
+            f()
+        else:
+            self._on_removed.append(f)
+
+    def mark_loaded(self, revision: int) -> None:
+        """The objects as of ``revision`` are in: serve, and tell who waits."""
+        self.initializations += 1
+        self.horizon = revision
+        self.loaded = True
+        waiting, self._on_loaded = self._on_loaded, []
+        for f in waiting:
+            f()
+
+    def remove(self) -> None:
+        """
+        Stop serving (``WatchCache.remove_kind``): events not yet fanned out go to the
+        watchers first; every object, event, listener and watcher is let go; then each
+        watcher hears ``kind_removed()`` (its stream ends) and whoever asked
+        ``when_removed`` is told.  Again: nothing.
+        """
+        if self.removed:
+            return
+        self.removed = True
+        if self._fan_out_call is not None:
+            self._fan_out_call.cancel()
+            self._fan_out()
+        watchers = list(self.all_watchers())
+        told, self._on_removed = self._on_removed, []
+        self._objects.clear()
+        self._keys.clear()
+        self.history.clear()
+        self.watchers.clear()
+        self._listeners.clear()
+        self._pending.clear()
+        self._on_loaded.clear()
+        for f in [w.kind_removed for w in watchers] + told:
+            try:
+                f()
+            except Exception:
+                self._failures.failure("telling of a removed kind failed", key=origin())
 
     def get(self, key: str) -> Optional[CachedObject]:
         return self._objects.get(key)
@@ -395,16 +464,65 @@ class KindCounts(NamedTuple):
     init_events: int
 
 
+class _Load:
+    """
+    A kind being loaded by ``WatchCache.add_kind``: its objects are read at ``revision``
+    (the cache's revision when the load began, so every earlier event had been received)
+    while the events of its keys arriving meanwhile wait in ``events``; ``done`` fires
+    once the kind is served.
+    """
+
+    __slots__ = ("cache", "revision", "events", "done")
+
+    def __init__(self, cache: KindCache, revision: int, done: Deferred):
+        self.cache = cache
+        self.revision = revision
+        self.events: list = []
+        self.done = done
+
+    def rebase(self, revision: int) -> None:
+        """Read at ``revision`` instead (a later one): drop the events it includes."""
+        self.revision = revision
+        self.events = [e for e in self.events if e.revision > revision]
+
+
+def _prefix_of(key: str) -> str:
+    """A key's kind prefix: ``/registry/{qualified resource}/`` ("" for none)."""
+    end = key.find("/", len("/registry/"))
+    return key[:end + 1] if end > 0 else ""
+
+
 class WatchCache:
-    """Every kind's ``KindCache``, fed by one storage watch from a consistent start."""
+    """
+    Every kind's ``KindCache``, fed by one storage watch from a consistent start.
+
+    Kinds added at run time (``add_kind``, for custom resources) are loaded without
+    stopping that watch: the watch covers every key under ``/registry/``, so events of a
+    kind the cache does not serve arrive too, and are dropped (they only move
+    ``revision`` on).  ``add_kind`` reads the kind's keys at the cache's revision ``C``
+    while keeping the kind's events that arrive meanwhile (all after ``C``: events come
+    in revision order); once the read is in, those after ``C`` are applied on top, in
+    order, and the kind is served.  None is lost, none applied twice.  Its history
+    begins at ``C`` (``KindCache.horizon``): a watch or exact list of it from an older
+    version is 410 Gone.  ``remove_kind`` stops serving one: its watchers' streams end,
+    its informers are shut down, its events are dropped again, its objects let go.
+    """
 
     def __init__(self, storage, catalog, clock, history_ttl: float = 300.0):
         self.storage = storage
         self.clock = clock
         self.history_ttl = history_ttl
         stored = [k for k in catalog.kinds if k.stored]  # reviews store nothing
+        #: The served kinds by storage prefix: where the storage's events go.
         self._kinds = {k.storage_prefix: KindCache(k, clock) for k in stored}
+        #: Every kind by GVR, those being loaded by ``add_kind`` too.
         self._by_kind = {k.gvr: self._kinds[k.storage_prefix] for k in stored}
+        #: The kinds the cache was built with: never removed.
+        self._builtin = frozenset(self._by_kind)
+        #: Kinds being loaded by ``add_kind``, by storage prefix (``_Load``).
+        self._loading: dict[str, _Load] = {}
+        #: ``f(kind)`` after a kind is removed (``when_kind_removed``).
+        self._on_kind_removed: list = []
         self.revision = 0
         #: Every event after this revision is held in the kinds' histories.
         self.horizon = 0
@@ -416,11 +534,13 @@ class WatchCache:
         self._on_loaded: list = []
 
     def served(self) -> list:
-        """The ``ResourceType`` of every kind the cache holds."""
+        """The ``ResourceType`` of every kind the cache holds (not those still loading)."""
         return [c.kind for c in self._kinds.values()]
 
     def for_kind(self, kind) -> KindCache:
-        return self._by_kind[kind.gvr]
+        """``kind``'s cache (perhaps still loading: ``KindCache.loaded``), or
+        ``UnknownKindError``."""
+        return self.for_gvr(kind.gvr)
 
     def kind_counts(self) -> list:
         """
@@ -432,8 +552,20 @@ class WatchCache:
                 for c in self._kinds.values()]
 
     def for_gvr(self, gvr: tuple) -> KindCache:
-        """The cache of the kind served as ``(group, version, plural)``."""
-        return self._by_kind[gvr]
+        """The cache of the kind served (or being loaded) as ``(group, version, plural)``;
+        ``UnknownKindError`` for any other."""
+        try:
+            return self._by_kind[gvr]
+        except KeyError:
+            raise unknown_kind(gvr) from None
+
+    def horizon_of(self, kind) -> int:
+        """
+        The revision after which every event of ``kind`` is held: a watch or exact list
+        of it from an older one is 410 Gone (``horizon``, or later for a kind added at
+        run time: its load's revision).
+        """
+        return max(self.horizon, self.for_kind(kind).horizon)
 
     def when_loaded(self, f: Callable[[], None]) -> None:
         """``f()`` once ``start`` has loaded every object (at once if it has)."""
@@ -441,6 +573,143 @@ class WatchCache:
             f()
         else:
             self._on_loaded.append(f)
+
+    def when_kind_removed(self, f: Callable) -> None:
+        """``f(kind)`` after each ``remove_kind`` (the reader drops the kind's snapshots)."""
+        self._on_kind_removed.append(f)
+
+    # -- kinds added and removed at run time ---------------------------------------------
+
+    def add_kind(self, kind) -> Deferred:
+        """
+        Start serving ``kind`` (a stored ``ResourceType``) at run time: its cache exists
+        at once (``for_kind``; informers can be made, not yet synced) and the Deferred
+        fires (None) once its objects are loaded (see the class docstring) and its
+        lists, gets, watches and informers are served.  It fails with the storage's
+        error if the read fails (the kind is then not served), and with
+        ``UnknownKindError`` if the kind is removed first.  Before ``start`` the kind is
+        simply loaded with the others.  ``ValueError`` for a kind already served (its
+        GVR, or its storage prefix under another version) or one that stores nothing.
+        """
+        if not kind.stored:
+            raise ValueError(f"{kind.qualified_resource} stores nothing: nothing to cache")
+        prefix = kind.storage_prefix
+        if kind.gvr in self._by_kind or prefix in self._kinds or prefix in self._loading:
+            raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
+        if self._stopped:
+            return fail(RuntimeError("the watch cache is stopped"))
+        cache = KindCache(kind, self.clock)
+        self._by_kind[kind.gvr] = cache
+        done: Deferred = Deferred()
+
+        def loaded() -> None:
+            if not done.called:
+                done.callback(None)
+
+        def removed() -> None:
+            if not done.called:
+                done.errback(UnknownKindError(
+                    f"{kind.qualified_resource} {kind.version} was removed before it loaded"))
+        cache.when_loaded(loaded)
+        cache.when_removed(removed)
+        if not self.loaded:
+            self._kinds[prefix] = cache  # ``start`` loads it with every other kind
+            return done
+        load = self._loading[prefix] = _Load(cache, self.revision, done)
+        self._read(load).addErrback(self._abandon, load)
+        return done
+
+    @inlineCallbacks
+    def _read(self, load: _Load):
+        prefix = load.cache.kind.storage_prefix
+        try:
+            result = yield self.storage.range(prefix, load.revision)
+        except CompactedError:
+            # Another server compacted past this cache's revision (it lags, or a relist
+            # is under way, which then finishes the load): catch up, read from there.
+            if self._loading.get(prefix) is not load:
+                return
+            yield self.sync()
+            if self._loading.get(prefix) is not load:
+                return
+            load.rebase(self.revision)
+            result = yield self.storage.range(prefix, load.revision)
+        if self._loading.get(prefix) is load:  # not removed, nor finished by a relist
+            self._finish(load, result.kvs, load.revision)
+
+    def _finish(self, load: _Load, kvs: list, revision: int) -> None:
+        """Serve a loaded kind: ``kvs`` (its keys at ``revision``), then the later events."""
+        cache = load.cache
+        prefix = cache.kind.storage_prefix
+        del self._loading[prefix]
+        for kv in kvs:
+            cache.load(kv)
+        self._kinds[prefix] = cache
+        events, load.events = load.events, []
+        for event in events:
+            if event.revision > revision:
+                cache.apply(event)
+        cache.mark_loaded(revision)
+
+    def _abandon(self, failure, load: _Load) -> None:
+        """The load failed (or the cache stopped): the kind is not served."""
+        cache = load.cache
+        if self._loading.get(cache.kind.storage_prefix) is not load:
+            # Removed or finished already: a late read failing (the storage stopping),
+            # or a bug in serving it.
+            log.failure("loading {kind} failed after it was served or removed", failure,
+                        kind=cache.kind.qualified_resource)
+            return
+        del self._loading[cache.kind.storage_prefix]
+        del self._by_kind[cache.kind.gvr]
+        load.done.errback(failure)
+        cache.remove()
+
+    def remove_kind(self, kind) -> None:
+        """
+        Stop serving ``kind`` (added by ``add_kind``; built-in kinds stay:
+        ``ValueError``), as upstream stops a removed CRD's cacher: events not yet sent
+        go out, then every open watch of it ends (``watcher.kind_removed()``: the stream
+        closes, no bookmark: there is nothing left to resume), its informers are shut
+        down (``informing.py``), a pending ``add_kind`` fails with ``UnknownKindError``,
+        its objects, history and watchers are let go, and its events are dropped from
+        now on.  ``UnknownKindError`` for a kind not served.
+        """
+        gvr = kind.gvr
+        cache = self._by_kind.get(gvr)
+        if cache is None:
+            raise unknown_kind(gvr)
+        if gvr in self._builtin:
+            raise ValueError(f"{kind.qualified_resource} {kind.version} is built in: it stays")
+        prefix = cache.kind.storage_prefix
+        del self._by_kind[gvr]
+        self._loading.pop(prefix, None)
+        self._kinds.pop(prefix, None)
+        cache.remove()
+        for f in list(self._on_kind_removed):
+            f(cache.kind)
+
+    def wait_loaded(self, kind, timeout: float) -> Deferred:
+        """
+        Deferred firing True once ``kind``'s objects are loaded, False after ``timeout``
+        seconds or if it is removed first (``UnknownKindError`` at once for a kind not
+        served).
+        """
+        cache = self.for_kind(kind)
+        if cache.loaded:
+            return succeed(True)
+        d: Deferred[bool] = Deferred()
+
+        def settle(result: bool) -> None:
+            if not d.called:
+                d.callback(result)
+        cache.when_loaded(lambda: settle(True))
+        cache.when_removed(lambda: settle(False))
+        call = self.clock.callLater(timeout, settle, False)
+        d.addBoth(lambda result: (call.active() and call.cancel(), result)[1])
+        return d
+
+    # -- following the storage -----------------------------------------------------------
 
     @inlineCallbacks
     def start(self):
@@ -450,11 +719,11 @@ class WatchCache:
             cache = self._cache_for(kv.key)
             if cache is not None:
                 cache.load(kv)
-        for cache in self._kinds.values():
-            cache.initializations += 1
         self.revision = self.horizon = result.revision
         self._follow(result.revision)
         self.loaded = True
+        for cache in list(self._kinds.values()):
+            cache.mark_loaded(result.revision)
         waiting, self._on_loaded = self._on_loaded, []
         for f in waiting:
             f()
@@ -464,11 +733,13 @@ class WatchCache:
             self._watch.cancel()
             self._watch = None
         # Nothing more will arrive: whoever waits for a revision hears so now, and so
-        # does whoever asks from now on.
+        # does whoever asks from now on; kinds still loading are not served.
         self._stopped = True
         waiters, self._waiters = self._waiters, []
         for _revision, d in waiters:
             d.callback(False)
+        for load in list(self._loading.values()):
+            self._abandon(Failure(RuntimeError("the watch cache stopped")), load)
 
     def wait_for(self, revision: int, timeout: float) -> Deferred:
         """
@@ -543,27 +814,36 @@ class WatchCache:
     def _relist(self):
         result = yield self.storage.range("/registry/")
         grouped: dict[str, list[KeyValue]] = {prefix: [] for prefix in self._kinds}
+        loading = dict(self._loading)
+        grouped.update((prefix, []) for prefix in loading)
         for kv in result.kvs:
-            cache = self._cache_for(kv.key)
-            if cache is not None:
-                grouped[cache.kind.storage_prefix].append(kv)
-        for prefix, cache in self._kinds.items():
+            group = grouped.get(_prefix_of(kv.key))
+            if group is not None:
+                group.append(kv)
+        for prefix, cache in list(self._kinds.items()):
             cache.replace(grouped[prefix], result.revision)
+        # A kind still loading is loaded from this list: the events it kept are older.
+        for prefix, load in loading.items():
+            if self._loading.get(prefix) is load:
+                self._finish(load, grouped[prefix], result.revision)
         # Events in the gap are unknown: no exact read or watch may start before here.
         self.revision = self.horizon = result.revision
         self._reached(result.revision)
         self._follow(result.revision)
 
     def _cache_for(self, key: str) -> Optional[KindCache]:
-        # "/registry/{qualified resource}/..." -> the prefix up to the third slash.
-        end = key.find("/", len("/registry/"))
-        return self._kinds.get(key[:end + 1]) if end > 0 else None
+        return self._kinds.get(_prefix_of(key))
 
     def _on_event(self, event) -> None:
-        cache = self._cache_for(event.kv.key)
+        key = event.kv.key
+        cache = self._kinds.get(_prefix_of(key))
         self.revision = event.revision
         if cache is not None:
             cache.apply(event)
+        elif self._loading:
+            load = self._loading.get(_prefix_of(key))
+            if load is not None:
+                load.events.append(event)  # applied once its kind has loaded
         if self._waiters:
             self._reached(event.revision)
 

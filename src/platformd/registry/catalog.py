@@ -1,7 +1,11 @@
 """
 The catalog of served kinds: lookup by URL segments and by kind, for routing,
 discovery and OpenAPI.  Kinds are added and removed by ``(group, version, plural)``
-(``ResourceType.gvr``); ``builtin()`` lists the kinds this server serves from the start.
+(``ResourceType.gvr``); ``builtin()`` lists the kinds this server serves from the start,
+and fixes them: they cannot be removed, so only kinds added at run time (custom
+resources) come and go.  Serving a kind at run time is, in order: the watch cache loads
+it (``WatchCache.add_kind``), a store is made for it, then ``Catalog.add`` routes to it;
+stopping is the reverse (``Catalog.remove``, then ``WatchCache.remove_kind``).
 """
 
 from __future__ import annotations
@@ -24,8 +28,18 @@ class Catalog:
     def __init__(self, kinds=()):
         self.kinds: tuple = ()
         self._by_path: dict = {}
+        #: The GVRs ``fix`` made permanent.
+        self._fixed: frozenset = frozenset()
         for kind in kinds:
             self.add(kind)
+
+    def fix(self) -> None:
+        """Make every kind served now (and every alias) permanent: ``remove`` refuses them."""
+        self._fixed = frozenset(self._by_path)
+
+    def fixed(self, kind) -> bool:
+        """Whether ``kind.gvr`` is one of the kinds ``fix`` made permanent (built in)."""
+        return kind.gvr in self._fixed
 
     def add(self, kind) -> None:
         """
@@ -54,8 +68,11 @@ class Catalog:
     def remove(self, kind) -> None:
         """
         Stop serving the kind at ``kind.gvr``.  Its Protobuf presence stays registered:
-        it describes messages, which other catalogs may still serve.
+        it describes messages, which other catalogs may still serve.  ``ValueError`` for
+        a kind ``fix`` made permanent, ``KeyError`` for one not served.
         """
+        if kind.gvr in self._fixed:
+            raise ValueError(f"{kind.qualified_resource} {kind.version} is built in: it stays")
         del self._by_path[kind.gvr]
         self.kinds = tuple(k for k in self.kinds if k.gvr != kind.gvr)
 
@@ -101,6 +118,7 @@ def builtin() -> Catalog:
     for kind in catalog.kinds:
         if kind.review is not None:
             catalog.alias(attrs.evolve(kind, group=UPSTREAM_REVIEW_GROUPS[kind.group]))
+    catalog.fix()
     return catalog
 
 
