@@ -13,7 +13,8 @@ a resourceVersion (or ``0``) the stream starts with the current state as synthet
 ADDED events; with one it replays the held history after it (410 Gone, as an ERROR
 event, when that history is gone); ``sendInitialEvents=true`` sends the state and then a
 BOOKMARK annotated ``platform.io/initial-events-end: "true"`` (and under upstream's name
-too: ``UPSTREAM_INITIAL_EVENTS_END``).
+too: ``UPSTREAM_INITIAL_EVENTS_END``).  A stream whose kind stops being served (a kind
+removed at run time, ``WatchCache.remove_kind``) ends: ``kind_removed``.
 """
 
 from __future__ import annotations
