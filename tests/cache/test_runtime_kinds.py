@@ -452,10 +452,11 @@ class MemoryTests(Harness, SynchronousTestCase):
         recorder = Recorder()
         informer.add_handler(recorder.handlers)
         self.put(WIDGET, "b", "one")  # not yet fanned out (after this turn)
+        self.put(WIDGET, "x", "two")  # another namespace: not this watcher's
         self.cache.remove_kind(WIDGET)
         self.assertEqual((watcher.seen(), watcher.removed), ([("ADDED", "b")], 1))
         self.assertEqual(elsewhere.removed, 0)
-        self.assertEqual(recorder.seen, [("add", "a"), ("add", "b"), ("stop",)])
+        self.assertEqual(recorder.seen, [("add", "a"), ("add", "b"), ("add", "x"), ("stop",)])
         self.assertTrue(informer.is_stopped())
         self.assertTrue(informer.has_synced())  # as upstream's stopped informer
         self.assertEqual(informer.lister.list(), [])
@@ -474,6 +475,32 @@ class MemoryTests(Harness, SynchronousTestCase):
         self.assertNotIn(WIDGET, self.cache.served())
         self.assertNotIn(WIDGET, [kind for kind, _counts in self.cache.kind_counts()])
         self.assertEqual(recorder.seen[-1], ("stop",))
+
+    def test_removed_by_its_own_handler(self):
+        """A handler that removes the kind (a controller reacting to an object): the other
+        handlers hear on_stop and not the rest of that event."""
+        self.add(WIDGET)
+        informer = self.informers.for_kind(WIDGET)
+        informer.add_handler(EventHandlers(on_add=lambda new: self.cache.remove_kind(WIDGET)))
+        recorder = Recorder()
+        informer.add_handler(recorder.handlers)
+        self.put(WIDGET, "a", "one")
+        self.assertEqual(recorder.seen, [("stop",)])
+        self.assertRaises(UnknownKindError, self.cache.for_kind, WIDGET)
+
+    def test_added_by_a_handler(self):
+        """add_kind from a handler of another kind (as a definition's controller will):
+        loaded at that event's revision."""
+        informer = self.informers.for_kind(core.CONFIG_MAP)
+        added = []
+        informer.add_handler(EventHandlers(
+            on_add=lambda new: added.append(self.cache.add_kind(WIDGET))))
+        self.put(WIDGET, "a", "one")
+        revision = self.put(core.CONFIG_MAP, "definition", "one")
+        self.successResultOf(added[0])
+        self.assertEqual(self.cache.horizon_of(WIDGET), revision)
+        self.put(WIDGET, "b", "one")
+        self.assertEqual(names(self.listing(WIDGET).entries), ["a", "b"])
 
     def test_remove_releases_memory(self):
         """Once removed, no object of the kind is held: not by the cache, its history,

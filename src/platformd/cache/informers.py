@@ -121,7 +121,7 @@ class Informer:
         return registration
 
     def remove_handler(self, registration) -> None:
-        registration.active = False
+        registration.active = registration.primed = False
         self._kind_cache.remove_listener(registration.listener)
         if registration in self._registrations:
             self._registrations.remove(registration)
@@ -137,7 +137,8 @@ class Informer:
         self._stopped = True
         registrations, self._registrations = self._registrations, []
         for registration in registrations:
-            registration.active = False
+            # Not even the rest of an event being delivered (removed by a handler).
+            registration.active = registration.primed = False
             _tell_stopped(registration.handlers)
 
 
@@ -153,7 +154,7 @@ class _Registration:
     handlers: EventHandlers
     listener: Optional[Callable] = None
     active: bool = True
-    #: The current objects have been sent (as adds): changes follow.
+    #: The current objects have been sent (as adds): changes follow (until removed).
     primed: bool = False
 
 

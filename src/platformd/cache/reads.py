@@ -136,7 +136,7 @@ class CacheReader:
         if not reached:
             raise too_large(revision, self.cache.revision)
 
-    def loaded(self, kind) -> Optional[Deferred]:
+    def until_loaded(self, kind) -> Optional[Deferred]:
         """
         None when ``kind`` is loaded (no Deferred on the common path); else a Deferred
         firing once its load (``WatchCache.add_kind``) is in, 429 if it takes longer
@@ -167,7 +167,7 @@ class CacheReader:
     def list(self, kind, namespace: str, plan: str, resource_version: Optional[int],
              continue_token: str = "", limit: Optional[int] = None):
         prefix = _prefix(kind, namespace)
-        yield self.loaded(kind)  # (yield None goes on at once)
+        yield self.until_loaded(kind)  # (None: on at once)
         if plan == CONTINUATION:
             token = continuetokens.decode(continue_token, prefix)
             if self.snapshots.expired(token):
@@ -234,7 +234,7 @@ class CacheReader:
         """
         rv = options.resource_version
         initial_events = options.send_initial_events
-        yield self.loaded(kind)  # (yield None goes on at once)
+        yield self.until_loaded(kind)  # (None: on at once)
         if rv:
             yield self.reach(rv)
         elif initial_events:
