@@ -8,12 +8,12 @@ An ``IInformer`` serves one kind, named by its GVR (``(group, version, plural)``
 - ``lister`` (``ILister``): ``get(namespace, name)`` and ``list(namespace, selector)``
   read the cache's current objects (``CachedObject``, shared: take ``mutable()`` to
   change one);
-- ``add_handler(EventHandlers(on_add, on_update, on_delete))`` delivers the current
-  objects as adds (once the cache has loaded, if it has not yet), then every change, on
-  the reactor, in the cache's order (a deleted object stamped with the deletion's
-  revision, as a watch sends it); ``remove_handler`` stops it.  A handler that raises
-  is logged (once a minute per place) and the others still hear the event;
-- ``has_synced()``: the cache has loaded.
+- ``add_handler(EventHandlers(on_add, on_update, on_delete, on_stop))`` delivers the
+  current objects as adds (once the kind has loaded, if it has not yet), then every
+  change, on the reactor, in the cache's order (a deleted object stamped with the
+  deletion's revision, as a watch sends it); ``remove_handler`` stops it.  A handler
+  that raises is logged (once a minute per place) and the others still hear the event;
+- ``has_synced()``: the kind has loaded; ``is_stopped()``: it was removed.
 
 ``Informers(cache).informer(gvr)`` makes them on demand, one per GVR, so a kind the
 cache serves from later on (custom resources, ``WatchCache.add_kind``) gets one the same
