@@ -139,7 +139,14 @@ class ListTableTests(ListTestCase):
             self.assertEqual(names(r), ["b", "c"])
             r = yield self.client.get(
                 f"{CM}?resourceVersionMatch=NotOlderThan&resourceVersion={rv1}{limit}")
-            self.assertEqual((names(r), rv_of(r)), (["b", "c"], current))
+            # The state after the delete, at a version after rv1.  Not "the earlier LIST's
+            # version": over etcd the revision is the cluster's, and the replica a request
+            # reaches may not yet have seen another's sync marker (storage/etcd3/store.py),
+            # which that LIST counted (1399 against 1400 over two replicas).
+            self.assertEqual(names(r), ["b", "c"])
+            self.assertLess(rv1, rv_of(r))
+            if not getattr(self, "storage_args", ()):
+                self.assertEqual(rv_of(r), current)  # one server: exactly its revision
 
     @inlineCallbacks
     def test_invalid_options(self):
