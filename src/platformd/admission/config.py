@@ -35,7 +35,6 @@ from typing import Optional
 import attrs
 
 from platformd.files import configfile
-
 from platformd.goformat import gotext
 #: Spec 2.5: AdmissionConfiguration exists in v1 only.
 _KIND = configfile.Kind(

@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from platformd import errors
-
 from platformd.goformat import gonumbers
-
 from platformd.util import warningheaders
 from platformd.api import query
 

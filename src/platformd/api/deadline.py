@@ -27,7 +27,6 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 
 from platformd import errors, requestinfo
-
 from platformd.goformat import gonumbers
 from platformd.goformat.durations import go_parse_duration
 from platformd.api import query

@@ -12,9 +12,7 @@ from typing import Optional
 import attrs
 
 from platformd import errors
-
 from platformd.goformat import gonumbers
-
 from platformd.util import slices
 from platformd.api import shards
 from platformd.api.selectors import FieldSelector, LabelSelector, field_selector, label_selector

@@ -22,7 +22,6 @@ merge patches) or the patch as Go's ``%+v`` prints a map (strategic merge).
 from __future__ import annotations
 
 from platformd import errors
-
 from platformd.goformat import gotext
 from platformd.api import fieldvalidation
 from platformd.codecs.duplicates import duplicate_paths

@@ -11,7 +11,6 @@ import gzip
 import time
 
 from platformd import errors
-
 from platformd.util import warningheaders
 from platformd.api import query, views
 

@@ -21,7 +21,6 @@ from collections.abc import Callable
 import attrs
 
 from platformd import errors
-
 from platformd.util import slices
 from platformd.model.selectors import label_requirements
 

@@ -49,7 +49,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from zope.interface import implementer
 
 from platformd.files import pki
-
 from platformd.goformat import gojson
 from platformd.auth.authenticators import bearer_token
 from platformd.auth.interfaces import (

@@ -29,7 +29,6 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.error import ConnectionAborted, ConnectionLost
 
 from platformd.goformat import gotext
-
 from platformd.util import httpclient
 #: apimachinery's ``knownReasons``.
 KNOWN_REASONS = frozenset((

@@ -32,7 +32,6 @@ from typing import Optional
 import attrs
 
 from platformd import errors
-
 from platformd.goformat import gojson, gotext
 TOKEN_VERSION = "meta.platform.io/v1"
 

@@ -28,7 +28,6 @@ from typing import Optional
 from twisted.logger import Logger
 
 from platformd import errors
-
 from platformd.util import ratelog
 from platformd.cache.informers import EventHandlers
 from platformd.cache.watchcache import CorruptObjectError

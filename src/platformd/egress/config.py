@@ -22,7 +22,6 @@ import attrs
 from twisted.logger import Logger
 
 from platformd.files import configfile
-
 from platformd.goformat import gotext
 from platformd.model import fielderrors
 

@@ -23,7 +23,6 @@ import os
 import attrs
 
 from platformd.files import configfile
-
 from platformd.goformat import gotext
 _STRING_LIST = ["string"]
 _AUTH_INFO = configfile.Struct("AuthInfo", "v1.AuthInfo", {

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 from platformd import errors
-
 from platformd.util import slices
 from platformd.model.meta import qualified_name
 

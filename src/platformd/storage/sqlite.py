@@ -50,7 +50,6 @@ from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
 from platformd import errors
-
 from platformd.files import privatefiles
 from platformd.storage.etcd3 import txn
 from platformd.storage.interface import (

@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 import attrs
 
 from platformd.files import configfile
-
 from platformd.goformat import gotext
 from platformd.model import fielderrors
 

@@ -36,7 +36,6 @@ from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
 from platformd.util.deferreds import Shared
-
 from platformd.protos.platform.kms.apis.v1beta1 import api_pb2 as _api_pb2, api_pb2_grpc
 from platformd.storage.encryption.aes import CBC, GCM
 from platformd.storage.encryption.fielderrors import aggregate
