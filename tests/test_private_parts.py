@@ -27,9 +27,9 @@ from twisted.trial.unittest import SynchronousTestCase
 
 class TwistedInternalsTests(SynchronousTestCase):
     """
-    What tlstransport.py uses of Twisted beyond its public API is still there, each
+    What edge/tlstransport.py uses of Twisted beyond its public API is still there, each
     checked by name on the real classes and on real instances of them.  A failure names
-    what is missing: re-read tlstransport.py against that Twisted release (and keep the
+    what is missing: re-read edge/tlstransport.py against that Twisted release (and keep the
     bound on Twisted in setup.cfg until it passes).
     """
 
@@ -84,7 +84,7 @@ class TwistedInternalsTests(SynchronousTestCase):
 
 
     def test_http2_private_parts_present(self):
-        """What tlstransport.py, api/http2.py and api/site.py use of twisted.web's HTTP/2,
+        """What edge/tlstransport.py, api/http2.py and api/site.py use of twisted.web's HTTP/2,
         of its protocol switch (``_GenericHTTPChannelProtocol``) and of its HTTP/1.1
         channel (a request served before its body)."""
         from twisted.web import _http2, http, server
@@ -120,7 +120,7 @@ class TwistedInternalsTests(SynchronousTestCase):
 
 
     def test_other_private_parts_present(self):
-        """api/site.py, service.py, admission/webhooks/client.py and accepting.py."""
+        """api/site.py, service.py, admission/webhooks/client.py and edge/accepting.py."""
         from twisted.internet import base
         from twisted.web import client, http, server
 
@@ -140,7 +140,7 @@ class TwistedInternalsTests(SynchronousTestCase):
              "_receivedHeaderSize")
         # service.py: ReactorBase._exitSignal (a graceful stop exits 0).
         need(base.ReactorBase, "ReactorBase", "_exitSignal")
-        # tlstransport.py: _lostTLSConnection.
+        # edge/tlstransport.py: _lostTLSConnection.
         need(TLSMemoryBIOProtocol, "TLSMemoryBIOProtocol", "_lostTLSConnection")
         # admission/webhooks/client.py: Agent uses of its pool only getConnection and
         # persistent (_PoolFor provides just those).
@@ -152,7 +152,7 @@ class TwistedInternalsTests(SynchronousTestCase):
         if used != {"getConnection", "persistent"}:
             self.missing.append(f"Agent's use of its pool: {sorted(used)} (was getConnection "
                                 "and persistent)")
-        # accepting.py: a listening tcp.Port reads through its ``socket`` attribute.
+        # edge/accepting.py: a listening tcp.Port reads through its ``socket`` attribute.
         if "self.socket.accept()" not in inspect.getsource(tcp.Port.doRead):
             self.missing.append("tcp.Port.doRead's self.socket.accept()")
         self.assertNoneMissing()
