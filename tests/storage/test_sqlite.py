@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import sys
 import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -132,6 +133,33 @@ class GroupCommitTests(SQLiteTestCase):
         self.assertEqual([kv.mod_revision for kv in kvs], list(range(1, 501)))
         self.assertEqual(len((await store.range("/k/")).kvs), 500)
         self.assertLess(store.commits, 50)
+
+    async def test_writes_of_one_turn_share_a_commit(self):
+        """
+        The writes a reactor turn issues are handed to the writer together at its end:
+        one commit, however fast the writer would have taken the first alone.
+        """
+        store = await self.started()
+        for turn in range(1, 4):
+            writes = []
+            for n in range(5):
+                writes.append(store.create(f"/t/{turn}/{n}", b"v"))
+                time.sleep(0.01)  # the GIL let go: a writer handed the write would take it
+            kvs = await gatherResults(writes)
+            self.assertEqual([kv.mod_revision for kv in kvs],
+                             list(range(5 * turn - 4, 5 * turn + 1)))
+            self.assertEqual(store.commits, turn)
+
+    async def test_stop_hands_off_the_turns_writes(self):
+        """Writes issued in the turn that stops the store are committed before it stops."""
+        path = self.mktemp()
+        store = SQLiteStorage(reactor, path)
+        await store.start()
+        writes = [store.create(f"/s/{n}", b"v") for n in range(3)]
+        await store.stop()
+        self.assertEqual([kv.mod_revision for kv in await gatherResults(writes)], [1, 2, 3])
+        again = await self.started(path)
+        self.assertEqual(len((await again.range("/s/")).kvs), 3)
 
     async def test_failed_check_fails_only_its_write(self):
         """In one batch a failed check fails its own write; the others commit, in order."""

@@ -9,11 +9,16 @@ catches up from.  ``meta`` holds the compacted revision.  The database runs in W
 with ``synchronous=FULL``: a commit is on disk before it is acknowledged, and readers
 never wait for the writer.
 
-Threads: all writes go through one writer thread, with group commit.  It takes every
-pending write (up to ``_BATCH``), applies them in order in one transaction, each with its
-own compare-and-swap check and the next revision, commits once, and hands the outcome to
-the reactor in one ``callFromThread``: the reactor sets ``revision``, publishes the
-events to the watches, then fires the writes' Deferreds.  For its checks the writer reads
+Threads: all writes go through one writer thread, with group commit.  The reactor hands
+it the writes of a reactor turn together, once the turn's other work is done (a
+``callLater(0)`` scheduled by the turn's first write): one wake-up of the writer per
+turn, not per write, and the writes a turn's requests make share one commit instead of
+the first committing alone while the writer competes with the reactor for the GIL
+(``docs/performance.md``).  The writer takes every pending write (up to ``_BATCH``),
+applies them in order in one transaction, each with its own compare-and-swap check and
+the next revision, commits once, and hands the outcome to the reactor in one
+``callFromThread``: the reactor sets ``revision``, publishes the events to the watches,
+then fires the writes' Deferreds.  For its checks the writer reads
 each key's current row inside its transaction (one index lookup), which also sees the
 batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a copy
 of every key kept in memory by the writer, the throughput was the same within noise, and
@@ -43,7 +48,7 @@ from typing import Optional
 
 import attrs
 from twisted.internet.defer import Deferred, DeferredList, fail
-from twisted.internet.interfaces import IReactorFromThreads
+from twisted.internet.interfaces import IDelayedCall, IReactorFromThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
@@ -64,7 +69,7 @@ from platformd.storage.interface import (
 from platformd.storage import mvcc
 from platformd.storage.transformers import IDENTITY, IValueTransformer, Transformed
 
-#: The most writes one transaction takes.
+#: Once a batch has this many writes, it takes no more hand-offs.
 _BATCH = 1000
 
 _SCHEMA = """
@@ -232,11 +237,22 @@ class _Writer:
         return compacted
 
     def _take(self) -> list:
-        """Wait for a request, then take every one pending, up to a batch."""
-        batch = [self._requests.get()]
-        while len(batch) < _BATCH and batch[-1] is not _STOP:
+        """
+        Wait for a hand-off (a turn's list of requests, or ``_STOP``), then take every
+        one pending while the batch is under ``_BATCH`` requests (a turn's are never
+        split); ``_STOP``, if taken, last.
+        """
+        batch: list = []
+        handed = self._requests.get()
+        while True:
+            if handed is _STOP:
+                batch.append(handed)
+                break
+            batch.extend(handed)
+            if len(batch) >= _BATCH:
+                break
             try:
-                batch.append(self._requests.get_nowait())
+                handed = self._requests.get_nowait()
             except queue.Empty:
                 break
         return batch
@@ -327,7 +343,11 @@ class SQLiteStorage:
     compacted_revision: int = attrs.field(default=0, init=False)
     #: Transactions committed so far (a batch of writes is one).
     commits: int = attrs.field(default=0, init=False)
+    #: What the writer takes: lists of (request, Deferred), each a turn's, then _STOP.
     _requests: queue.SimpleQueue = attrs.field(factory=queue.SimpleQueue, init=False)
+    #: This turn's writes, handed to the writer at its end (``_hand_off``).
+    _pending: list = attrs.field(factory=list, init=False)
+    _hand_off_call: Optional[IDelayedCall] = attrs.field(default=None, init=False)
     _watchers: mvcc.Watchers = attrs.field(factory=mvcc.Watchers, init=False)
     _pool: ThreadPool = attrs.field(init=False)
     #: Idle reader connections, shared by the reader threads.
@@ -361,6 +381,7 @@ class SQLiteStorage:
     def stop(self):
         self._serving, self._stopping = False, True
         done = DeferredList(list(self._reads))
+        done.addCallback(lambda _: self._hand_off())
         done.addCallback(lambda _: self._requests.put(_STOP))
         done.addCallback(lambda _: self._stopped)
         return done.addCallback(self._close_readers)
@@ -442,9 +463,25 @@ class SQLiteStorage:
         return self._enqueue(op)
 
     def _enqueue(self, request):
+        """
+        Queue ``request`` for the writer with this turn's other writes (module
+        docstring): the turn's first write schedules their hand-off.
+        """
         acknowledged: Deferred[Optional[KeyValue]] = Deferred()
-        self._requests.put((request, acknowledged))
+        if not self._pending:
+            self._hand_off_call = self.reactor.callLater(  # type: ignore[attr-defined]
+                0, self._hand_off)
+        self._pending.append((request, acknowledged))
         return acknowledged
+
+    def _hand_off(self) -> None:
+        """Give the writer the writes queued since the last hand-off, in one put."""
+        call, self._hand_off_call = self._hand_off_call, None
+        if call is not None and call.active():
+            call.cancel()  # (stop() hands off at once)
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._requests.put(pending)
 
     def _check_serving(self):
         if not self._serving:
