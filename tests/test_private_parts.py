@@ -49,7 +49,8 @@ class TwistedInternalsTests(SynchronousTestCase):
     def test_private_parts_present(self):
         need, missing = self.need, self.missing
         need(TLSMemoryBIOProtocol, "TLSMemoryBIOProtocol", "_write", "_flushSendBIO",
-             "_producer")
+             "_flushReceiveBIO", "_producer", "_handshakeDone", "_lostTLSConnection",
+             "_aborted")
         need(tcp.Connection, "tcp.Connection", "_writeDisconnected", "dataBuffer")
         self.assertNoneMissing()  # before the instances below, which may need them
 
@@ -58,14 +59,16 @@ class TwistedInternalsTests(SynchronousTestCase):
         factory.protocol = BufferingTLSTransport
         tls = factory.buildProtocol(None)
         tls.makeConnection(StringTransport())
-        need(tls, "BufferingTLSTransport()", "_aggregator", "_tlsConnection")
+        need(tls, "BufferingTLSTransport()", "_aggregator", "_tlsConnection",
+             "_appSendBuffer")
         need(getattr(tls, "_aggregator", None), "BufferingTLSTransport()._aggregator",
              "write", "flush")
         need(getattr(tls, "_tlsConnection", None), "BufferingTLSTransport()._tlsConnection",
-             "bio_read", "_ssl", "_from_ssl")
+             "_ssl", "_from_ssl", "_into_ssl")
         from OpenSSL import _util
         need(_util, "OpenSSL._util", "ffi", "lib")
-        need(getattr(_util, "lib", None), "OpenSSL._util.lib", "SSL_write", "BIO_read",
+        need(getattr(_util, "lib", None), "OpenSSL._util.lib", "SSL_write", "SSL_read",
+             "SSL_get_error", "SSL_ERROR_WANT_READ", "BIO_read", "BIO_write",
              "ERR_clear_error")
         need(getattr(_util, "ffi", None), "OpenSSL._util.ffi", "new", "buffer")
         # ``write`` is an instance attribute, the gatherer's, set again on close.

@@ -10,6 +10,7 @@ import socket
 import ssl
 import threading
 
+from OpenSSL import SSL
 from twisted.internet import reactor, tcp
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IHandshakeListener, IPushProducer
@@ -192,6 +193,58 @@ class PlatformTLSTransportTests(TestCase):
         transport.loseConnection()
         self.assertEqual(await reading, b"".join(bytes(data) for data in writes))
         self.assertEqual(looped, [RECORD + 1, 10])
+
+    async def test_records_opened_directly(self):
+        """
+        Once the handshake is done, received records are opened without pyOpenSSL's
+        ``recv``: every byte the client sends arrives in order, one record or many per
+        read; the client's close_notify, left to Twisted's loop, ends the connection
+        cleanly.
+        """
+        received = []
+        recvs = []
+        real_recv = SSL.Connection.recv
+
+        def spy(connection, size, *args):
+            recvs.append(size)
+            return real_recv(connection, size, *args)
+
+        self.patch(SSL.Connection, "recv", spy)
+
+        class Collect(Writer):
+            def dataReceived(self, data):
+                if not received:
+                    recvs.clear()  # the handshake's reads were Twisted's own
+                received.append(data)
+
+            def handshakeCompleted(self):
+                self.transport.write_now(b"ready")
+
+        paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:6443")
+        handshaken, lost = Deferred(), []
+        collector = Collect(lambda transport: None, handshaken)
+        factory = TLSMemoryBIOFactory(
+            server_tls_options(paths.serving_cert, paths.serving_key), False,
+            Factory.forProtocol(lambda: collector))
+        factory.protocol = PlatformTLSTransport
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        pieces = [b"a" * 10, bytes(range(256)) * 200, b"b", b"c" * RECORD, b"d" * 3]
+
+        def send():
+            context = ssl.create_default_context(cafile=paths.ca_cert)
+            with socket.create_connection(("127.0.0.1", port.getHost().port), timeout=20) as raw:
+                tls = context.wrap_socket(raw, server_hostname="127.0.0.1")
+                self.assertEqual(tls.recv(5), b"ready")
+                for piece in pieces:
+                    tls.sendall(piece)
+                tls.unwrap()  # close_notify, then the server's
+
+        await deferToThread(send)
+        reason = await collector.lost
+        self.assertEqual(b"".join(received), b"".join(pieces))
+        self.assertEqual(type(reason).__name__, "ConnectionDone")
+        self.assertEqual(len(recvs), 1)  # the close_notify's, through Twisted's loop
 
     async def test_refused_write_ends_connection(self):
         """
