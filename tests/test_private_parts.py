@@ -62,7 +62,7 @@ class TwistedInternalsTests(SynchronousTestCase):
         need(tls, "BufferingTLSTransport()", "_aggregator", "_tlsConnection",
              "_appSendBuffer")
         need(getattr(tls, "_aggregator", None), "BufferingTLSTransport()._aggregator",
-             "write", "flush")
+             "write", "flush", "_write")
         need(getattr(tls, "_tlsConnection", None), "BufferingTLSTransport()._tlsConnection",
              "_ssl", "_from_ssl", "_into_ssl")
         from OpenSSL import _util

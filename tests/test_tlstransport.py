@@ -135,13 +135,13 @@ class PlatformTLSTransportTests(TestCase):
         reading = deferToThread(read_all, port, self.ca_cert, start)
         transport = await handshaken
         encrypted = []
-        real_write = TLSMemoryBIOProtocol._write
+        real_seal = PlatformTLSTransport._seal
 
         def spy(protocol, data):
             encrypted.append(data)
-            return real_write(protocol, data)
+            return real_seal(protocol, data)
 
-        self.patch(TLSMemoryBIOProtocol, "_write", spy)
+        self.patch(PlatformTLSTransport, "_seal", spy)
         body = b"b" * DIRECT_WRITE
         try:
             transport.write(b"headers")
@@ -193,6 +193,30 @@ class PlatformTLSTransportTests(TestCase):
         transport.loseConnection()
         self.assertEqual(await reading, b"".join(bytes(data) for data in writes))
         self.assertEqual(looped, [RECORD + 1, 10])
+
+    async def test_gathered_writes_sealed_directly(self):
+        """What the turn's end flushes is sealed without Twisted's record loop."""
+        port, handshaken = self.serve(lambda transport: None)
+        start = threading.Event()
+        start.set()
+        reading = deferToThread(read_all, port, self.ca_cert, start)
+        transport = await handshaken
+        looped = []
+        real_write = TLSMemoryBIOProtocol._write
+
+        def spy(protocol, data):
+            looped.append(len(data))
+            return real_write(protocol, data)
+
+        self.patch(TLSMemoryBIOProtocol, "_write", spy)
+        flushed = Deferred()
+        transport.write(b"head;")
+        transport.write(b"body")
+        reactor.callLater(0, flushed.callback, None)  # after the gatherer's own
+        await flushed
+        transport.loseConnection()
+        self.assertEqual(await reading, b"head;body")
+        self.assertEqual(looped, [])
 
     async def test_records_opened_directly(self):
         """
