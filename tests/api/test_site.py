@@ -161,6 +161,41 @@ class DeadlineTests(SynchronousTestCase):
         self.assertTrue(transport.value().endswith(b"\r\n\r\n%d" % MAX_BODY))
 
 
+class AddressTests(SynchronousTestCase):
+    def test_addresses_asked_once_per_connection(self):
+        """Each request has the connection's addresses; the transport is asked once."""
+        seen = []
+
+        class Addresses(Resource):
+            isLeaf = True
+
+            def render(self, request):
+                seen.append((request.getHost(), request.getClientAddress()))
+                return b"ok"
+
+        asked = []
+
+        class Counting(StringTransport):
+            def getHost(self):
+                asked.append("host")
+                return super().getHost()
+
+            def getPeer(self):
+                asked.append("peer")
+                return super().getPeer()
+
+        channel = make_site(Addresses(), reactor=Clock()).buildProtocol(
+            IPv4Address("TCP", "127.0.0.1", 5000))
+        transport = Counting(hostAddress=IPv4Address("TCP", "10.0.0.1", 6443),
+                             peerAddress=IPv4Address("TCP", "10.0.0.2", 40000))
+        channel.makeConnection(transport)
+        channel.dataReceived(GET + GET)
+        self.assertEqual(transport.value().count(b"200 OK"), 2)
+        self.assertEqual(seen, [(IPv4Address("TCP", "10.0.0.1", 6443),
+                                 IPv4Address("TCP", "10.0.0.2", 40000))] * 2)
+        self.assertEqual(sorted(asked), ["host", "peer"])
+
+
 class Held(Resource):
     """Keeps each request, unanswered, for the test to let its body in or answer it."""
 

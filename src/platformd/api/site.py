@@ -30,6 +30,7 @@ The twisted.web Site the API is served by, tuned for an API server.
   answer (Go's ``rstAvoidanceDelay``: time for the answer to reach the client before a
   reset can destroy it) whether or not the client has answered TLS's close_notify;
   aborted if the client has still not taken the answer 32 s later.
+* A connection's addresses are asked of its transport once, not on every request.
 * A path whose percent-decoding is not UTF-8 is read with U+FFFD in place of the bad
   bytes, as Go's strings carry them into upstream's request info, instead of
   twisted.web's HTML "Non-UTF-8 encoding in URL" page.
@@ -74,6 +75,19 @@ class APIChannel(http.HTTPChannel):
     _refused = False
     #: The client waits for ``100 Continue`` before sending the body.
     _continue = False
+    #: The connection's own and peer addresses, asked of the transport once: twisted.web
+    #: asks for both on every request (the host with a ``getsockname`` call each time).
+    _host = _peer = None
+
+    def getHost(self):
+        if self._host is None:
+            self._host = super().getHost()
+        return self._host
+
+    def getPeer(self):
+        if self._peer is None:
+            self._peer = super().getPeer()
+        return self._peer
 
     def connectionMade(self):
         super().connectionMade()
