@@ -45,6 +45,7 @@ from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
 from platformd.auth.interfaces import IAuthenticator
 from platformd.auth.rbac import RBACAuthorizer, RBACIndex
 from platformd.cache.continuetokens import Snapshots
+from platformd.cache.eventttl import DEFAULT_TTL as DEFAULT_EVENT_TTL, EventExpiry
 from platformd.cache.expiry import Expiry
 from platformd.cache.informers import Informers
 from platformd.cache.reads import CacheReader
@@ -172,6 +173,8 @@ class Components:
     health: health.StandardChecks
     #: The configuration files' reloaders (authentication, authorization), not started.
     reloaders: list
+    #: Removes stored Events ``--event-ttl`` after their last write (issue 32).
+    event_expiry: Optional[EventExpiry] = None
 
     @property
     def ready(self) -> bool:
@@ -196,7 +199,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             address: str = "127.0.0.1:6443", catalog=None, admission_names=None,
             admission_configs=None, egress=None, auditor=None, request_tracing=None,
             limits: Limits = Limits(), timeouts: ConnectionTimeouts = ConnectionTimeouts(),
-            health_checks: Iterable[tuple] = ()) -> Components:
+            health_checks: Iterable[tuple] = (),
+            event_ttl: float = DEFAULT_EVENT_TTL) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -211,7 +215,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     directly); ``auditor`` the audit stages
     (``audit.record.Auditor``) and ``request_tracing`` the tracing filter
     (``tracing.requests.RequestTracing``), or None; ``health_checks`` more checks, as
-    ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``.
+    ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``; ``event_ttl`` how
+    long a stored Event lives after its last write (``--event-ttl``).
     """
     catalog = catalog if catalog is not None else builtin()
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
@@ -261,7 +266,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, informers, stores),
         readiness=readiness, metrics=metrics, health=checks,
-        reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None])
+        reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None],
+        event_expiry=(EventExpiry(clock, cache, storage, core.EVENT, event_ttl)
+                      if any(k.gvr == core.EVENT.gvr for k in catalog.kinds) else None))
 
 
 def admission_deps(cache, informers, clock, metrics=None,
@@ -325,6 +332,8 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                                        hooks[health.INFORMERS]), components.cache.stop),
                 Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),
                 Step("expiry", components.expiry.start, components.expiry.stop),
+                *([Step("event-ttl", components.event_expiry.start,
+                        components.event_expiry.stop)] if components.event_expiry else []),
                 Step("namespace-controller", components.namespaces.start,
                      components.namespaces.stop),
                 Step("serviceaccount-controller", components.service_accounts.start,

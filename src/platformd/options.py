@@ -80,6 +80,7 @@ class Options(usage.Options):
         ["watch-history-ttl", None, "5m",
          "How long watch history is kept (and the store compacted behind it)."],
         ["continue-token-ttl", None, "5m", "How long a list's continue token stays valid."],
+        ["event-ttl", None, "1h", "How long a stored Event is kept after its last write."],
         ["shutdown-delay-duration", None, "0s",
          "On SIGTERM, how long /readyz fails while requests are still served, before the "
          "server stops accepting (docs/operations.md)."],
@@ -194,7 +195,7 @@ class Options(usage.Options):
             self["feature-gates"] = FeatureGates.parse(self["feature-gates"] or "")
         except FeatureGateError as e:
             raise usage.UsageError(f"--feature-gates: {e}") from None
-        for flag in ("watch-history-ttl", "continue-token-ttl"):
+        for flag in ("watch-history-ttl", "continue-token-ttl", "event-ttl"):
             try:
                 self[flag] = parse_duration(self[flag])
             except ValueError as e:

@@ -22,6 +22,8 @@ from platformd.protos.platform.api.admissionregistration.v1 import (
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
+from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
+from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.api.resource import generated_pb2 as resource
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
@@ -354,7 +356,7 @@ class UpstreamGoldenTests(SynchronousTestCase):
 
 def _modules():
     return (core, rbac, meta, runtime, resource, authorization, authentication,
-            admissionregistration)
+            admissionregistration, coordination, eventsv1)
 
 
 def _messages():
@@ -388,7 +390,8 @@ class TableTests(SynchronousTestCase):
                 self.assertIsNotNone(field, f"{full_name}.{name}")
                 self.assertFalse(field.is_repeated, f"{full_name}.{name}")
                 if field.message_type is not None:
-                    is_time = field.message_type.full_name == protoconvert.TIME
+                    is_time = field.message_type.full_name in (protoconvert.TIME,
+                                                               protoconvert.MICRO_TIME)
                     self.assertEqual(omitted, is_time, f"{full_name}.{name}")
         for full_name in gopresence.CUSTOM:
             self.assertEqual(gopresence.ALWAYS[full_name], "", full_name)

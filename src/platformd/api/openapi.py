@@ -39,7 +39,7 @@ import attrs
 
 from platformd.model.meta import LIST_META
 from platformd.model.schema import (
-    BOOLEAN, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
+    BOOLEAN, INT32, INT64, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
 )
 
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
@@ -60,6 +60,8 @@ PATCH_TYPES = (
 
 TIME_NAME = f"{META}.Time"
 TIME_DOC = "A timestamp, RFC 3339 in UTC, to the second."
+MICRO_TIME_NAME = f"{META}.MicroTime"
+MICRO_TIME_DOC = "MicroTime is version of Time with microsecond level precision."
 
 PRECONDITIONS = Struct(f"{META}.Preconditions", {
     "resourceVersion": Prop(STRING, "The target resourceVersion."),
@@ -175,6 +177,8 @@ def _schema(node, dialect: _Dialect) -> dict:
         return dialect.ref(node.name)
     if node == TIME:
         return dialect.ref(TIME_NAME)
+    if node == MICRO_TIME:
+        return dialect.ref(MICRO_TIME_NAME)
     if isinstance(node, Scalar):
         return _scalar(node)
     if isinstance(node, MapOf):
@@ -232,7 +236,8 @@ def _schema_gvks(catalog) -> dict:
 
 def _definitions(roots, gvks: dict, dialect: _Dialect) -> dict:
     """Every Struct reachable from ``roots``, plus ``Time``, keyed by definition name."""
-    out = {TIME_NAME: {"description": TIME_DOC, **_scalar(TIME)}}
+    out = {TIME_NAME: {"description": TIME_DOC, **_scalar(TIME)},
+           MICRO_TIME_NAME: {"description": MICRO_TIME_DOC, **_scalar(MICRO_TIME)}}
     for root in roots:
         for struct in structs(root):
             if struct.name not in out:

@@ -216,5 +216,6 @@ def field_selector(text: str, kind) -> slices.Work[FieldSelector]:
         equal, not_equal = values.setdefault(field, (set(), set()))
         (not_equal if op.group() == "!=" else equal).add(value)
     return FieldSelector({
-        field: FieldTerms(_path_getter(field), frozenset(equal), frozenset(not_equal))
+        field: FieldTerms(_path_getter(kind.field_paths.get(field, field)), frozenset(equal),
+                          frozenset(not_equal))
         for field, (equal, not_equal) in values.items()})

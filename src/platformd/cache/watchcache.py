@@ -34,6 +34,7 @@ from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from platformd.cache import versions
 from platformd.informing import UnknownKindError, unknown_kind
 from platformd.util.deferreds import then
 from platformd.model.meta import set_resource_version
@@ -55,7 +56,8 @@ class CachedObject:
     ``mutable()`` for a private copy.  Encodings are computed on first use and kept.
     """
 
-    __slots__ = ("key", "revision", "create_revision", "raw", "_obj", "_json", "_encodings")
+    __slots__ = ("key", "revision", "create_revision", "raw", "_obj", "_json", "_encodings",
+                 "_views")
 
     def __init__(self, key: str, raw: bytes, revision: int, create_revision: int):
         self.key = key
@@ -65,6 +67,7 @@ class CachedObject:
         self._obj: Optional[dict] = None
         self._json: Optional[bytes] = None
         self._encodings: Optional[dict] = None
+        self._views: Optional[dict] = None
 
     @property
     def obj(self) -> dict:
@@ -108,6 +111,16 @@ class CachedObject:
                 self._obj if self._obj is not None else self._decode())
         return found
 
+    def view(self, key, make: Callable) -> "CachedObject":
+        """``make()`` (this version as another version of its kind serves it,
+        ``cache/versions.py``), made once per ``key`` and kept with this version."""
+        if self._views is None:
+            self._views = {}
+        found = self._views.get(key)
+        if found is None:
+            found = self._views[key] = make()
+        return found
+
     def mutable(self) -> dict:
         """A private deep copy of the object (fastest way: reparse its JSON)."""
         return orjson.loads(self.json)
@@ -142,7 +155,7 @@ class CacheEvent:
     (type, media type), so every watcher is sent the same bytes.
     """
 
-    __slots__ = ("type", "new", "old", "revision", "time", "_frames", "_gone")
+    __slots__ = ("type", "new", "old", "revision", "time", "_frames", "_gone", "_views")
 
     def __init__(self, type_: str, new, old, revision: int, time: float):
         self.type = type_
@@ -152,6 +165,16 @@ class CacheEvent:
         self.time = time
         self._frames: dict = {}
         self._gone: Optional[CachedObject] = None
+        self._views: Optional[dict] = None
+
+    def view(self, key, make: Callable) -> "CacheEvent":
+        """``make()`` (this event as another version sees it), once per ``key``."""
+        if self._views is None:
+            self._views = {}
+        found = self._views.get(key)
+        if found is None:
+            found = self._views[key] = make()
+        return found
 
     @property
     def key(self) -> str:
@@ -513,10 +536,16 @@ class WatchCache:
         self.clock = clock
         self.history_ttl = history_ttl
         stored = [k for k in catalog.kinds if k.stored]  # reviews store nothing
-        #: The served kinds by storage prefix: where the storage's events go.
-        self._kinds = {k.storage_prefix: KindCache(k, clock) for k in stored}
-        #: Every kind by GVR, those being loaded by ``add_kind`` too.
-        self._by_kind = {k.gvr: self._kinds[k.storage_prefix] for k in stored}
+        #: The served kinds by storage prefix: where the storage's events go.  A kind
+        #: served from another kind's storage (``storage_kind``) has none of its own.
+        self._kinds = {k.storage_prefix: KindCache(k, clock) for k in stored
+                       if k.storage_kind is None}
+        #: Every kind by GVR, those being loaded by ``add_kind`` too; a kind served
+        #: from another's storage is a view of that kind's cache (``cache/versions.py``).
+        self._by_kind: dict = {
+            k.gvr: self._kinds[k.storage_prefix] if k.storage_kind is None
+            else versions.ConvertedKindCache(k, self._kinds[k.storage_prefix])
+            for k in stored}
         #: The kinds the cache was built with: never removed.
         self._builtin = frozenset(self._by_kind)
         #: Kinds being loaded by ``add_kind``, by storage prefix (``_Load``).

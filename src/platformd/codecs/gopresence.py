@@ -72,7 +72,7 @@ RUNTIME = "platform.apimachinery.pkg.runtime."
 RESOURCE = "platform.apimachinery.pkg.api.resource."
 
 #: Types with a hand-written marshaller upstream (see the module docstring).
-CUSTOM = frozenset({META + "Time", META + "FieldsV1", META + "Verbs", RESOURCE + "Quantity"})
+CUSTOM = frozenset({META + "Time", META + "MicroTime", META + "FieldsV1", META + "Verbs", RESOURCE + "Quantity"})
 
 ALWAYS = {
     # k8s.io/apimachinery/pkg/apis/meta/v1
@@ -103,6 +103,7 @@ ALWAYS = {
     META + "StatusCause": "reason? message? field?",
     META + "StatusDetails": "name? group? kind? uid? retryAfterSeconds?",
     META + "Time": "",
+    META + "MicroTime": "",
     META + "Verbs": "",
     META + "WatchEvent": "type object",
     # k8s.io/apimachinery/pkg/runtime (written by protobufcodec, listed for completeness)

@@ -41,6 +41,8 @@ from platformd.protos.platform.api.admissionregistration.v1 import (
 )
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
+from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
+from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
@@ -54,7 +56,7 @@ RBAC = "rbac.authorization.platform.io/v1"
 #: The view groups (``meta.k8s.io`` is the alias kubectl asks for).
 META_VERSIONS = ("meta.platform.io/v1", "meta.k8s.io/v1")
 
-_CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount")
+_CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount", "Event")
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 ADMISSIONREGISTRATION = "admissionregistration.platform.io/v1"
 _ADMISSIONREGISTRATION_KINDS = (
@@ -86,7 +88,9 @@ def builtin_messages() -> dict:
     kinds: tuple[str, ...]
     for api_version, module, kinds in (
             ("v1", core, _CORE_KINDS), (RBAC, rbac, _RBAC_KINDS),
-            (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS)):
+            (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS),
+            ("coordination.platform.io/v1", coordination, ("Lease",)),
+            ("events.platform.io/v1", eventsv1, ("Event",))):
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(api_version, kind + "List")] = getattr(module, kind + "List")

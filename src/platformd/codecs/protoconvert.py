@@ -55,6 +55,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from platformd.codecs import gopresence
 
 TIME = "platform.apimachinery.pkg.apis.meta.v1.Time"
+#: ``meta.v1.MicroTime``: RFC 3339 with six fractional digits in JSON, ``{seconds,
+#: nanos}`` (whole microseconds) in Protobuf, both always written for a non-zero time.
+MICRO_TIME = "platform.apimachinery.pkg.apis.meta.v1.MicroTime"
 QUANTITY = "platform.apimachinery.pkg.api.resource.Quantity"
 VERBS = "platform.apimachinery.pkg.apis.meta.v1.Verbs"
 #: ``[]string`` types whose message holds ``items``: a JSON list (``Verbs``, and the
@@ -132,7 +135,7 @@ class _GoPlan:
             if field.type == FieldDescriptor.TYPE_MESSAGE:
                 sub = getattr(template, name)
                 sub.SetInParent()
-                if field.message_type.full_name != TIME:
+                if field.message_type.full_name not in (TIME, MICRO_TIME):
                     sub_template = _go_plan(type(sub)).template
                     if sub_template is not None:
                         sub.MergeFrom(sub_template)
@@ -210,6 +213,8 @@ def _fill_custom(message, value, set_time) -> bool:
     full_name = message.DESCRIPTOR.full_name
     if full_name == TIME:
         set_time(message, value)
+    elif full_name == MICRO_TIME:
+        _set_micro_time(message, value)
     elif full_name == QUANTITY:
         message.string = value
     elif full_name == FIELDS_V1:
@@ -290,6 +295,22 @@ def _set_go_time(message, text) -> None:
     message.nanos = 0
 
 
+def _set_micro_time(message, text) -> None:
+    """Upstream's ``MicroTime``: nothing for the zero time, else seconds and the nanos of
+    whole microseconds, both written."""
+    stamp = _parse_time(text)
+    if stamp.seconds == ZERO_TIME_SECONDS and not stamp.nanos:
+        message.SetInParent()
+        return
+    message.seconds = stamp.seconds
+    message.nanos = stamp.nanos // 1000 * 1000
+
+
+def _format_micro_time(message) -> str:
+    return (datetime.fromtimestamp(message.seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+            + f".{message.nanos // 1000:06d}Z")
+
+
 def _format_time(seconds) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -297,6 +318,8 @@ def _format_time(seconds) -> str:
 def _plain(message):
     if message.DESCRIPTOR.full_name == TIME:
         return _format_time(message.seconds)
+    if message.DESCRIPTOR.full_name == MICRO_TIME:
+        return _format_micro_time(message)
     custom = _plain_custom(message)
     return custom if custom is not None else _plain_fields(message, _plain)
 
@@ -307,6 +330,10 @@ def _plain_go(message):
         if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
             return None
         return _format_time(message.seconds)
+    if message.DESCRIPTOR.full_name == MICRO_TIME:
+        if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
+            return None
+        return _format_micro_time(message)
     custom = _plain_custom(message)
     if custom is not None:
         return custom

@@ -15,6 +15,8 @@ them: ``spec.containers[0].image``.
 
 from __future__ import annotations
 
+import datetime
+import re
 from typing import Optional, Union
 
 import attrs
@@ -117,11 +119,16 @@ class Scalar:
     type: str
     format: Optional[str] = None
     enum: tuple = ()
+    #: ``metav1.MicroTime``: decoded as its ``UnmarshalJSON`` parses (exactly six
+    #: fractional digits) and kept in the UTC form its ``MarshalJSON`` writes.
+    micro: bool = False
 
     def decode(self, value, path, ctx):
         # null is the zero value for every field, as in Go's JSON decoding.
         if value is None:
             return None
+        if self.micro and isinstance(value, str):
+            return micro_time(value, path)
         if self.type == "string":
             ok = isinstance(value, str)
         elif self.type == "boolean":
@@ -161,7 +168,58 @@ INT32 = Scalar("integer", "int32")
 INT64 = Scalar("integer", "int64")
 BOOLEAN = Scalar("boolean")
 TIME = Scalar("string", "date-time")
+MICRO_TIME = Scalar("string", "date-time", micro=True)
 BYTES = Scalar("string", "byte")
+
+
+class TimeParseError(DecodeError):
+    """A time that Go's ``time.Parse`` refuses, worded as it words it."""
+
+    def __init__(self, path: str, message: str):
+        Exception.__init__(self, message)
+        self.path = path
+        self.expected = "time"
+        self.got = "string"
+
+
+#: ``metav1.RFC3339Micro``, the layout MicroTime is parsed and written with.
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+_MICRO_RE = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})(Z|[+-]\d{2}:\d{2})\Z")
+
+
+def micro_time(text: str, path: str = "") -> str:
+    """
+    ``text`` as ``metav1.MicroTime`` reads and writes it: parsed with
+    ``RFC3339Micro`` (exactly six fractional digits, ``Z`` or an offset), written back
+    in UTC (``2006-01-02T15:04:05.000000Z``); anything else is Go's parse error.
+    """
+    match = _MICRO_RE.match(text)
+    if match is None:
+        raise TimeParseError(path, f"parsing time {gotext.go_quote(text)} as "
+                                   f"{gotext.go_quote(RFC3339_MICRO)}: {_micro_problem(text)}")
+    year, month, day, hour, minute, second, micros, zone = match.groups()
+    try:
+        stamp = datetime.datetime(int(year), int(month), int(day), int(hour), int(minute),
+                                  int(second), int(micros), tzinfo=datetime.timezone.utc)
+    except ValueError as e:
+        raise TimeParseError(path, f"parsing time {gotext.go_quote(text)}: {e}") from None
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        stamp -= sign * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _micro_problem(text: str) -> str:
+    """What Go's parser says of the first element of ``text`` that misses the layout."""
+    quote = gotext.go_quote
+    head = re.match(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", text)
+    if head is None:
+        return f"cannot parse {quote(text)} as {quote('2006')}"
+    rest = text[head.end():]
+    if not re.match(r"\.\d{6}", rest):
+        return f"cannot parse {quote(rest)} as {quote('.000000')}"
+    return f"cannot parse {quote(rest[7:])} as {quote('Z07:00')}"
 
 
 @attrs.frozen

@@ -62,6 +62,8 @@ def _walk(value, node, prefix, out):
             out.add(prefix)
             return
         for key, item in value.items():
+            if item is None:
+                continue  # a null (an unset Time Go's JSON shows) is no field, as in SMD
             child = node.props[key].node if isinstance(node, Struct) and key in node.props \
                 else (node.values if isinstance(node, MapOf) else None)
             _walk(item, child, prefix + (f"f:{key}",), out)

@@ -14,6 +14,9 @@ import attrs
 
 from platformd.codecs import gopresence
 from platformd.registry.kinds import (
+    event, eventsv1, lease,
+)
+from platformd.registry.kinds import (
     clusterrole, clusterrolebinding, configmap, localsubjectaccessreview,
     mutatingwebhookconfiguration, namespace, pod, role, rolebinding, secret,
     selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview, serviceaccount,
@@ -144,4 +147,8 @@ def _builtin() -> Catalog:
         validatingadmissionpolicy.KIND,
         validatingadmissionpolicybinding.KIND,
         validatingwebhookconfiguration.KIND,
+        # Issue 32: Event (core, and events.platform.io/v1 from the same storage), Lease.
+        event.KIND,
+        lease.KIND,
+        eventsv1.KIND,
     ))

@@ -6,9 +6,12 @@ module under ``registry/kinds/``.
 from __future__ import annotations
 
 from platformd.registry.kinds import configmap, namespace, pod, secret, serviceaccount
+from platformd.registry.kinds import event
 
 NAMESPACE = namespace.KIND
 POD = pod.KIND
 CONFIG_MAP = configmap.KIND
 SECRET = secret.KIND
 SERVICE_ACCOUNT = serviceaccount.KIND
+# Issue 32.
+EVENT = event.KIND

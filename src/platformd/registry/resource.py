@@ -91,6 +91,19 @@ class ResourceType:
     returns_deleted_object: bool = False
     #: Whether PUT of an absent object creates it (upstream: RBAC kinds yes, core no).
     allow_create_on_update: bool = False
+    #: Whether an update without ``metadata.resourceVersion`` is written unconditionally
+    #: (upstream's ``AllowUnconditionalUpdate``; Lease says no: 422).
+    allow_unconditional_update: bool = True
+    #: Field selector label -> the path it reads, where the two differ (an Event's
+    #: ``source`` is ``source.component``); other labels read their own path.
+    field_paths: dict = attrs.field(factory=dict)
+    #: For a kind served from another kind's storage (events.platform.io/v1 Event from
+    #: core Events, upstream's one storage in several versions): that kind, and the
+    #: conversions of an object between the two forms, ``to_storage(obj) -> obj`` and
+    #: ``from_storage(obj) -> obj`` (``cache/versions.py``).
+    storage_kind: Optional["ResourceType"] = None
+    to_storage: Optional[Callable] = None
+    from_storage: Optional[Callable] = None
     #: Whether the schema carries strategic-merge keys (built-in kinds do; custom
     #: resources will not, and then strategic merge patch is 415, as upstream).
     strategic: bool = True
@@ -170,7 +183,9 @@ class ResourceType:
 
     @property
     def storage_prefix(self) -> str:
-        """Every object of this kind lives under this key prefix."""
+        """Every object of this kind lives under this key prefix (its storage kind's)."""
+        if self.storage_kind is not None:
+            return self.storage_kind.storage_prefix
         return f"/registry/{self.qualified_resource}/"
 
     def storage_key(self, namespace: Optional[str], name: str) -> str:

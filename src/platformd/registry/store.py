@@ -37,6 +37,7 @@ from platformd.admission.interfaces import CREATE, DELETE, UPDATE, AdmissionAttr
 from platformd.cache.watchcache import CorruptObjectError
 from platformd.util.deferreds import then
 from platformd.util.ids import random_uuid
+from platformd.model import fielderrors as fe
 from platformd.model.meta import set_resource_version
 from platformd.model.times import rfc3339
 from platformd.patch import managedfields
@@ -95,6 +96,12 @@ class GenericStore:
         #: The kind's ``IWriteCheck`` (None: none), asked of every create and update
         #: between the kind's validation and validating admission.
         self.write_check = write_check
+
+    def _encode(self, obj: dict) -> bytes:
+        """The stored bytes of ``obj``: in its storage kind's form, for a kind served from
+        another kind's storage (``ResourceType.to_storage``)."""
+        to_storage = self.kind.to_storage
+        return _encode_for_storage(obj if to_storage is None else to_storage(obj))
 
     # -- reads -------------------------------------------------------------------------
 
@@ -211,7 +218,7 @@ class GenericStore:
             failure.trap(KeyExistsError)
             raise self._exists(name)
 
-        value = _encode_for_storage(obj)
+        value = self._encode(obj)
         d = spans.around(ctx.span, "Create etcd3", self._span_attributes(ctx, key),
                          lambda: self.storage.create(key, value))
         return d.addCallbacks(self._stored, exists, (obj,))
@@ -325,13 +332,13 @@ class GenericStore:
         outcome.created = True
         if ctx.dry_run:
             return succeed(True)
-        d = self.storage.create(key, _encode_for_storage(outcome.obj))
+        d = self.storage.create(key, self._encode(outcome.obj))
         d.addCallback(self._stored, outcome.obj)
         return d.addCallbacks(lambda _: True, _lost_race)
 
     def _write(self, ctx, key: str, current, new: dict, fresh: bool):
-        value = _encode_for_storage(new)
-        if ctx.dry_run or (value == _encode_for_storage(current.obj)
+        value = self._encode(new)
+        if ctx.dry_run or (value == self._encode(current.obj)
                            and not self.storage.needs_rewrite(key)):
             # Nothing to write (a dry run, or no change: no new version, as upstream;
             # but a value stored with an old encryption key is written again).  No
@@ -385,6 +392,10 @@ class GenericStore:
             wanted = obj["metadata"].get("resourceVersion")
             if wanted and wanted != str(current.revision):
                 raise self._conflict(name)
+            if not wanted and not kind.allow_unconditional_update:
+                # registry/store.go Update: the Invalid's kind is the resource.
+                raise errors.invalid(kind.plural, kind.group, name, [fe.invalid(
+                    "metadata.resourceVersion", 0, "must be specified for an update")])
             new = self._merge_for_update(obj, current, subresource)
             attributes = AdmissionAttributes(UPDATE, kind, namespace or "", name, subresource,
                                              new, current.obj, ctx)
