@@ -58,7 +58,8 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in built],
                          ["watchdog", "https", "listening", "boot", "serving"])
         self.assertEqual([s.name for s in built.boot],
-                         ["storage", "cache", "rbac-index", "expiry", "namespace-controller",
+                         ["storage", "cache", "rbac-index", "expiry", "event-ttl",
+                          "namespace-controller",
                           "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
                           "builtin-namespaces",
                           "rbac-bootstrap", "ready"])

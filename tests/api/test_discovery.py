@@ -15,6 +15,8 @@ RBAC = "rbac.authorization.platform.io"
 AUTHZ = "authorization.platform.io"
 AUTHN = "authentication.platform.io"
 ADMISSION = "admissionregistration.platform.io"
+EVENTS = "events.platform.io"
+COORDINATION = "coordination.platform.io"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -48,11 +50,13 @@ class APIGroupTests(unittest.TestCase):
         self.assertEqual(discovery.api_group_list(builtin()), {
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            # Upstream's order (kube-aggregator's group priorities): authentication,
-            # authorization, RBAC, then admissionregistration.
+            # Upstream's order (kube-aggregator's group priorities): events,
+            # authentication, authorization, RBAC, admissionregistration, coordination.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
-                       for group, gv in ((AUTHN, _gv(AUTHN)), (AUTHZ, _gv(AUTHZ)),
-                                         (RBAC, self.gv), (ADMISSION, _gv(ADMISSION)))],
+                       for group, gv in ((EVENTS, _gv(EVENTS)), (AUTHN, _gv(AUTHN)),
+                                         (AUTHZ, _gv(AUTHZ)), (RBAC, self.gv),
+                                         (ADMISSION, _gv(ADMISSION)),
+                                         (COORDINATION, _gv(COORDINATION)))],
         })
 
     def test_group(self):
@@ -131,15 +135,15 @@ class APIResourceListTests(unittest.TestCase):
     def test_short_names(self):
         short = {name: r.get("shortNames") for name, r in _by_name(self.core).items()
                  if "/" not in name}
-        self.assertEqual(short, {"configmaps": ["cm"], "namespaces": ["ns"], "pods": ["po"],
-                                 "secrets": None, "serviceaccounts": ["sa"]})
+        self.assertEqual(short, {"configmaps": ["cm"], "events": ["ev"], "namespaces": ["ns"],
+                                 "pods": ["po"], "secrets": None, "serviceaccounts": ["sa"]})
 
     def test_sorted_by_name(self):
         for document in (self.core, self.rbac):
             names = [r["name"] for r in document["resources"]]
             self.assertEqual(names, sorted(names))
-        self.assertEqual([r["name"] for r in self.core["resources"]][:4],
-                         ["configmaps", "namespaces", "namespaces/status", "pods"])
+        self.assertEqual([r["name"] for r in self.core["resources"]][:5],
+                         ["configmaps", "events", "namespaces", "namespaces/status", "pods"])
 
     def test_every_kind_has_every_verb(self):
         for document in (self.core, self.rbac):
@@ -199,7 +203,12 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["validatingadmissionpolicybindings"],
                              ["", f"{ADMISSION}/v1", "false",
                               "ValidatingAdmissionPolicyBinding"])
-            self.assertEqual(len(rows), 19)
+            self.assertEqual(rows["leases"], ["", f"{COORDINATION}/v1", "true", "Lease"])
+            # Two rows named events (core v1, then events.platform.io/v1): the later wins.
+            self.assertEqual(rows["events"], ["ev", f"{EVENTS}/v1", "true", "Event"])
+            self.assertEqual([line.split()[2] for line in result.stdout.splitlines()
+                              if line.startswith("events ")], ["v1", f"{EVENTS}/v1"])
+            self.assertEqual(len(rows), 21)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -208,6 +217,7 @@ class KubectlDiscoveryTests(KubectlTestCase):
         def check(result):
             names = self.assertSucceeded(result).split()
             self.assertEqual(sorted(names), [
-                "configmaps", f"localsubjectaccessreviews.{AUTHZ}", "pods",
+                "configmaps", "events", f"events.{EVENTS}", f"leases.{COORDINATION}",
+                f"localsubjectaccessreviews.{AUTHZ}", "pods",
                 f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts"])
         return d.addCallback(check)

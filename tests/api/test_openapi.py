@@ -191,7 +191,9 @@ class V2DefinitionTests(unittest.TestCase):
             self.assertEqual(self.definitions[f"{META}.{kind}"]
                              ["x-kubernetes-group-version-kind"], [
                                  {"group": group, "kind": kind, "version": "v1"}
-                                 for group in ("", ADMISSION, AUTHN, AUTHZ, RBAC)])
+                                 for group in ("", ADMISSION, AUTHN, AUTHZ,
+                                               "coordination.platform.io",
+                                               "events.platform.io", RBAC)])
         event = self.definitions[f"{META}.WatchEvent"]
         self.assertEqual(event["required"], ["type", "object"])
         self.assertEqual(event["properties"]["object"]["$ref"],
@@ -479,7 +481,8 @@ class V3IndexTests(unittest.TestCase):
         self.assertEqual(set(index["paths"]), {
             "api", "api/v1", "apis", f"apis/{RBAC}", f"apis/{RBAC}/v1", f"apis/{AUTHZ}",
             f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1", f"apis/{ADMISSION}",
-            f"apis/{ADMISSION}/v1"})
+            f"apis/{ADMISSION}/v1", "apis/events.platform.io", "apis/events.platform.io/v1",
+            "apis/coordination.platform.io", "apis/coordination.platform.io/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

@@ -16,7 +16,8 @@ from platformd.model.schema import structs
 from platformd.registry import kinds, tables
 from platformd.registry.catalog import Catalog, builtin
 from platformd.registry.kinds import (
-    accessreviews, configmap, pod, rbacshapes, role, selfsubjectreview, webhookshapes,
+    accessreviews, configmap, event, eventsv1, lease, pod, rbacshapes, role, selfsubjectreview,
+    webhookshapes,
 )
 from platformd.storage.memory import MemoryStorage
 
@@ -24,6 +25,11 @@ RBAC = rbacshapes.GROUP
 AUTHZ = accessreviews.GROUP
 AUTHN = selfsubjectreview.GROUP
 ADMISSION = webhookshapes.GROUP
+
+EVENTS = eventsv1.GROUP
+COORDINATION = lease.GROUP
+EVENT_COLUMNS = ["Last Seen", "Type", "Reason", "Object", "Subobject", "Source", "Message",
+                 "First Seen", "Count", "Name"]
 
 #: The table columns of each kind, as they stood in registry/tables.py.
 COLUMNS = {
@@ -48,6 +54,10 @@ COLUMNS = {
     (AUTHZ, "SelfSubjectAccessReview"): ["Name", "Created At"],
     (AUTHZ, "SelfSubjectRulesReview"): ["Name", "Created At"],
     (AUTHZ, "SubjectAccessReview"): ["Name", "Created At"],
+    # Issue 32: printers.go's eventColumnDefinitions (both versions) and Lease's.
+    ("", "Event"): EVENT_COLUMNS,
+    (EVENTS, "Event"): EVENT_COLUMNS,
+    (COORDINATION, "Lease"): ["Name", "Holder", "Age"],
 }
 
 #: The field selector labels of each kind, as they stood in api/selectors.py (None:
@@ -58,6 +68,8 @@ FIELD_LABELS = {
                   "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                   "status.phase", "status.podIP"),
     ("", "Secret"): ("metadata.name", "metadata.namespace", "type"),
+    ("", "Event"): event.FIELD_LABELS,
+    (EVENTS, "Event"): eventsv1.KIND.field_labels,
 }
 
 
@@ -69,7 +81,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 19)
+        self.assertEqual(len(builtin().kinds), 22)
 
     def test_columns(self):
         for kind in builtin().kinds:
@@ -88,7 +100,8 @@ class BuiltinTests(SynchronousTestCase):
         for kind in builtin().kinds:
             package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1.",
                        AUTHZ: accessreviews.PROTO, AUTHN: selfsubjectreview.PROTO,
-                       ADMISSION: webhookshapes.PROTO}[kind.group]
+                       ADMISSION: webhookshapes.PROTO, EVENTS: eventsv1.PROTO,
+                       COORDINATION: lease.PROTO}[kind.group]
             reached = {s.name.removeprefix("io.") for s in structs(kind.schema)}
             reached = {name for name in reached if name.startswith(package)}
             self.assertEqual(reached - set(kind.presence), set(), kind.kind)

@@ -146,15 +146,15 @@ def qualified_name(value: str) -> list:
             problems.extend("prefix part " + p for p in dns_subdomain(prefix))
     if not name:
         problems.append("name part must be non-empty")
-    else:
-        if len(name) > 63:
-            problems.append("name part must be no more than 63 characters")
-        if not _QUALIFIED_RE.match(name):
-            problems.append(
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and "
-                "must start and end with an alphanumeric character (e.g. 'MyName',  or "
-                f"'my.name',  or '123-abc', regex used for validation is '{_QUALIFIED_NAME}')"
-            )
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    # IsQualifiedName checks the pattern whatever the length: an empty name fails both.
+    if not _QUALIFIED_RE.match(name):
+        problems.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and "
+            "must start and end with an alphanumeric character (e.g. 'MyName',  or "
+            f"'my.name',  or '123-abc', regex used for validation is '{_QUALIFIED_NAME}')"
+        )
     return problems
 
 

@@ -127,8 +127,8 @@ class Scalar:
         # null is the zero value for every field, as in Go's JSON decoding.
         if value is None:
             return None
-        if self.micro and isinstance(value, str):
-            return micro_time(value, path)
+        if self.format == "date-time" and isinstance(value, str):
+            return micro_time(value, path) if self.micro else go_time(value, path)
         if self.type == "string":
             ok = isinstance(value, str)
         elif self.type == "boolean":
@@ -208,6 +208,41 @@ def micro_time(text: str, path: str = "") -> str:
         sign = 1 if zone[0] == "+" else -1
         stamp -= sign * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+#: ``time.RFC3339``, the layout ``metav1.Time`` is parsed and written with.
+RFC3339 = "2006-01-02T15:04:05Z07:00"
+_TIME_RE = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,]\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+
+
+def go_time(text: str, path: str = "") -> str:
+    """
+    ``text`` as ``metav1.Time`` reads and writes it: parsed with ``RFC3339`` (fractional
+    seconds allowed and dropped, ``Z`` or an offset), written back in UTC to the second
+    (``2006-01-02T15:04:05Z``); anything else is Go's parse error.
+    """
+    match = _TIME_RE.match(text)
+    if match is None:
+        head = re.match(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", text)
+        rest = text[head.end():] if head else text
+        element = "Z07:00" if head else "2006"
+        raise TimeParseError(path, f"parsing time {gotext.go_quote(text)} as "
+                                   f"{gotext.go_quote(RFC3339)}: cannot parse "
+                                   f"{gotext.go_quote(rest)} as {gotext.go_quote(element)}")
+    year, month, day, hour, minute, second, zone = match.groups()
+    try:
+        stamp = datetime.datetime(int(year), int(month), int(day), int(hour), int(minute),
+                                  int(second), tzinfo=datetime.timezone.utc)
+    except ValueError:
+        raise TimeParseError(path, f"parsing time {gotext.go_quote(text)}: "
+                                   "day, month or hour out of range") from None
+    if zone == "Z" and len(text) == 20:
+        return text  # already the canonical form
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        stamp -= sign * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _micro_problem(text: str) -> str:

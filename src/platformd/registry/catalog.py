@@ -132,7 +132,10 @@ def _builtin() -> Catalog:
         configmap.KIND,
         secret.KIND,
         serviceaccount.KIND,
-        # Named groups in upstream's /apis order: authentication, authorization, rbac.
+        event.KIND,
+        # Named groups in upstream's /apis order: events, authentication, authorization,
+        # rbac, admissionregistration, coordination.
+        eventsv1.KIND,  # served from event.KIND's storage
         selfsubjectreview.KIND,
         tokenreview.KIND,
         localsubjectaccessreview.KIND,
@@ -147,8 +150,5 @@ def _builtin() -> Catalog:
         validatingadmissionpolicy.KIND,
         validatingadmissionpolicybinding.KIND,
         validatingwebhookconfiguration.KIND,
-        # Issue 32: Event (core, and events.platform.io/v1 from the same storage), Lease.
-        event.KIND,
-        lease.KIND,
-        eventsv1.KIND,
+        lease.KIND,  # coordination after admissionregistration, as upstream's /apis
     ))

@@ -158,6 +158,108 @@ _CLUSTER_ROLE_BINDINGS = [
 ]
 
 
+# -- Issue 32: events and leases -------------------------------------------------------
+# Upstream's grants of ``events`` (core and events.k8s.io) and ``coordination.k8s.io``
+# ``leases``, renamed; kube-system is platform-system.  Kept as one block: rules added
+# to the roles above, the two control-plane components' ClusterRoles (cut, as the rest,
+# to what is served) and the leader-locking Roles (``namespace_policy.go``).
+COORDINATION_GROUP = "coordination.platform.io"
+EVENTS_GROUP = "events.platform.io"
+SYSTEM_NAMESPACE = "platform-system"
+_EVENT_WRITES = {"verbs": ["create", "patch", "update"], "apiGroups": ["", EVENTS_GROUP],
+                 "resources": ["events"]}
+_LEADER_LOCKING = [{"verbs": ["create", "get", "list", "update", "watch"],
+                    "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]}]
+_MORE_RULES = {
+    # Upstream lists events among the core writes and reads of these two roles.
+    "system:aggregate-to-edit": [
+        {"verbs": WRITE, "apiGroups": [""], "resources": ["events"]},
+        {"verbs": READ_WRITE, "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]}],
+    "system:aggregate-to-view": [
+        {"verbs": READ, "apiGroups": [""], "resources": ["events"]}],
+}
+for _role in _CLUSTER_ROLES:
+    if _role["metadata"]["name"] in _MORE_RULES:
+        _role["rules"] = _role["rules"] + _MORE_RULES[_role["metadata"]["name"]]
+
+
+def _leader_elected(component: str, extra: list) -> dict:
+    """``system:kube-controller-manager``/``-scheduler``: events, its own lease, ``extra``."""
+    return {"metadata": {"name": f"system:{component}"}, "rules": [
+        _EVENT_WRITES,
+        {"verbs": ["create"], "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]},
+        {"verbs": ["get", "update"], "apiGroups": [COORDINATION_GROUP],
+         "resources": ["leases"], "resourceNames": [component]},
+        *extra]}
+
+
+_CLUSTER_ROLES += [
+    _leader_elected("kube-controller-manager", [
+        {"verbs": ["create"], "apiGroups": [""], "resources": ["secrets", "serviceaccounts"]},
+        {"verbs": ["delete"], "apiGroups": [""], "resources": ["secrets"]},
+        {"verbs": ["get"], "apiGroups": [""],
+         "resources": ["configmaps", "namespaces", "secrets", "serviceaccounts"]},
+        {"verbs": ["update"], "apiGroups": [""], "resources": ["secrets", "serviceaccounts"]},
+        {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["tokenreviews"]},
+        {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
+         "resources": ["subjectaccessreviews"]},
+        {"verbs": ["list", "watch"], "apiGroups": ["*"], "resources": ["*"]},
+        {"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}]),
+    _leader_elected("kube-scheduler", [
+        {"verbs": ["delete", "get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]},
+        {"verbs": ["patch", "update"], "apiGroups": [""], "resources": ["pods/status"]},
+        {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["tokenreviews"]},
+        {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
+         "resources": ["subjectaccessreviews"]},
+        {"verbs": READ, "apiGroups": [""], "resources": ["namespaces"]}]),
+]
+
+
+def _user(name: str) -> dict:
+    return {"kind": "User", "apiGroup": RBAC_GROUP, "name": name}
+
+
+def _service_account(name: str) -> dict:
+    return {"kind": "ServiceAccount", "name": name, "namespace": SYSTEM_NAMESPACE}
+
+
+_CLUSTER_ROLE_BINDINGS += [
+    {"metadata": {"name": f"system:{c}"}, "subjects": [_user(f"system:{c}")],
+     "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": f"system:{c}"}}
+    for c in ("kube-controller-manager", "kube-scheduler")]
+
+_NAMESPACE_ROLES = [
+    {"metadata": {"name": f"system::leader-locking-{c}", "namespace": SYSTEM_NAMESPACE},
+     "rules": _LEADER_LOCKING}
+    for c in ("kube-controller-manager", "kube-scheduler")]
+
+_NAMESPACE_ROLE_BINDINGS = [
+    {"metadata": {"name": "system::leader-locking-kube-controller-manager",
+                  "namespace": SYSTEM_NAMESPACE},
+     "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role",
+                 "name": "system::leader-locking-kube-controller-manager"},
+     "subjects": [_user("system:kube-controller-manager"),
+                  _service_account("kube-controller-manager"),
+                  _service_account("leader-election-controller")]},
+    {"metadata": {"name": "system::leader-locking-kube-scheduler",
+                  "namespace": SYSTEM_NAMESPACE},
+     "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role",
+                 "name": "system::leader-locking-kube-scheduler"},
+     "subjects": [_user("system:kube-scheduler"), _service_account("kube-scheduler")]},
+]
+
+
+def namespace_roles() -> list:
+    """The bootstrap Roles (new dicts each call), each in its namespace."""
+    return [_with_defaults(r) for r in _NAMESPACE_ROLES]
+
+
+def namespace_role_bindings() -> list:
+    """The bootstrap RoleBindings (new dicts each call), each in its namespace."""
+    return [_with_defaults(b) for b in _NAMESPACE_ROLE_BINDINGS]
+# -- end of issue 32's block -------------------------------------------------------------
+
+
 def _with_defaults(obj: dict) -> dict:
     """A copy of ``obj`` with the bootstrap label and annotation (addDefaultMetadata)."""
     obj = copy.deepcopy(obj)

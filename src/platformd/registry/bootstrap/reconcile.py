@@ -34,7 +34,8 @@ from platformd.context import internal
 from platformd.patch.managedfields import Manager
 from platformd.registry import rbac
 from platformd.registry.bootstrap.policy import (
-    AUTOUPDATE_ANNOTATION, cluster_role_bindings, cluster_roles,
+    AUTOUPDATE_ANNOTATION, cluster_role_bindings, cluster_roles, namespace_role_bindings,
+    namespace_roles,
 )
 from platformd.registry.bootstrap.rules import uncovered
 
@@ -140,12 +141,13 @@ def _reconcile_one(store, ctx, expected: dict, decide):
     """Deferred[Result]: create, update or recreate ``expected`` in ``store``."""
     kind = store.kind.kind
     name = expected["metadata"]["name"]
-    key = store.kind.storage_key(None, name)
+    namespace = expected["metadata"].get("namespace")  # a Role's or RoleBinding's
+    key = store.kind.storage_key(namespace, name)
     for _attempt in range(ATTEMPTS):
         current = store.cache.get(key)
         try:
             if current is None:
-                yield store.create(ctx, copy.deepcopy(expected), None, MANAGER)
+                yield store.create(ctx, copy.deepcopy(expected), namespace, MANAGER)
                 returnValue(Result(kind, name, CREATE))
             decision = decide(current.mutable(), copy.deepcopy(expected))
             if decision.protected or decision.operation == NONE:
@@ -156,13 +158,13 @@ def _reconcile_one(store, ctx, expected: dict, decide):
             if decision.operation == RECREATE:
                 uid = current.obj["metadata"].get("uid")
                 try:
-                    yield store.delete(ctx, None, name, {"preconditions": {"uid": uid}})
+                    yield store.delete(ctx, namespace, name, {"preconditions": {"uid": uid}})
                 except errors.StatusError as e:
                     if e.code != 404:
                         raise
-                yield store.create(ctx, decision.obj, None, MANAGER)
+                yield store.create(ctx, decision.obj, namespace, MANAGER)
             else:
-                yield store.update(ctx, None, name, lambda _current: decision.obj,
+                yield store.update(ctx, namespace, name, lambda _current: decision.obj,
                                    manager=MANAGER)
             returnValue(Result(kind, name, decision.operation))
         except errors.StatusError as e:
@@ -187,6 +189,11 @@ def reconcile_bootstrap_policy(stores, ctx=None, roles: Optional[list] = None,
             for r in (roles if roles is not None else cluster_roles())]
     work += [(stores[rbac.CLUSTER_ROLE_BINDING.gvr], reconcile_binding, b)
              for b in (bindings if bindings is not None else cluster_role_bindings())]
+    if roles is None and bindings is None:
+        # Issue 32: the namespaced ones (upstream's namespace_policy.go), roles first.
+        work += [(stores[rbac.ROLE.gvr], reconcile_role, r) for r in namespace_roles()]
+        work += [(stores[rbac.ROLE_BINDING.gvr], reconcile_binding, b)
+                 for b in namespace_role_bindings()]
     results = []
     for store, decide, expected in work:
         try:

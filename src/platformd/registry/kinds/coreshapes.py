@@ -32,7 +32,7 @@ OBJECT_REFERENCE = struct("ObjectReference", {
     "apiVersion": Prop(STRING, "API version of the referent."),
     "resourceVersion": Prop(STRING, "Specific resourceVersion of the referent."),
     "fieldPath": Prop(STRING, "A piece of the referent, if any."),
-}, "A reference to an object.", atomic=True)  # +structType=atomic
+}, "A reference to an object.")
 
 #: The references' always-written fields (``presence``'s short names).
 LOCAL_OBJECT_REFERENCE_PRESENCE = {"LocalObjectReference": "name?"}

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import datetime
 
+import attrs
+
 from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_subdomain, path_segment, qualified_name
 from platformd.model.schema import INT32, MICRO_TIME, STRING, TIME, Prop
 from platformd.registry.kinds.coreshapes import (
-    OBJECT_REFERENCE, OBJECT_REFERENCE_PRESENCE, core_kind, struct,
+    OBJECT_REFERENCE as _REFERENCE, OBJECT_REFERENCE_PRESENCE, core_kind, struct,
 )
 from platformd.registry.tables import Column, human_duration
 
@@ -42,6 +44,11 @@ NOTE_LENGTH_LIMIT = 1024
 NAMESPACE_SYSTEM = "platform-system"
 NAMESPACE_DEFAULT = "default"
 EVENT_TYPES = ("Normal", "Warning")
+
+#: ``ObjectReference`` is ``+structType=atomic`` upstream: an event's references are owned
+#: whole by their field manager (``f:involvedObject: {}``).  ServiceAccount's
+#: ``secrets`` keep the per-field form they had (``coreshapes.OBJECT_REFERENCE``).
+OBJECT_REFERENCE = attrs.evolve(_REFERENCE, atomic=True)
 
 EVENT_SOURCE = struct("EventSource", {
     "component": Prop(STRING, "Component from which the event is generated."),

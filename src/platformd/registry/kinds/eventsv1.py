@@ -28,7 +28,7 @@ from __future__ import annotations
 from platformd.model.meta import dns_subdomain
 from platformd.model.schema import INT32, MICRO_TIME, STRING, TIME, Prop, Struct
 from platformd.registry.kinds import event, presence
-from platformd.registry.kinds.coreshapes import OBJECT_REFERENCE
+from platformd.registry.kinds.event import OBJECT_REFERENCE
 from platformd.registry.resource import ResourceType
 
 GROUP = "events.platform.io"

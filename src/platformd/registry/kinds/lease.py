@@ -104,4 +104,5 @@ KIND = ResourceType(
     definition_prefix=PREFIX,
     presence=presence(PROTO, "Lease", {"Lease": "metadata spec", "LeaseSpec": ""}),
     default=_default, validate=_validate_spec, allow_create_on_update=True,
+    allow_unconditional_update=False,
     columns=COLUMNS)
