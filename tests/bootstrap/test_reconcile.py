@@ -3,10 +3,14 @@ Reconciling the bootstrap policy at start (``registry/bootstrap/reconcile.py``) 
 in-memory server.
 """
 
+from platformd.auth.authorizers import AuthorizerChain
+from platformd.compose import Authorization
 from platformd.context import internal
 from platformd.registry.bootstrap import policy, reconcile_bootstrap_policy
 from platformd.registry.bootstrap.reconcile import CREATE, NONE, RECREATE, UPDATE
+from platformd.registry import rbac
 from tests.bootstrap.support import BootstrapCase
+from tests.stub import StubServer
 
 AUTOUPDATE = policy.AUTOUPDATE_ANNOTATION
 
@@ -165,3 +169,61 @@ class ReconcileTests(BootstrapCase):
         self.assertTrue(result.protected)
         self.assertEqual(self.binding("system:basic-user").get("subjects") or [], [])
         self.assertEqual(self.revision(), revision)
+
+
+class LeaderLockingTests(BootstrapCase):
+    """Issue 32: upstream's namespaced bootstrap Roles and RoleBindings (leader locking),
+    in platform-system, reconciled as the cluster ones."""
+
+    def test_created_then_left_alone(self):
+        results = self.resolve(reconcile_bootstrap_policy(self.stores, internal()))
+        created = {(r.kind, r.name) for r in results if r.operation == CREATE}
+        for name in ("system::leader-locking-kube-controller-manager",
+                     "system::leader-locking-kube-scheduler"):
+            self.assertIn(("Role", name), created)
+            self.assertIn(("RoleBinding", name), created)
+        roles = self.stores[rbac.ROLE.gvr]
+        role = roles.cache.get(rbac.ROLE.storage_key(
+            "platform-system", "system::leader-locking-kube-scheduler")).obj
+        self.assertEqual(role["rules"], [{
+            "verbs": ["create", "get", "list", "update", "watch"],
+            "apiGroups": ["coordination.platform.io"], "resources": ["leases"]}])
+        bindings = self.stores[rbac.ROLE_BINDING.gvr]
+        binding = bindings.cache.get(rbac.ROLE_BINDING.storage_key(
+            "platform-system", "system::leader-locking-kube-scheduler")).obj
+        self.assertEqual(binding["subjects"], [
+            {"kind": "User", "apiGroup": "rbac.authorization.platform.io",
+             "name": "system:kube-scheduler"},
+            {"kind": "ServiceAccount", "name": "kube-scheduler",
+             "namespace": "platform-system"}])
+        revision = self.revision()
+        again = self.resolve(reconcile_bootstrap_policy(self.stores, internal()))
+        self.assertEqual({r.operation for r in again}, {NONE})
+        self.assertEqual(self.revision(), revision)
+
+    def test_grants(self):
+        """What the grants allow, asked of the RBAC authorizer as upstream's SARs."""
+        stub = StubServer(rbac_policy=True, authorization=lambda internals: Authorization(
+            AuthorizerChain([internals.rbac])))
+        self.addCleanup(stub.stop)
+        admin = stub.client()
+
+        def allowed(user, namespace, verb, group, resource, name=""):
+            r = admin.post("/apis/authorization.platform.io/v1/subjectaccessreviews", {
+                "spec": {"user": user, "resourceAttributes": {
+                    "namespace": namespace, "verb": verb, "group": group,
+                    "resource": resource, "name": name}}})
+            return r.json()["status"].get("allowed", False)
+
+        coordination = "coordination.platform.io"
+        self.assertTrue(allowed("system:kube-scheduler", "platform-system", "update",
+                                coordination, "leases", "kube-scheduler"))
+        self.assertTrue(allowed("system:kube-scheduler", "platform-system", "watch",
+                                coordination, "leases"))
+        self.assertTrue(allowed("system:kube-controller-manager", "ns1", "update",
+                                coordination, "leases", "kube-controller-manager"))
+        self.assertFalse(allowed("system:kube-controller-manager", "ns1", "update",
+                                 coordination, "leases", "someone-else"))
+        for group in ("", "events.platform.io"):
+            self.assertTrue(allowed("system:kube-scheduler", "ns1", "patch", group, "events"))
+        self.assertFalse(allowed("jane", "ns1", "create", "", "events"))

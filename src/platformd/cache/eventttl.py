@@ -112,7 +112,7 @@ class EventExpiry:
         now = self.clock.seconds()
         kind_cache = self.cache.for_kind(self.kind)
         heap = self._heap
-        due = []
+        due: list = []
         while heap and heap[0][0] <= now and len(due) < self.batch:
             _deadline, _order, key, revision = heapq.heappop(heap)
             current = kind_cache.get(key)

@@ -86,7 +86,7 @@ _BACK = {core: served for served, core in RENAMED.items()}
 
 def to_storage(obj: dict) -> dict:
     """This version's object as the core ``v1`` Event it is stored as."""
-    out = {"kind": "Event", "apiVersion": "v1"}
+    out: dict = {"kind": "Event", "apiVersion": "v1"}
     for key, value in obj.items():
         if key not in ("kind", "apiVersion"):
             out[RENAMED.get(key, key)] = value
@@ -99,7 +99,7 @@ def from_storage(obj: dict) -> dict:
     """A stored core ``v1`` Event as this version shows it (Go's JSON of ``v1.Event``:
     ``eventTime`` null when unset, ``regarding`` and ``deprecatedSource`` always, the
     rest only when set)."""
-    out = {"kind": "Event", "apiVersion": f"{GROUP}/v1"}
+    out: dict = {"kind": "Event", "apiVersion": f"{GROUP}/v1"}
     for key, value in obj.items():
         if key in ("kind", "apiVersion"):
             continue

@@ -1,0 +1,148 @@
+"""
+Events beside other writes (issue 32): does writing 1,000 Events a second slow other
+writes down?
+
+One server; RoleBinding creates with wrk (concurrency 16, as ``bench_api``) for
+``--seconds``, alternately alone (A) and with a concurrent Event writer (B): a second
+wrk posting core ``v1`` Events at a fixed rate (``--events-per-second``, default 1,000:
+``--event-connections`` connections, each waiting ``delay()`` between requests).  The
+order is A B A B ... (``--runs`` pairs), so a neighbour's load falls on both.
+
+Printed per run and as medians: RoleBinding creates/s and p99, the server's CPU (user +
+system, threads included, from /proc) per RoleBinding create (the run's CPU less the
+Event writer's share is not separable: B's figure is the whole CPU over the RoleBinding
+creates, so it includes the Events'), the Events/s achieved; then B/A of the create
+rate.  With ``--event-ttl`` short (``30s``), the runs also carry the expiry's deletes.
+Not a test: it prints figures (no timing assertions anywhere).
+
+    python bench/bench_events.py [--seconds 10] [--runs 3] [--events-per-second 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_api import run_creates  # noqa: E402
+from common import (  # noqa: E402
+    TOKEN, cpu_seconds, free_port, scratch_dir, start_server, stop_server, tls_context,
+    wait_ready, write_tokens,
+)
+
+EVENT_LUA = r"""
+local counter = 0
+local id = 0
+function setup(thread)
+  id = id + 1
+  thread:set("tid", id)
+end
+function delay()
+  return %(delay_ms)d
+end
+function request()
+  counter = counter + 1
+  local body = string.format(
+    '{"apiVersion":"v1","kind":"Event","metadata":{"name":"ev-%%d-%%d"},' ..
+    '"involvedObject":{"kind":"Pod","namespace":"default","name":"web-%%d","apiVersion":"v1"},' ..
+    '"reason":"Pulling","message":"Pulling image","type":"Normal",' ..
+    '"source":{"component":"kubelet","host":"node-1"},' ..
+    '"firstTimestamp":"2026-01-01T00:00:00Z","lastTimestamp":"2026-01-01T00:00:00Z","count":1}',
+    tid, counter, counter %% 50)
+  return wrk.format("POST", "/api/v1/namespaces/default/events",
+    {["Content-Type"]="application/json", ["Authorization"]="Bearer %(token)s"}, body)
+end
+"""
+
+
+def event_writer(port: int, seconds: float, tmp: str, rate: float, connections: int):
+    """A background wrk posting Events at about ``rate``/s; its Popen."""
+    lua = os.path.join(tmp, "events.lua")
+    # Each connection sends, waits ``delay`` ms, sends again: rate ~ connections / delay
+    # (the request's own time is small beside the delay at these rates).
+    delay_ms = max(1, round(connections * 1000 / rate))
+    with open(lua, "w") as f:
+        f.write(EVENT_LUA % {"delay_ms": delay_ms, "token": TOKEN})
+    return subprocess.Popen(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", lua,
+         f"https://127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+
+def writer_figures(process) -> dict:
+    out, _ = process.communicate()
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rate": float(rate.group(1)) if rate else 0.0,
+            "bad": int(bad.group(1)) if bad else 0}
+
+
+def one_run(server, port, seconds, tmp, with_events, opts) -> dict:
+    writer = None
+    if with_events:
+        writer = event_writer(port, seconds + 2, tmp, opts.events_per_second,
+                              opts.event_connections)
+        import time
+        time.sleep(1)  # the writer is at its pace before the creates start
+    before = cpu_seconds(server.pid)
+    figures = run_creates(port, seconds, tmp)
+    cpu = cpu_seconds(server.pid) - before
+    figures["cpu_ms"] = cpu * 1000 / max(1, figures["requests"])
+    figures["events"] = writer_figures(writer) if writer else None
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--events-per-second", type=float, default=1000)
+    parser.add_argument("--event-connections", type=int, default=8)
+    parser.add_argument("--event-ttl", default="1h")
+    opts = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("bench_events needs wrk (apt-get install wrk)")
+    tmp = scratch_dir()
+    tokens = write_tokens(tmp)
+    port = free_port()
+    server = start_server(os.path.join(tmp, "data"), port, tokens,
+                          extra=("--event-ttl", opts.event_ttl))
+    results = {"A": [], "B": []}
+    try:
+        if not wait_ready(server, port, tls_context()):
+            sys.exit("platformd exited")
+        run_creates(port, 2, tmp)  # warm up
+        for i in range(opts.runs):
+            for label in ("A", "B"):
+                r = one_run(server, port, opts.seconds, tmp, label == "B", opts)
+                results[label].append(r)
+                events = r["events"]
+                print(f"run {i + 1} {label}: RoleBinding creates/s {r['rate']:,.0f} "
+                      f"(non-2xx {r['bad']}, p99 {r['p99']}), server CPU "
+                      f"{r['cpu_ms']:.3f} ms/create"
+                      + (f", Events/s {events['rate']:,.0f} (non-2xx {events['bad']})"
+                         if events else ""), flush=True)
+    finally:
+        stop_server(server)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def median(label, key):
+        return statistics.median(r[key] for r in results[label])
+    print(f"A (alone):       {median('A', 'rate'):,.0f} creates/s, "
+          f"{median('A', 'cpu_ms'):.3f} ms CPU/create")
+    print(f"B (with Events): {median('B', 'rate'):,.0f} creates/s, "
+          f"{median('B', 'cpu_ms'):.3f} ms CPU/create, "
+          f"{statistics.median(r['events']['rate'] for r in results['B']):,.0f} Events/s")
+    ratios = [b["rate"] / a["rate"] for a, b in zip(results["A"], results["B"])]
+    print(f"B/A create rate: median {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
