@@ -248,3 +248,46 @@ class KubectlEventTests(_Case):
         self.assertIn("Warning", line)
         self.assertIn("pod/p", line)
         self.assertIn("streamed note", line)
+
+
+class EventTTLTests(ServerTestCase):
+    """``--event-ttl`` over a real daemon (SQLite here; etcd in tests/etcd): an event goes
+    that long after its last write, and one stored before a restart goes too."""
+
+    server_args = ("--event-ttl", "4s")
+
+    @inlineCallbacks
+    def test_expires_and_survives_restart(self):
+        from tests.e2e.harness import Client, start_server
+        body = {"metadata": {"name": "short"}, "involvedObject": {"namespace": "default"},
+                "reason": "R", "message": "m", "type": "Normal"}
+        r = yield self.client.post(EVENTS, body)
+        self.assertEqual(r.code, 201, r.body)
+        r = yield self.client.post("/api/v1/namespaces/default/configmaps",
+                                   {"metadata": {"name": "stays"}})
+        self.assertEqual(r.code, 201, r.body)
+        for _ in range(60):
+            r = yield self.client.get(f"{EVENTS}/short")
+            if r.code == 404:
+                break
+            yield sleep(0.1)
+        self.assertEqual(r.code, 404)
+        r = yield self.client.get("/api/v1/namespaces/default/configmaps/stays")
+        self.assertEqual(r.code, 200)
+        # Stored, then the server stops before the TTL; the next one removes it.
+        r = yield self.client.post(EVENTS, dict(body, metadata={"name": "kept"}))
+        self.assertEqual(r.code, 201, r.body)
+        written = time.time()
+        data_dir = self.server.data_dir
+        yield self.server.stopService()
+        server = yield start_server(self, *self.server_args, data_dir=data_dir)
+        client = Client(self, server.pki_dir, server.port_number)
+        r = yield client.get(f"{EVENTS}/kept")
+        if time.time() - written < 3:  # a quick restart: the event is still there
+            self.assertEqual(r.code, 200)
+        for _ in range(60):
+            r = yield client.get(f"{EVENTS}/kept")
+            if r.code == 404:
+                break
+            yield sleep(0.1)
+        self.assertEqual(r.code, 404)
