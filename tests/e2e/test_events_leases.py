@@ -11,6 +11,7 @@ Leases and Events with real clients against a real server (issue 32):
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import sys
@@ -144,9 +145,7 @@ class _Case(ServerTestCase):
 
 class LeaderElectionTests(_Case):
     def setUp(self):
-        try:
-            import kubernetes.leaderelection  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("kubernetes") is None:
             raise SkipTest("kubernetes client not installed")
         return super().setUp()
 
