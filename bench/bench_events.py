@@ -8,7 +8,10 @@ wrk posting core ``v1`` Events at a fixed rate (``--events-per-second``, default
 ``--event-connections`` connections, each waiting ``delay()`` between requests).  The
 order is A B A B ... (``--runs`` pairs), so a neighbour's load falls on both.
 
-Printed per run and as medians: RoleBinding creates/s and p99, the server's CPU (user +
+``--rolebinding-rate R`` paces the RoleBinding creates instead (a server with headroom:
+does their latency hold?).
+
+Printed per run and as medians: RoleBinding creates/s, p50 and p99, the server's CPU (user +
 system, threads included, from /proc) per RoleBinding create (the run's CPU less the
 Event writer's share is not separable: B's figure is the whole CPU over the RoleBinding
 creates, so it includes the Events'), the Events/s achieved; then B/A of the create
@@ -34,7 +37,7 @@ if __package__ in (None, ""):
 from bench_api import CREATE_LUA  # noqa: E402
 from common import (  # noqa: E402
     RBAC, TOKEN, cpu_seconds, free_port, scratch_dir, start_server, stop_server,
-    tls_context, wait_ready, wrk_run, write_tokens,
+    tls_context, wait_ready, write_tokens,
 )
 
 EVENT_LUA = r"""
@@ -62,13 +65,30 @@ end
 """
 
 
-def creates(port: int, seconds: float, tmp: str, run: str) -> dict:
-    """``bench_api``'s RoleBinding creates (concurrency 16), named for this run."""
+def creates(port: int, seconds: float, tmp: str, run: str, rate: float = 0) -> dict:
+    """
+    ``bench_api``'s RoleBinding creates (concurrency 16), named for this run: as fast as
+    they go, or (``rate``) paced to about that many a second (each connection waits
+    between requests), with the median latency too.
+    """
     lua = os.path.join(tmp, f"create-{run}.lua")
+    script = CREATE_LUA.replace('"rb-%%d-%%d"', f'"rb-{run}-%%d-%%d"') % {
+        "path": f"{RBAC}/namespaces/default/rolebindings", "token": TOKEN}
+    if rate:
+        script += f"function delay()\n  return {max(1, round(16 * 1000 / rate) - 5)}\nend\n"
     with open(lua, "w") as f:
-        f.write(CREATE_LUA.replace('"rb-%%d-%%d"', f'"rb-{run}-%%d-%%d"') % {
-            "path": f"{RBAC}/namespaces/default/rolebindings", "token": TOKEN})
-    return wrk_run(["-c16", "-s", lua], seconds, f"https://127.0.0.1:{port}")
+        f.write(script)
+    out = subprocess.run(["wrk", "-t2", "-c16", f"-d{seconds:g}s", "--latency", "-s", lua,
+                          f"https://127.0.0.1:{port}"], capture_output=True, text=True,
+                         check=True).stdout
+    figure = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    p50 = re.search(r"^\s+50%\s+(\S+)", out, re.MULTILINE)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
+    return {"rate": float(figure.group(1)),
+            "requests": int(re.search(r"(\d+) requests in", out).group(1)),
+            "bad": int(bad.group(1)) if bad else 0,
+            "p50": p50.group(1) if p50 else "?", "p99": p99.group(1) if p99 else "?"}
 
 
 def event_writer(port: int, seconds: float, tmp: str, rate: float, connections: int,
@@ -102,7 +122,7 @@ def one_run(server, port, seconds, tmp, with_events, opts, run: str) -> dict:
                               opts.event_connections, run)
         time.sleep(1)  # the writer is at its pace before the creates start
     before = cpu_seconds(server.pid)
-    figures = creates(port, seconds, tmp, run)
+    figures = creates(port, seconds, tmp, run, opts.rolebinding_rate)
     cpu = cpu_seconds(server.pid) - before
     figures["cpu_ms"] = cpu * 1000 / max(1, figures["requests"])
     figures["events"] = writer_figures(writer) if writer else None
@@ -116,6 +136,9 @@ def main():
     parser.add_argument("--events-per-second", type=float, default=1000)
     parser.add_argument("--event-connections", type=int, default=64)
     parser.add_argument("--event-ttl", default="1h")
+    parser.add_argument("--rolebinding-rate", type=float, default=0,
+                        help="pace the RoleBinding creates to about this many a second "
+                             "(default: as fast as they go)")
     opts = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("bench_events needs wrk (apt-get install wrk)")
@@ -138,7 +161,7 @@ def main():
                 results[label].append(r)
                 events = r["events"]
                 print(f"run {i + 1} {label}: RoleBinding creates/s {r['rate']:,.0f} "
-                      f"(non-2xx {r['bad']}, p99 {r['p99']}), server CPU "
+                      f"(non-2xx {r['bad']}, p50 {r['p50']}, p99 {r['p99']}), server CPU "
                       f"{r['cpu_ms']:.3f} ms/create"
                       + (f", Events/s {events['rate']:,.0f} (non-2xx {events['bad']})"
                          if events else ""), flush=True)

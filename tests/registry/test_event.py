@@ -142,6 +142,19 @@ class VersionsTests(Base):
             self.assertEqual(unknown.typeMeta.apiVersion, api_version)
             event = message.FromString(unknown.raw)
             self.assertEqual(event.reason, "Started")
+        # A Protobuf body (client-go's event recorder sends one) through each version.
+        codec = protobufcodec.ProtobufCodec()
+        r = self.client.post(CORE, codec.encode(core_event("pb")),
+                             content_type=protobufcodec.PROTOBUF)
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["involvedObject"]["name"], "p")
+        self.assertIsNone(r.json()["eventTime"])
+        r = self.client.post(NEW, codec.encode(new_event("pb2")),
+                             content_type=protobufcodec.PROTOBUF)
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["eventTime"], "1970-01-01T00:00:00.000000Z")
+        self.assertEqual(self.client.get(f"{CORE}/pb2").json()["reportingComponent"],
+                         "example.com/ctl")
         # core v1 field numbers: involvedObject=2, reason=3; events/v1: reason=7
         raw = core.Event(reason="x").SerializeToString()
         self.assertEqual(raw, b"\x1a\x01x")
