@@ -295,3 +295,35 @@ class EventTTLTests(ServerTestCase):
                 break
             yield sleep(0.1)
         self.assertEqual(r.code, 404)
+
+
+class KubectlLeaseTests(_Case):
+    @inlineCallbacks
+    def test_get_leases_and_new_events(self):
+        """``kubectl get leases`` prints upstream's columns; the new Events version is
+        reachable by its qualified name and shows the same table."""
+        r = yield self.client.put(f"{LEASES}/lock", {
+            "metadata": {"name": "lock"},
+            "spec": {"holderIdentity": "node-a", "leaseDurationSeconds": 40,
+                     "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}})
+        self.assertEqual(r.code, 201, r.body)
+        yield self.client.post(EVENTS, {
+            "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p",
+                                                          "namespace": "default"},
+            "reason": "Seen", "message": "both versions", "type": "Normal"})
+        for args, expected in ((("get", "leases"), ["NAME", "HOLDER", "AGE"]),
+                               (("get", "events.events.platform.io"),
+                                ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])):
+            argv, env = self.kubectl(*args)
+            process, output = self.spawn(argv, env)
+            yield output.ended
+            lines = output.out.decode().splitlines()
+            self.assertTrue(lines, output.err.decode())
+            header = lines[0]
+            positions = [header.index(column) for column in expected]
+            self.assertEqual(positions, sorted(positions), header)
+            if args[1] == "leases":
+                self.assertEqual(lines[1].split()[:2], ["lock", "node-a"])
+            else:
+                self.assertIn("both versions", lines[1])
+                self.assertIn("pod/p", lines[1])
