@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import sys
 import time
@@ -182,11 +183,12 @@ class LeaderElectionTests(_Case):
         yield first_out.ended
         yield second_out.wait_for("LEADING second", 30)
         for _ in range(50):  # the line may arrive in pieces
-            line = second_out.out.decode().split("LEADING second ")[1]
-            if "\n" in line:
+            line = re.search(r"LEADING second (\S+)\n", second_out.out.decode())
+            if line:
                 break
             yield sleep(0.1)
-        took_over = float(line.split()[0])
+        self.assertIsNotNone(line, second_out.out.decode())
+        took_over = float(line.group(1))
         self.assertGreater(took_over - killed_at, 3.0)  # not before the lease ran out
         lease = (yield self.client.get(f"{LEASES}/demo")).json()
         self.assertEqual(lease["spec"]["holderIdentity"], "second")
