@@ -58,14 +58,17 @@ from platformd.context import internal
 from platformd.edge.timeouts import ConnectionTimeouts
 from platformd.controllers.aggregation import ClusterRoleAggregator
 from platformd.controllers.namespaces import NamespaceController
+from platformd.controllers.platformservice import PlatformServiceController
 from platformd.controllers.serviceaccounts import ServiceAccountsController
 from platformd.util.deferreds import then
+from platformd.util.servicenetwork import ServiceNetwork
 from platformd.process.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.registry import admissionregistration, core, escalation
 from platformd.registry.bootstrap import reconcile_bootstrap_policy
 from platformd.registry.catalog import Catalog, builtin
+from platformd.registry.serviceallocation import Allocators, Repair, ServiceHooks
 from platformd.registry.store import GenericStore
 
 #: Namespaces that always exist (upstream: default, kube-system, kube-public,
@@ -172,6 +175,12 @@ class Components:
     health: health.StandardChecks
     #: The configuration files' reloaders (authentication, authorization), not started.
     reloaders: list
+    #: Services' cluster IPs and node ports (``registry/serviceallocation.py``), the
+    #: repair of their bitmaps and the API server's own Service; None when the catalog
+    #: serves no services.
+    allocators: Optional[Allocators] = None
+    service_repair: Optional[Repair] = None
+    platform_service: Optional[PlatformServiceController] = None
 
     @property
     def ready(self) -> bool:
@@ -196,7 +205,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             address: str = "127.0.0.1:6443", catalog=None, admission_names=None,
             admission_configs=None, egress=None, auditor=None, request_tracing=None,
             limits: Limits = Limits(), timeouts: ConnectionTimeouts = ConnectionTimeouts(),
-            health_checks: Iterable[tuple] = ()) -> Components:
+            health_checks: Iterable[tuple] = (),
+            service_network: ServiceNetwork = ServiceNetwork(),
+            master: Optional[Callable[[], tuple]] = None) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -211,7 +222,10 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     directly); ``auditor`` the audit stages
     (``audit.record.Auditor``) and ``request_tracing`` the tracing filter
     (``tracing.requests.RequestTracing``), or None; ``health_checks`` more checks, as
-    ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``.
+    ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``;
+    ``service_network`` the services' ranges (``--service-cluster-ip-range``,
+    ``--service-node-port-range``); ``master()`` gives ``(address, port)`` the server's
+    own Service points at (default: no address, the port of ``address``).
     """
     catalog = catalog if catalog is not None else builtin()
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
@@ -229,7 +243,20 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         admission_plugins(deps, admission_names, admission_configs), metrics)
     write_checks = escalation.checks(rbac_index)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission, write_checks.get(k.gvr))
-              for k in catalog.kinds if k.stored}
+              for k in catalog.kinds if k.stored and k.gvr != core.SERVICE.gvr}
+    allocators = service_repair = platform_service = None
+    if catalog.lookup(*core.SERVICE.gvr) is not None:
+        allocators = Allocators(storage, service_network)
+        stores[core.SERVICE.gvr] = services = GenericStore(
+            core.SERVICE, storage, cache, clock, admission,
+            hooks=ServiceHooks(allocators, stores.get(core.ENDPOINTS.gvr)))
+        service_repair = Repair(clock, allocators,
+                                lambda: [entry.obj for entry in services.list(None)])
+        if core.ENDPOINTS.gvr in stores and core.ENDPOINT_SLICE.gvr in stores:
+            port = int(address.rsplit(":", 1)[-1])
+            platform_service = PlatformServiceController(
+                clock, stores, (core.SERVICE, core.ENDPOINTS, core.ENDPOINT_SLICE),
+                service_network.ranges[0].first, master or (lambda: (None, port)))
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
     checks = health.standard_checks(storage, clock)
@@ -261,7 +288,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, informers, stores),
         readiness=readiness, metrics=metrics, health=checks,
-        reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None])
+        reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None],
+        allocators=allocators, service_repair=service_repair,
+        platform_service=platform_service)
 
 
 def admission_deps(cache, informers, clock, metrics=None,
@@ -323,6 +352,9 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     services = [storage_service(components.storage),
                 Step("cache", _marking(components.cache.start, checks.informers,
                                        hooks[health.INFORMERS]), components.cache.stop),
+                *([Step("service-allocation-repair", components.service_repair.start,
+                        components.service_repair.stop)]
+                  if components.service_repair is not None else []),
                 Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),
                 Step("expiry", components.expiry.start, components.expiry.stop),
                 Step("namespace-controller", components.namespaces.start,
@@ -334,6 +366,9 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                 *after_cache,
                 Step("builtin-namespaces", _marking(lambda: create_builtin_namespaces(components),
                                                     hooks[health.NAMESPACES])),
+                *([Step("platform-service", components.platform_service.start,
+                        components.platform_service.stop)]
+                  if components.platform_service is not None else []),
                 *([Step("rbac-bootstrap",
                         _marking(lambda: reconcile_bootstrap_policy(components.stores),
                                  hooks[health.BOOTSTRAP_ROLES]))]

@@ -20,6 +20,7 @@ from platformd.registry.kinds import (
     subjectaccessreview, tokenreview, validatingadmissionpolicy,
     validatingadmissionpolicybinding, validatingwebhookconfiguration,
 )
+from platformd.registry.kinds import endpoints, endpointslice, service
 
 
 class Catalog:
@@ -144,4 +145,8 @@ def _builtin() -> Catalog:
         validatingadmissionpolicy.KIND,
         validatingadmissionpolicybinding.KIND,
         validatingwebhookconfiguration.KIND,
+        # Service, Endpoints (core) and EndpointSlice (discovery.platform.io).
+        service.KIND,
+        endpoints.KIND,
+        endpointslice.KIND,
     ))

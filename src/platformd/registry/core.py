@@ -6,9 +6,13 @@ module under ``registry/kinds/``.
 from __future__ import annotations
 
 from platformd.registry.kinds import configmap, namespace, pod, secret, serviceaccount
+from platformd.registry.kinds import endpoints, endpointslice, service
 
 NAMESPACE = namespace.KIND
 POD = pod.KIND
 CONFIG_MAP = configmap.KIND
 SECRET = secret.KIND
 SERVICE_ACCOUNT = serviceaccount.KIND
+SERVICE = service.KIND
+ENDPOINTS = endpoints.KIND
+ENDPOINT_SLICE = endpointslice.KIND
