@@ -246,7 +246,10 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
               for k in catalog.kinds if k.stored and k.gvr != core.SERVICE.gvr}
     allocators = service_repair = platform_service = None
     if catalog.lookup(*core.SERVICE.gvr) is not None:
-        allocators = Allocators(storage, service_network)
+        # A storage no other server shares (SQLite, memory): the bitmaps are decided in
+        # memory and written behind; etcd's are compare-and-swapped at each change.
+        shared = getattr(storage, "shared", False)
+        allocators = Allocators(storage, service_network, clock=None if shared else clock)
         stores[core.SERVICE.gvr] = services = GenericStore(
             core.SERVICE, storage, cache, clock, admission,
             hooks=ServiceHooks(allocators, stores.get(core.ENDPOINTS.gvr)))

@@ -8,12 +8,17 @@ Protobuf.
 
 from __future__ import annotations
 
+import base64
+import ipaddress
+import json
+
+from twisted.internet.defer import gatherResults
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.codecs.protobufcodec import PROTOBUF
 from platformd.registry import core
-from platformd.registry.serviceallocation import NODE_PORTS_KEY, SERVICE_IPS_KEY
+from platformd.registry.serviceallocation import Allocators, SERVICE_IPS_KEY
 from platformd.storage.memory import MemoryStorage
 from platformd.util.servicenetwork import IPRange, PortRange, ServiceNetwork
 from tests.stub import StubServer
@@ -51,9 +56,10 @@ class ServiceCase(SynchronousTestCase):
         self.assertEqual(r.code, 422, r.body)
         return r.json()["message"]
 
-    def allocations(self) -> dict:
-        return {key: self.storage._current[key].value for key in
-                (SERVICE_IPS_KEY, NODE_PORTS_KEY)}
+    def allocations(self) -> list:
+        """The bitmaps as the server holds them (written behind to storage: memory
+        storage is this server's alone)."""
+        return [bytes(b.bits) for b in self.stub.components.allocators.bitmaps]
 
 
 class DefaultingTests(ServiceCase):
@@ -260,6 +266,18 @@ class AllocationTests(ServiceCase):
         self.assertEqual(r.json()["spec"]["clusterIP"], created["spec"]["clusterIP"])
         self.assertEqual(r.json()["spec"]["ports"][0]["nodePort"],
                          created["spec"]["ports"][0]["nodePort"])
+
+    def test_written_behind(self):
+        """The server's own storage gets the bitmaps a second later, and at stop."""
+        stored = self.storage._current[SERVICE_IPS_KEY].value
+        ip = self.create(service("wb"))["spec"]["clusterIP"]
+        self.assertEqual(self.storage._current[SERVICE_IPS_KEY].value, stored)
+        self.stub.advance(1)
+        value = json.loads(self.storage._current[SERVICE_IPS_KEY].value)
+        bits = int.from_bytes(base64.b64decode(value["data"]), "big")
+        offset = int(ipaddress.ip_address(ip)) - int(ipaddress.ip_address("10.0.0.1"))
+        self.assertTrue(bits >> offset & 1)
+        self.assertEqual(value["range"], "10.0.0.0/24")
 
     def test_repair_at_start(self):
         """A restart over a lost bitmap rebuilds it: no address in use is handed out."""
@@ -474,3 +492,37 @@ class NetworkFlagTests(SynchronousTestCase):
         self.assertEqual(len(spec["clusterIPs"]), 2)
         self.assertTrue(spec["clusterIPs"][1].startswith("fd00::"))
         assert core.SERVICE.kind == "Service"
+
+
+class CompareAndSwapTests(SynchronousTestCase):
+    """Two allocators over one storage without a clock (as two replicas over etcd):
+    every change a compare-and-swap write, the loser deciding again."""
+
+    def setUp(self):
+        self.storage = MemoryStorage(Clock())
+        network = ServiceNetwork.parse("10.9.0.0/27", "30000-30009")
+        self.a, self.b = Allocators(self.storage, network), Allocators(self.storage, network)
+        self.successResultOf(self.a.repair([], {}))
+
+    def test_interleaved_allocations_are_distinct(self):
+        objects = [{"metadata": {"name": f"s{n}"},
+                    "spec": {"type": "NodePort", "ports": [{"port": 80}]}} for n in range(10)]
+        self.successResultOf(gatherResults([
+            (self.a if n % 2 else self.b).allocate_create(obj, False)
+            for n, obj in enumerate(objects)]))
+        self.assertEqual(len({o["spec"]["clusterIP"] for o in objects}), 10)
+        self.assertEqual(len({o["spec"]["ports"][0]["nodePort"] for o in objects}), 10)
+        full = {"metadata": {"name": "x"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}
+        failure = self.failureResultOf(self.b.allocate_create(full, False))
+        self.assertIn("failed to allocate a nodePort: range is full", failure.value.message)
+
+    def test_a_stale_refusal_is_decided_again(self):
+        """B saw 10.9.0.5 taken; A released it since: B's request reads again and wins."""
+        obj = {"metadata": {"name": "a"}, "spec": {
+            "clusterIP": "10.9.0.5", "clusterIPs": ["10.9.0.5"], "ports": [{"port": 80}]}}
+        self.successResultOf(self.a.allocate_create(obj, False))
+        self.successResultOf(self.b.repair([], {}))  # B's copy now holds 10.9.0.5
+        self.successResultOf(self.a.release(obj))
+        again = {"metadata": {"name": "b"}, "spec": {
+            "clusterIP": "10.9.0.5", "clusterIPs": ["10.9.0.5"], "ports": [{"port": 80}]}}
+        self.successResultOf(self.b.allocate_create(again, False))

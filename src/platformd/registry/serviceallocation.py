@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 from typing import Callable, Optional
 
 import orjson
-from twisted.internet.defer import inlineCallbacks, returnValue, succeed
+from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
 from twisted.logger import Logger
 
 from platformd import errors
@@ -50,7 +51,7 @@ from platformd.registry.kinds import netaddr
 from platformd.registry.kinds import service as svc
 from platformd.util.servicenetwork import ServiceNetwork
 from platformd.storage.interface import (
-    KeyExistsError, KeyNotFoundError, RevisionMismatchError,
+    KeyExistsError, KeyNotFoundError, KeyValue, RevisionMismatchError,
 )
 
 log = Logger()
@@ -58,6 +59,8 @@ log = Logger()
 SERVICE_IPS_KEY = "/registry/ranges/serviceips"
 SECONDARY_SERVICE_IPS_KEY = "/registry/ranges/secondaryserviceips"
 NODE_PORTS_KEY = "/registry/ranges/servicenodeports"
+#: Seconds between writes of a bitmap this server holds alone.
+FLUSH_INTERVAL = 1.0
 #: Compare-and-swap attempts before a change gives up (409).
 RETRIES = 32
 #: Upstream's repair interval and the rounds a leaked address is kept.
@@ -106,6 +109,30 @@ def _clear(bits: bytearray, offset: int) -> None:
     bits[offset >> 3] &= ~(1 << (offset & 7)) & 0xff
 
 
+_NOT_FULL = re.compile(rb"[^\xff]")
+
+
+def _first_clear(bits: bytearray, start: int, end: int) -> int:
+    """The first clear offset in [start, end), or -1: whole set bytes skipped in C."""
+    at = start
+    while at < end and at & 7:
+        if not bits[at >> 3] & (1 << (at & 7)):
+            return at
+        at += 1
+    while at < end:
+        match = _NOT_FULL.search(bits, at >> 3, (end + 7) >> 3)
+        if match is None:
+            return -1
+        at = match.start() << 3
+        for bit in range(8):
+            if at + bit >= end:
+                return -1
+            if not bits[(at + bit) >> 3] & (1 << bit):
+                return at + bit
+        at += 8
+    return -1
+
+
 def _offsets(bits: bytearray):
     for index, byte in enumerate(bits):
         while byte:
@@ -122,8 +149,15 @@ class Bitmap:
     """
 
     def __init__(self, storage, key: str, spec: str, size: int, offset: int,
-                 rng: Optional[random.Random] = None):
+                 rng: Optional[random.Random] = None, clock=None):
         self.storage = storage
+        #: With a clock, the bitmap is this server's alone (a storage no other server
+        #: shares): changes are decided in memory and the stored copy is written behind,
+        #: at most every ``FLUSH_INTERVAL`` seconds (see ``Allocators``).
+        self.clock = clock
+        self.exclusive = clock is not None
+        self._flush_call = None
+        self._dirty = False
         self.key = key
         self.spec = spec
         self.size = size
@@ -172,8 +206,50 @@ class Bitmap:
 
     # Changes.
 
-    @inlineCallbacks
     def change(self, decide: Callable):
+        """
+        Deferred: ``decide(bits)`` applied (see ``_change``); in memory, at once, when
+        the bitmap is this server's alone.
+        """
+        if not self.exclusive or not self.revision:
+            return self._change(decide)
+        bits = bytearray(self.bits)
+        try:
+            result = decide(bits)
+        except AllocationError:
+            return fail()
+        if bits != self.bits:
+            self.bits = bits
+            self._changed()
+        return succeed(result)
+
+    def _changed(self) -> None:
+        self._dirty = True
+        if self._flush_call is None:
+            self._flush_call = self.clock.callLater(FLUSH_INTERVAL, self._flush_later)
+
+    def _flush_later(self) -> None:
+        self._flush_call = None
+        self.flush().addErrback(lambda f: log.failure("writing {key} failed", f, key=self.key))
+
+    @inlineCallbacks
+    def flush(self):
+        """Write the bitmap this server holds alone (no-op when nothing changed)."""
+        if self._flush_call is not None and self._flush_call.active():
+            self._flush_call.cancel()
+        self._flush_call = None
+        if not self.exclusive or not self._dirty:
+            return
+        self._dirty = False
+        value = self.value(self.bits)
+        try:
+            kv = yield self.storage.update(self.key, value, None)
+        except KeyNotFoundError:
+            kv = yield self.storage.create(self.key, value)
+        self.revision = max(self.revision, kv.mod_revision)
+
+    @inlineCallbacks
+    def _change(self, decide: Callable):
         """
         Deferred: ``decide(bits)`` (a copy of the stored bitmap, changed in place)
         applied to the stored bitmap by compare-and-swap; its result.  When it raises
@@ -233,16 +309,18 @@ class Bitmap:
         return self.change(decide)
 
     def _free(self, bits: bytearray, start_high: int, start_low: int) -> int:
-        upper = self.size - self.offset
-        for i in range(upper):
-            at = self.offset + (start_high + i) % upper
-            if not bits[at >> 3] & (1 << (at & 7)):
-                return at
-        for i in range(self.offset):
-            at = (start_low + i) % self.offset
-            if not bits[at >> 3] & (1 << (at & 7)):
-                return at
-        return -1
+        """The first clear offset from ``offset + start_high`` on in the upper band
+        (wrapping), else from ``start_low`` in the lower band; -1 when full."""
+        low, high = self.offset, self.size
+        at = low + start_high
+        found = _first_clear(bits, at, high)
+        if found < 0:
+            found = _first_clear(bits, low, at)
+        if found < 0 and low:
+            found = _first_clear(bits, start_low, low)
+            if found < 0:
+                found = _first_clear(bits, 0, start_low)
+        return found
 
     def release(self, offsets):
         wanted = [o for o in offsets if 0 <= o < self.size]
@@ -262,33 +340,22 @@ class Bitmap:
         Write the bitmap of ``in_use`` (offsets) plus the leaks still held (upstream's
         repair ``runOnce``); ``leaks`` (offset → rounds left) is updated.
         """
+        if self.exclusive and self.revision:
+            # What this server holds is the truth: rebuilt from it, synchronously.
+            kv = KeyValue(self.key, self.value(self.bits), 0, self.revision)
+            self.bits, next_leaks = self._rebuilt(kv, in_use, leaks)
+            leaks.clear()
+            leaks.update(next_leaks)
+            self._dirty = True
+            yield self.flush()
+            return
         for _attempt in range(RETRIES):
             kv = yield self.storage.get(self.key)
-            rebuilt = bytearray((self.size + 7) // 8)
-            for offset in in_use:
-                if 0 <= offset < self.size:
-                    _set(rebuilt, offset)
-            next_leaks = {}
-            if kv is not None:
-                spec, stored = self._parse(kv)
-                if spec == self.spec:
-                    for offset in _offsets(stored):
-                        if offset >= self.size or _has(rebuilt, offset):
-                            continue
-                        count = leaks.get(offset, REPAIRS_BEFORE_LEAK_CLEANUP - 1)
-                        if count > 0:
-                            next_leaks[offset] = count - 1
-                            _set(rebuilt, offset)
-                        else:
-                            log.info("{key}: offset {offset} appears to have leaked: cleaning "
-                                     "up", key=self.key, offset=offset)
-                else:
-                    log.warn("{key}: stored range {old} is not {new}: rebuilt from the "
-                             "services", key=self.key, old=spec, new=self.spec)
+            rebuilt, next_leaks = self._rebuilt(kv, in_use, leaks)
             try:
                 if kv is None:
                     written = yield self.storage.create(self.key, self.value(rebuilt))
-                elif self._parse(kv)[1] == rebuilt and self._parse(kv)[0] == self.spec:
+                elif self._parse(kv) == (self.spec, rebuilt):
                     written = kv
                 else:
                     written = yield self.storage.update(self.key, self.value(rebuilt),
@@ -301,6 +368,32 @@ class Bitmap:
                 self.revision, self.bits = written.mod_revision, rebuilt
             return
         raise RuntimeError(f"{self.key}: too many concurrent writers during repair")
+
+    def _rebuilt(self, kv, in_use: set, leaks: dict) -> tuple:
+        """The bitmap of ``in_use`` and the stored leaks still held, and the leaks'
+        rounds left after this one."""
+        rebuilt = bytearray((self.size + 7) // 8)
+        for offset in in_use:
+            if 0 <= offset < self.size:
+                _set(rebuilt, offset)
+        next_leaks = {}
+        if kv is not None:
+            spec, stored = self._parse(kv)
+            if spec == self.spec:
+                for offset in _offsets(stored):
+                    if offset >= self.size or _has(rebuilt, offset):
+                        continue
+                    count = leaks.get(offset, REPAIRS_BEFORE_LEAK_CLEANUP - 1)
+                    if count > 0:
+                        next_leaks[offset] = count - 1
+                        _set(rebuilt, offset)
+                    else:
+                        log.info("{key}: offset {offset} appears to have leaked: cleaning "
+                                 "up", key=self.key, offset=offset)
+            else:
+                log.warn("{key}: stored range {old} is not {new}: rebuilt from the "
+                         "services", key=self.key, old=spec, new=self.spec)
+        return rebuilt, next_leaks
 
 
 # -- transactions ------------------------------------------------------------------------
@@ -363,18 +456,31 @@ class Allocators:
     """Upstream's ``Allocators`` (``alloc.go``) over ``Bitmap``s in ``storage``."""
 
     def __init__(self, storage, network: ServiceNetwork = ServiceNetwork(),
-                 rng: Optional[random.Random] = None):
+                 rng: Optional[random.Random] = None, clock=None):
+        """
+        ``clock`` given: ``storage`` is this server's alone (SQLite, memory), so the
+        bitmaps are decided in memory and written behind (every ``FLUSH_INTERVAL``
+        seconds and at stop): a restart rebuilds them from the services (``Repair``),
+        which are the truth; without, every change is a compare-and-swap write (etcd,
+        shared by replicas).
+        """
         self.network = network
         rng = rng or random.Random()
         keys = (SERVICE_IPS_KEY, SECONDARY_SERVICE_IPS_KEY)
         #: family → (IPRange, Bitmap), the primary range's family first.
-        self.ips = {r.family: (r, Bitmap(storage, key, r.spec, r.size, r.offset, rng))
+        self.ips = {r.family: (r, Bitmap(storage, key, r.spec, r.size, r.offset, rng, clock))
                     for r, key in zip(network.ranges, keys)}
         self.default_family = network.ranges[0].family
         ports = network.node_ports
         self.ports = ports
         self.port_bitmap = Bitmap(storage, NODE_PORTS_KEY, ports.spec, ports.size,
-                                  ports.offset, rng)
+                                  ports.offset, rng, clock)
+
+    @inlineCallbacks
+    def flush(self):
+        """Write what the bitmaps held alone have changed (at stop)."""
+        for bitmap in self.bitmaps:
+            yield bitmap.flush()
 
     @property
     def bitmaps(self) -> list:
@@ -855,11 +961,14 @@ class Repair:
 
     _stopped = False
 
-    def stop(self) -> None:
+    def stop(self):
         self._stopped = True
         if self._call is not None and self._call.active():
             self._call.cancel()
         self._call = None
+        d = self.allocators.flush()
+        d.addErrback(lambda f: log.failure("writing the service allocations failed", f))
+        return d
 
 
 class ServiceHooks:
