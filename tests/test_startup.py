@@ -60,7 +60,7 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in built.boot],
                          ["storage", "cache", "rbac-index", "expiry", "namespace-controller",
                           "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
-                          "builtin-namespaces",
+                          "service-allocation-repair", "builtin-namespaces", "platform-service",
                           "rbac-bootstrap", "ready"])
 
     def test_the_daemons_tree_handles_signals(self):

@@ -336,8 +336,10 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     2. the watch cache (every object loaded at one revision, then following storage),
     3. the RBAC index, expiry, the namespace and service-account controllers,
        ClusterRole aggregation and
-       ``after_cache`` (the daemon's pods socket),
-    4. the built-in namespaces (created unless they exist), then the RBAC bootstrap
+       ``after_cache`` (the daemon's pods socket), then the services' address and port
+       bitmaps repaired from the stored services (``service-allocation-repair``),
+    4. the built-in namespaces (created unless they exist), the server's own Service
+       (``platform-service``), then the RBAC bootstrap
        policy reconciled (upstream's PostStartHook),
        (``rbac_policy=False``, for tests that want an empty server: neither the
        policy nor ClusterRole aggregation),
@@ -355,9 +357,6 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     services = [storage_service(components.storage),
                 Step("cache", _marking(components.cache.start, checks.informers,
                                        hooks[health.INFORMERS]), components.cache.stop),
-                *([Step("service-allocation-repair", components.service_repair.start,
-                        components.service_repair.stop)]
-                  if components.service_repair is not None else []),
                 Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),
                 Step("expiry", components.expiry.start, components.expiry.stop),
                 Step("namespace-controller", components.namespaces.start,
@@ -367,6 +366,9 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                 *([Step("clusterrole-aggregation", components.aggregator.start,
                         components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,
+                *([Step("service-allocation-repair", components.service_repair.start,
+                        components.service_repair.stop)]
+                  if components.service_repair is not None else []),
                 Step("builtin-namespaces", _marking(lambda: create_builtin_namespaces(components),
                                                     hooks[health.NAMESPACES])),
                 *([Step("platform-service", components.platform_service.start,

@@ -49,10 +49,12 @@ class APIGroupTests(unittest.TestCase):
             "kind": "APIGroupList",
             "apiVersion": "v1",
             # Upstream's order (kube-aggregator's group priorities): authentication,
-            # authorization, RBAC, then admissionregistration.
+            # authorization, RBAC, then admissionregistration, then discovery.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
                        for group, gv in ((AUTHN, _gv(AUTHN)), (AUTHZ, _gv(AUTHZ)),
-                                         (RBAC, self.gv), (ADMISSION, _gv(ADMISSION)))],
+                                         (RBAC, self.gv), (ADMISSION, _gv(ADMISSION)),
+                                         ("discovery.platform.io",
+                                          _gv("discovery.platform.io")))],
         })
 
     def test_group(self):
@@ -131,15 +133,16 @@ class APIResourceListTests(unittest.TestCase):
     def test_short_names(self):
         short = {name: r.get("shortNames") for name, r in _by_name(self.core).items()
                  if "/" not in name}
-        self.assertEqual(short, {"configmaps": ["cm"], "namespaces": ["ns"], "pods": ["po"],
-                                 "secrets": None, "serviceaccounts": ["sa"]})
+        self.assertEqual(short, {"configmaps": ["cm"], "endpoints": ["ep"], "namespaces": ["ns"],
+                                 "pods": ["po"], "secrets": None, "serviceaccounts": ["sa"],
+                                 "services": ["svc"]})
 
     def test_sorted_by_name(self):
         for document in (self.core, self.rbac):
             names = [r["name"] for r in document["resources"]]
             self.assertEqual(names, sorted(names))
         self.assertEqual([r["name"] for r in self.core["resources"]][:4],
-                         ["configmaps", "namespaces", "namespaces/status", "pods"])
+                         ["configmaps", "endpoints", "namespaces", "namespaces/status"])
 
     def test_every_kind_has_every_verb(self):
         for document in (self.core, self.rbac):
@@ -199,7 +202,10 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["validatingadmissionpolicybindings"],
                              ["", f"{ADMISSION}/v1", "false",
                               "ValidatingAdmissionPolicyBinding"])
-            self.assertEqual(len(rows), 19)
+            self.assertEqual(rows["services"], ["svc", "v1", "true", "Service"])
+            self.assertEqual(rows["endpointslices"],
+                             ["", "discovery.platform.io/v1", "true", "EndpointSlice"])
+            self.assertEqual(len(rows), 22)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -208,6 +214,8 @@ class KubectlDiscoveryTests(KubectlTestCase):
         def check(result):
             names = self.assertSucceeded(result).split()
             self.assertEqual(sorted(names), [
-                "configmaps", f"localsubjectaccessreviews.{AUTHZ}", "pods",
-                f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts"])
+                "configmaps", "endpoints", "endpointslices.discovery.platform.io",
+                f"localsubjectaccessreviews.{AUTHZ}", "pods",
+                f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts",
+                "services"])
         return d.addCallback(check)

@@ -191,7 +191,8 @@ class V2DefinitionTests(unittest.TestCase):
             self.assertEqual(self.definitions[f"{META}.{kind}"]
                              ["x-kubernetes-group-version-kind"], [
                                  {"group": group, "kind": kind, "version": "v1"}
-                                 for group in ("", ADMISSION, AUTHN, AUTHZ, RBAC)])
+                                 for group in ("", ADMISSION, AUTHN, AUTHZ,
+                                               "discovery.platform.io", RBAC)])
         event = self.definitions[f"{META}.WatchEvent"]
         self.assertEqual(event["required"], ["type", "object"])
         self.assertEqual(event["properties"]["object"]["$ref"],
@@ -260,6 +261,7 @@ class V2PathTests(unittest.TestCase):
         status = {p for p in self.paths if p.endswith("/status")}
         self.assertEqual(status, {
             "/api/v1/namespaces/{name}/status", pod_status,
+            "/api/v1/namespaces/{namespace}/services/{name}/status",
             "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicies/{name}/status"})
         self.assertEqual(set(self.paths[pod_status]), {"get", "put", "patch", "parameters"})
 
@@ -479,7 +481,8 @@ class V3IndexTests(unittest.TestCase):
         self.assertEqual(set(index["paths"]), {
             "api", "api/v1", "apis", f"apis/{RBAC}", f"apis/{RBAC}/v1", f"apis/{AUTHZ}",
             f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1", f"apis/{ADMISSION}",
-            f"apis/{ADMISSION}/v1"})
+            f"apis/{ADMISSION}/v1", "apis/discovery.platform.io",
+            "apis/discovery.platform.io/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

@@ -277,6 +277,8 @@ LIST_TYPES = {
         "*admissionregistration.ValidatingAdmissionPolicyBindingList",
     "ValidatingWebhookConfiguration":
         "*admissionregistration.ValidatingWebhookConfigurationList",
+    "Service": "*core.ServiceList", "Endpoints": "*core.EndpointsList",
+    "EndpointSlice": "*discovery.EndpointSliceList",
 }
 
 

@@ -18,12 +18,14 @@ from platformd.registry.catalog import Catalog, builtin
 from platformd.registry.kinds import (
     accessreviews, configmap, pod, rbacshapes, role, selfsubjectreview, webhookshapes,
 )
+from platformd.registry.kinds import endpointslice
 from platformd.storage.memory import MemoryStorage
 
 RBAC = rbacshapes.GROUP
 AUTHZ = accessreviews.GROUP
 AUTHN = selfsubjectreview.GROUP
 ADMISSION = webhookshapes.GROUP
+DISCOVERY = endpointslice.GROUP
 
 #: The table columns of each kind, as they stood in registry/tables.py.
 COLUMNS = {
@@ -48,6 +50,11 @@ COLUMNS = {
     (AUTHZ, "SelfSubjectAccessReview"): ["Name", "Created At"],
     (AUTHZ, "SelfSubjectRulesReview"): ["Name", "Created At"],
     (AUTHZ, "SubjectAccessReview"): ["Name", "Created At"],
+    # Upstream's printers (pkg/printers/internalversion/printers.go).
+    ("", "Service"): ["Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age",
+                      "Selector"],
+    ("", "Endpoints"): ["Name", "Endpoints", "Age"],
+    (DISCOVERY, "EndpointSlice"): ["Name", "AddressType", "Ports", "Endpoints", "Age"],
 }
 
 #: The field selector labels of each kind, as they stood in api/selectors.py (None:
@@ -58,6 +65,7 @@ FIELD_LABELS = {
                   "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                   "status.phase", "status.podIP"),
     ("", "Secret"): ("metadata.name", "metadata.namespace", "type"),
+    ("", "Service"): ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
 }
 
 
@@ -69,7 +77,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 19)
+        self.assertEqual(len(builtin().kinds), 22)
 
     def test_columns(self):
         for kind in builtin().kinds:
@@ -88,7 +96,7 @@ class BuiltinTests(SynchronousTestCase):
         for kind in builtin().kinds:
             package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1.",
                        AUTHZ: accessreviews.PROTO, AUTHN: selfsubjectreview.PROTO,
-                       ADMISSION: webhookshapes.PROTO}[kind.group]
+                       ADMISSION: webhookshapes.PROTO, DISCOVERY: endpointslice.PROTO}[kind.group]
             reached = {s.name.removeprefix("io.") for s in structs(kind.schema)}
             reached = {name for name in reached if name.startswith(package)}
             self.assertEqual(reached - set(kind.presence), set(), kind.kind)
