@@ -232,6 +232,20 @@ class AllocationTests(ServiceCase):
         self.create(service("again", clusterIP="10.0.0.90", type="NodePort",
                             ports=[{"port": 80, "nodePort": 30100}]))
 
+    def test_delete_collection_and_namespace_deletion_release(self):
+        self.create(service("c1", clusterIP="10.0.0.101"))
+        self.assertEqual(self.admin.delete(SERVICES).code, 200)
+        self.create(service("c2", clusterIP="10.0.0.101"))
+        self.assertEqual(self.admin.post("/api/v1/namespaces",
+                                         {"metadata": {"name": "gone"}}).code, 201)
+        r = self.admin.post("/api/v1/namespaces/gone/services",
+                            service("n1", clusterIP="10.0.0.102"))
+        self.assertEqual(r.code, 201, r.body)
+        self.admin.delete("/api/v1/namespaces/gone")
+        self.stub.advance(5)
+        self.assertEqual(self.admin.get("/api/v1/namespaces/gone").code, 404)
+        self.create(service("n2", clusterIP="10.0.0.102"))
+
     def test_delete_removes_the_services_endpoints(self):
         self.create(service("withep"))
         r = self.admin.post(ENDPOINTS, {"metadata": {"name": "withep"}, "subsets": [

@@ -813,8 +813,8 @@ class Allocators:
         if old_spec.get("type") != svc.EXTERNAL_NAME and spec.get("type") == svc.EXTERNAL_NAME:
             txn.to_release.extend(self._release_pairs(old_spec))
             return
-        old_families = old_spec.get("ipFamilies") or ()
-        families = spec.get("ipFamilies") or ()
+        old_families = old_spec.get("ipFamilies") or []
+        families = spec.get("ipFamilies") or []
         if len(old_families) == 1 and len(families) == 2:
             ips = spec.setdefault("clusterIPs", [])
             if len(ips) < 2:
@@ -822,11 +822,11 @@ class Allocators:
             given = yield self._alloc_ips(obj, {families[1]: ips[1]}, txn)
             ips[1] = given[families[1]]
         elif len(old_families) == 2 and len(families) == 1:
-            ips = old_spec.get("clusterIPs") or ()
-            if len(ips) > 1:
-                ip_range, bitmap = self.ips.get(old_families[1], (None, None))
-                if ip_range is not None and ip_range.offset_of(ips[1]) >= 0:
-                    txn.to_release.append((bitmap, ip_range.offset_of(ips[1])))
+            old_ips = old_spec.get("clusterIPs") or []
+            if len(old_ips) > 1 and old_families[1] in self.ips:
+                ip_range, bitmap = self.ips[old_families[1]]
+                if ip_range.offset_of(old_ips[1]) >= 0:
+                    txn.to_release.append((bitmap, ip_range.offset_of(old_ips[1])))
 
     @inlineCallbacks
     def _update_health_check(self, obj: dict, old_spec: dict, txn: Transaction, taken: list):

@@ -24,7 +24,7 @@ backend reports in).
 from __future__ import annotations
 
 import random
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 import orjson
 from twisted.internet.defer import (
@@ -152,7 +152,7 @@ class GenericStore:
         storage create (409 when the name is taken).  ``manager`` (when given) is recorded as owning every field.
         With ``ctx.dry_run`` everything but the write happens.
         """
-        pending: Optional[list] = None if self.hooks is None else []
+        pending: Optional[List] = None if self.hooks is None else []
         try:
             prepared = self._admit_create(ctx, obj, namespace, manager, pending)
         except errors.StatusError:
@@ -165,20 +165,20 @@ class GenericStore:
             return d
         return maybeDeferred(lambda: d).addBoth(self._finish, pending)
 
-    def _finish(self, result, pending: list):
+    def _finish(self, result, pending: List):
         """Finish the hooks' transactions (committed when ``result`` is no failure),
         then pass ``result`` on."""
         success = not isinstance(result, Failure)
         transactions = pending[:]
         del pending[:]
-        d = succeed(None)
+        d: Deferred = succeed(None)
         for transaction in transactions:
-            d.addCallback(lambda _, t=transaction: t.finish(success))
+            d.addCallback(_finish_one, transaction, success)
         d.addErrback(lambda f: log.failure("finishing a write's allocations failed", f))
         return d.addCallback(lambda _: result)
 
     def _admit_create(self, ctx, obj: dict, namespace: Optional[str], manager,
-                      pending: Optional[list] = None):
+                      pending: Optional[List] = None):
         """The object as it will be stored (or a Deferred of it), or a StatusError."""
         obj = _with_type(self.kind, obj)
         meta = obj.setdefault("metadata", {})
@@ -221,7 +221,7 @@ class GenericStore:
             return then(begun, self._begun_create, attributes, manager, pending)
         return self._validate_create(attributes, manager)
 
-    def _begun_create(self, transaction, attributes, manager, pending: list):
+    def _begun_create(self, transaction, attributes, manager, pending: List):
         pending.append(transaction)
         return self._validate_create(attributes, manager)
 
@@ -426,7 +426,7 @@ class GenericStore:
         """
         kind = self.kind
         key = kind.storage_key(namespace if kind.namespaced else None, name)
-        pending: Optional[list] = None if self.hooks is None else []
+        pending: Optional[List] = None if self.hooks is None else []
 
         def try_update(current):
             if pending:
@@ -525,7 +525,7 @@ class GenericStore:
             return then(begun, self._begun_update, attributes, current, manager, pending)
         return self._checked_update(attributes, current, manager)
 
-    def _begun_update(self, transaction, attributes, current, manager, pending: list):
+    def _begun_update(self, transaction, attributes, current, manager, pending: List):
         pending.append(transaction)
         return self._checked_update(attributes, current, manager)
 
@@ -605,6 +605,11 @@ class GenericStore:
 
     def _conflict(self, name, why=errors.STALE_OBJECT):
         return errors.conflict(self.kind.plural, self.kind.group, name, why)
+
+
+def _finish_one(_, transaction, success: bool):
+    """One hook transaction's ``finish`` (see ``GenericStore._finish``)."""
+    return transaction.finish(success)
 
 
 def _revision(entry) -> int:

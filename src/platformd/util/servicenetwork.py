@@ -9,6 +9,7 @@ The services' address ranges as the flags give them: ``--service-cluster-ip-rang
 from __future__ import annotations
 
 import ipaddress
+from typing import Union
 
 import attrs
 
@@ -32,7 +33,7 @@ class IPRange:
     offset 0 is the address after the network's; IPv4 leaves out the broadcast
     address, IPv6 holds at most 65536 addresses."""
 
-    network: object  # ipaddress.IPv4Network | IPv6Network
+    network: Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
     @property
     def family(self) -> str:

@@ -16,7 +16,7 @@ from platformd.model import fielderrors as fe
 from platformd.model.meta import dns_label, dns_subdomain, label_value, qualified_name
 from platformd.model.schema import BOOLEAN, INT32, STRING, ListOf, MapOf, Prop, Struct
 from platformd.registry.kinds import netaddr, presence
-from platformd.registry.kinds.coreshapes import OBJECT_REFERENCE, OBJECT_REFERENCE_PRESENCE
+from platformd.registry.kinds.coreshapes import OBJECT_REFERENCE
 from platformd.registry.resource import ResourceType
 from platformd.registry.tables import AGE, NAME, Column
 
@@ -196,7 +196,7 @@ def _validate_ports(obj: dict) -> list:
     ports = obj.get("ports") or ()
     if len(ports) > MAX_PORTS:
         return [_too_many("ports", len(ports), MAX_PORTS)]
-    causes = []
+    causes: list = []
     names: set = set()
     for i, port in enumerate(ports):
         path = f"ports[{i}]"
@@ -284,7 +284,8 @@ KIND = ResourceType(
         "ports": Prop(ListOf(ENDPOINT_PORT), "The network ports exposed by each endpoint."),
     }, doc="EndpointSlice represents a set of service endpoints.",
     name_rule=dns_subdomain, definition_prefix=PREFIX,
-    presence={**presence(PROTO, "EndpointSlice", {
+    # targetRef's ObjectReference is core's: its presence comes with the core kinds.
+    presence=presence(PROTO, "EndpointSlice", {
         "EndpointSlice": "metadata addressType",
         "Endpoint": "conditions",
         "EndpointConditions": "",
@@ -292,7 +293,7 @@ KIND = ResourceType(
         "EndpointPort": "",
         "ForZone": "name",
         "ForNode": "name",
-    }), **{"platform.api.core.v1." + k: v for k, v in OBJECT_REFERENCE_PRESENCE.items()}},
+    }),
     default=_default, validate=_validate, validate_update=_validate_update,
     prepare_for_create=_prepare_for_create, prepare_for_update=_prepare_for_update,
     columns=COLUMNS)

@@ -277,7 +277,7 @@ def _prepare_for_update(new: dict, old: dict) -> None:
 # -- validation ---------------------------------------------------------------------------
 
 def is_headless(spec: dict) -> bool:
-    ips = spec.get("clusterIPs") or ()
+    ips = spec.get("clusterIPs") or []
     return bool(ips) and ips[0] == NONE
 
 
