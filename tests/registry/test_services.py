@@ -418,6 +418,14 @@ class EndpointsTests(ServiceCase):
             r = self.admin.post(ENDPOINTS, body)
             self.assertEqual((r.code, r.json()["message"]), (422, message))
 
+    def test_deprecation_warning(self):
+        """Upstream's warning on every request (the group renamed)."""
+        for r in (self.admin.get(ENDPOINTS), self.admin.get(ENDPOINTS + "/missing")):
+            self.assertEqual(r.header("Warning"), '299 - "v1 Endpoints is deprecated in '
+                                                  'v1.33+; use discovery.platform.io/v1 '
+                                                  'EndpointSlice"')
+        self.assertIsNone(self.admin.get(SERVICES).header("Warning"))
+
     def test_defaults_and_table(self):
         r = self.admin.post(ENDPOINTS, {"metadata": {"name": "e"}, "subsets": [
             {"addresses": [{"ip": "192.0.2.1"}, {"ip": "192.0.2.2"}],

@@ -159,4 +159,7 @@ KIND = core_kind("Endpoints", "endpoints", True, {
     "EndpointAddress": "ip hostname?",
     "EndpointPort": "name? port protocol?",
     **OBJECT_REFERENCE_PRESENCE,
-}, short_names=("ep",), default=_default, validate=_validate, columns=COLUMNS)
+}, short_names=("ep",), default=_default, validate=_validate, columns=COLUMNS,
+    # KEP-4974: every request to v1 Endpoints warns, since 1.33.
+    warning="v1 Endpoints is deprecated in v1.33+; use discovery.platform.io/v1 "
+            "EndpointSlice")
