@@ -19,9 +19,9 @@ NS = ("-n", "team")
 
 class ServiceKubectlTests(KubectlCase):
     @inlineCallbacks
-    def succeeds(self, *args):
+    def succeeds(self, *args, stdin=None):
         """``kubectl args``, which must succeed: its standard output."""
-        r = yield self.run_kubectl(*args)
+        r = yield self.run_kubectl(*args, stdin=stdin)
         self.assertEqual(r.returncode, 0, f"kubectl {' '.join(args)}: {r.stderr}")
         return r.stdout
 
@@ -95,6 +95,28 @@ class ServiceKubectlTests(KubectlCase):
                                                  "targetPort": 80}])
         row = (yield self.succeeds(*NS, "get", "svc", "p", "--no-headers", "-o", "wide")).split()
         self.assertEqual((row[1], row[4], row[-1]), ("ClusterIP", "80/TCP", "app=p,tier=web"))
+
+    @inlineCallbacks
+    def test_apply_twice_keeps_the_address(self):
+        """Client-side apply, then a changed apply: the address and node port stay."""
+        manifest = ("apiVersion: v1\nkind: Service\nmetadata:\n  name: applied\n"
+                    "spec:\n  type: NodePort\n  selector:\n    app: a\n  ports:\n"
+                    "  - port: 80\n    targetPort: 8080\n")
+        out = yield self.run_kubectl(*NS, "apply", "-f", "-", stdin=manifest)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        first = json.loads((yield self.succeeds(*NS, "get", "svc", "applied", "-o", "json")))
+        out = yield self.run_kubectl(*NS, "apply", "-f", "-",
+                                     stdin=manifest.replace("app: a", "app: b"))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        second = json.loads((yield self.succeeds(*NS, "get", "svc", "applied", "-o", "json")))
+        self.assertEqual(second["spec"]["selector"], {"app": "b"})
+        self.assertEqual(second["spec"]["clusterIP"], first["spec"]["clusterIP"])
+        self.assertEqual(second["spec"]["ports"][0]["nodePort"],
+                         first["spec"]["ports"][0]["nodePort"])
+        # Server-side apply too.
+        out = yield self.run_kubectl(*NS, "apply", "--server-side", "-f", "-",
+                                     stdin=manifest.replace("applied", "ssa"))
+        self.assertEqual(out.returncode, 0, out.stderr)
 
     @inlineCallbacks
     def test_the_servers_own_service(self):
