@@ -41,11 +41,13 @@ import re
 from typing import Callable, Optional
 
 import orjson
+from zope.interface import implementer
 from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
 from twisted.logger import Logger
 
 from platformd import errors
 from platformd.context import internal
+from platformd.registry.interfaces import IWriteHooks
 from platformd.model import fielderrors as fe
 from platformd.registry.kinds import netaddr
 from platformd.registry.kinds import service as svc
@@ -971,6 +973,7 @@ class Repair:
         return d
 
 
+@implementer(IWriteHooks)
 class ServiceHooks:
     """
     The services' store hooks (``GenericStore.hooks``): allocation before validation
