@@ -259,7 +259,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             port = int(address.rsplit(":", 1)[-1])
             platform_service = PlatformServiceController(
                 clock, stores, (core.SERVICE, core.ENDPOINTS, core.ENDPOINT_SLICE),
-                service_network.ranges[0].first, master or (lambda: (None, port)))
+                service_network.ranges[0].first, master or (lambda: (None, port)),
+                leases=storage if shared else None)
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
     checks = health.standard_checks(storage, clock)

@@ -7,7 +7,9 @@ one releases the other can take; a third replica started later repairs nothing a
 
 from __future__ import annotations
 
+from twisted.internet import reactor
 from twisted.internet.defer import gatherResults, inlineCallbacks
+from twisted.internet.task import deferLater
 
 from tests.etcd.test_replicas import ReplicasTestCase
 
@@ -84,3 +86,27 @@ class AllocationAcrossReplicasTests(ReplicasTestCase):
         self.assertFalse(fresh & (taken | {"10.30.0.1"}))
         r = yield c.post(SERVICES, service("full"))
         self.assertEqual(r.code, 500, r.body)
+
+
+class PlatformServiceAcrossReplicasTests(ReplicasTestCase):
+    timeout = 120
+
+    @inlineCallbacks
+    def test_replicas_share_the_endpoints(self):
+        """Each replica's lease puts it in the platform Endpoints; both compute the same
+        object, so neither undoes the other's write."""
+        a, b = yield self.replicas(2, "--advertise-address", "192.0.2.40")
+        ports = sorted(s.port_number for s in self.servers)
+        r = yield a.get("/api/v1/namespaces/default/endpoints/platform")
+        subsets = r.json()["subsets"]
+        self.assertEqual([s["ports"][0]["port"] for s in subsets], ports)
+        self.assertEqual({a["ip"] for s in subsets for a in s["addresses"]}, {"192.0.2.40"})
+        rv = r.json()["metadata"]["resourceVersion"]
+        # A round later (10 s) nothing was rewritten.
+        yield deferLater(reactor, 11, lambda: None)
+        r = yield b.get("/api/v1/namespaces/default/endpoints/platform")
+        self.assertEqual(r.json()["metadata"]["resourceVersion"], rv)
+        r = yield b.get("/apis/discovery.platform.io/v1/namespaces/default/endpointslices/"
+                        "platform")
+        self.assertEqual(r.json()["endpoints"][0]["addresses"], ["192.0.2.40"])
+        self.assertEqual(r.json()["ports"][0]["port"], ports[0])

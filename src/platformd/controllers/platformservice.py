@@ -10,19 +10,29 @@ Kept at start (before the server is ready) and every ``INTERVAL`` seconds: what 
 missing is created, what differs is put back (upstream's ``reconcile``), what is as it
 should be is left alone (no write).  A write that fails is logged and tried again at
 the next round.
+
+Replicas over one etcd (``leases``): upstream's lease endpoint reconciler.  Each
+replica renews its lease (``/registry/masterleases/<ip>:<port>``, its address, port and
+renewal time) at each round; the endpoints are every replica whose lease is younger
+than ``LEASE_TTL``, so every replica computes the same object and none undoes
+another's write; a replica that stops deletes its lease (gone after ``LEASE_TTL``
+otherwise).  Addresses sharing a port are one subset (several subsets when replicas
+listen on different ports); the EndpointSlice lists every address with the lowest port.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-from twisted.internet.defer import inlineCallbacks
+import orjson
+from twisted.internet.defer import inlineCallbacks, returnValue
 from twisted.logger import Logger
 
 from platformd import errors
 from platformd.context import internal
 from platformd.registry.kinds import netaddr
 from platformd.registry.kinds.endpointslice import MANAGED_BY_LABEL, SERVICE_NAME_LABEL
+from platformd.storage.interface import KeyNotFoundError
 
 log = Logger()
 
@@ -34,6 +44,10 @@ SERVICE_PORT = 443
 PORT_NAME = "https"
 #: What upstream's reconciler labels its slice with (``controller``'s managed-by value).
 MANAGED_BY = "endpoint-reconciler.platform.io"
+#: Where replicas' leases live (upstream's ``/masterleases/``) and how long one holds
+#: (upstream's master lease TTL).
+LEASES = "/registry/masterleases/"
+LEASE_TTL = 15.0
 
 
 class PlatformServiceController:
@@ -43,8 +57,12 @@ class PlatformServiceController:
     endpoints)."""
 
     def __init__(self, clock, stores, kinds, cluster_ip: str,
-                 master: Callable[[], tuple], interval: float = INTERVAL):
+                 master: Callable[[], tuple], interval: float = INTERVAL, leases=None):
         self.clock = clock
+        #: The storage replicas share (their leases live there), or None: this server
+        #: is the only one.
+        self.leases = leases
+        self._leased: Optional[str] = None
         service_kind, endpoints_kind, slice_kind = kinds
         self.services = stores[service_kind.gvr]
         self.endpoints = stores[endpoints_kind.gvr]
@@ -62,11 +80,18 @@ class PlatformServiceController:
         d.addCallback(lambda _: self._schedule())
         return d
 
-    def stop(self) -> None:
+    def stop(self):
         self._stopped = True
         if self._call is not None and self._call.active():
             self._call.cancel()
         self._call = None
+        if self.leases is None or self._leased is None:
+            return None
+        key, self._leased = self._leased, None
+        d = self.leases.delete(key)
+        d.addErrback(lambda f: f.trap(KeyNotFoundError))
+        d.addErrback(lambda f: log.failure("deleting this server's master lease failed", f))
+        return d
 
     def _schedule(self) -> None:
         if not self._stopped:
@@ -82,9 +107,37 @@ class PlatformServiceController:
     def sync(self):
         address, port = self.master()
         yield self._service(port)
-        if address is not None:
-            yield self._endpoints(address, port)
-            yield self._slice(address, port)
+        if address is None:
+            return
+        masters = [(address, port)]
+        if self.leases is not None:
+            masters = yield self._renew(address, port)
+        yield self._endpoints(masters)
+        yield self._slice(masters)
+
+    @inlineCallbacks
+    def _renew(self, address: str, port: int):
+        """This replica's lease renewed; ``[(address, port)]`` of every live one."""
+        now = self.clock.seconds()
+        key = f"{LEASES}{address}:{port}"
+        value = orjson.dumps({"ip": address, "port": port, "renewTime": now})
+        try:
+            yield self.leases.update(key, value, None)
+        except KeyNotFoundError:
+            yield self.leases.create(key, value)
+        self._leased = key
+        found = yield self.leases.range(LEASES)
+        live = set()
+        for kv in found.kvs:
+            try:
+                lease = orjson.loads(kv.value)
+                if now - float(lease["renewTime"]) < LEASE_TTL:
+                    live.add((str(lease["ip"]), int(lease["port"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+        live.add((address, port))
+        # Upstream's RepackSubsets keeps addresses in their text's order.
+        returnValue(sorted(live, key=lambda m: (m[1], m[0])))
 
     # -- the Service ------------------------------------------------------------------------
 
@@ -151,18 +204,25 @@ class PlatformServiceController:
             return out
         yield store.update(internal(), NAMESPACE, NAME, replace)
 
-    def _endpoints(self, address: str, port: int):
-        subsets = [{"addresses": [{"ip": address}],
-                    "ports": [{"name": PORT_NAME, "port": port, "protocol": "TCP"}]}]
+    def _endpoints(self, masters: list):
+        by_port: dict = {}
+        for address, port in masters:
+            by_port.setdefault(port, []).append({"ip": address})
+        subsets = [{"addresses": addresses,
+                    "ports": [{"name": PORT_NAME, "port": port, "protocol": "TCP"}]}
+                   for port, addresses in by_port.items()]
         return self._ensure(self.endpoints, {
             "metadata": {"name": NAME, "labels": {
                 "endpointslice.platform.io/skip-mirror": "true"}},
             "subsets": subsets}, lambda obj: obj.get("subsets") == subsets)
 
-    def _slice(self, address: str, port: int):
-        ip = netaddr.parse_ip(address)
+    def _slice(self, masters: list):
+        port = masters[0][1]
+        ip = netaddr.parse_ip(masters[0][0])
         address_type = "IPv6" if ip is not None and ip.version == 6 else "IPv4"
-        endpoints = [{"addresses": [address], "conditions": {"ready": True}}]
+        addresses = sorted({a for a, _ in masters})
+        endpoints = [{"addresses": [address], "conditions": {"ready": True}}
+                     for address in addresses]
         ports = [{"name": PORT_NAME, "protocol": "TCP", "port": port}]
         labels = {SERVICE_NAME_LABEL: NAME, MANAGED_BY_LABEL: MANAGED_BY}
         return self._ensure(self.slices, {
