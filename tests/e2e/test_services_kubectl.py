@@ -119,6 +119,24 @@ class ServiceKubectlTests(KubectlCase):
         self.assertEqual(out.returncode, 0, out.stderr)
 
     @inlineCallbacks
+    def test_describe_explain_get_all_and_endpoints(self):
+        yield self.succeeds(*NS, "create", "service", "clusterip", "web", "--tcp=80:8080")
+        out = yield self.succeeds(*NS, "describe", "service", "web", "--show-events=false")
+        self.assertIn("Type:                     ClusterIP", out)
+        self.assertIn("TargetPort:               8080/TCP", out)
+        out = yield self.succeeds("explain", "service.spec.ports.targetPort")
+        self.assertIn("targetPort", out)
+        out = yield self.succeeds(*NS, "get", "all")
+        self.assertIn("service/web", out)
+        r = yield self.run_kubectl(*NS, "get", "endpoints")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Warning: v1 Endpoints is deprecated in v1.33+; use "
+                      "discovery.platform.io/v1 EndpointSlice", r.stderr)
+        r = yield self.run_kubectl(*NS, "get", "endpointslices")
+        self.assertEqual((r.returncode, r.stderr.strip()),
+                         (0, "No resources found in team namespace."))
+
+    @inlineCallbacks
     def test_the_servers_own_service(self):
         row = (yield self.succeeds("get", "svc", "platform", "--no-headers")).split()
         self.assertEqual(row[:5], ["platform", "ClusterIP", "10.0.0.1", "<none>", "443/TCP"])
