@@ -83,6 +83,21 @@ class ServiceKubectlTests(KubectlCase):
         yield self.refused(*NS, "get", "svc", "dry")
 
     @inlineCallbacks
+    def test_create_loadbalancer_and_externalname(self):
+        out = yield self.succeeds(*NS, "create", "service", "loadbalancer", "lb", "--tcp=443")
+        self.assertEqual(out, "service/lb created\n")
+        out = yield self.succeeds(*NS, "create", "service", "externalname", "db",
+                                  "--external-name=db.example.com")
+        self.assertEqual(out, "service/db created\n")
+        rows = {line.split()[0]: line.split() for line in
+                (yield self.succeeds(*NS, "get", "svc", "--no-headers")).splitlines()}
+        self.assertEqual(rows["lb"][1], "LoadBalancer")
+        self.assertEqual(rows["lb"][3], "<pending>")
+        self.assertRegex(rows["lb"][4], r"^443:3\d{4}/TCP$")
+        self.assertEqual(rows["db"][1:5], ["ExternalName", "<none>", "db.example.com",
+                                           "<none>"])
+
+    @inlineCallbacks
     def test_expose_pod(self):
         yield self.succeeds(*NS, "run", "p", "--image=nginx", "--port=8080",
                             "--labels=app=p,tier=web")
