@@ -513,6 +513,25 @@ class NetworkFlagTests(SynchronousTestCase):
         self.assertEqual(spec["ipFamilies"], ["IPv4", "IPv6"])
         self.assertEqual(len(spec["clusterIPs"]), 2)
         self.assertTrue(spec["clusterIPs"][1].startswith("fd00::"))
+        # Downgraded to single-stack: the secondary address goes back; upgraded again,
+        # one is allocated anew.
+        r = admin.patch(SERVICES + "/ds", {"spec": {"ipFamilyPolicy": "SingleStack"}},
+                        content_type="application/merge-patch+json")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual((r.json()["spec"]["ipFamilies"], len(r.json()["spec"]["clusterIPs"])),
+                         (["IPv4"], 1))
+        secondary = spec["clusterIPs"][1]
+        r = admin.post(SERVICES, service("six", ipFamilies=["IPv6"], clusterIP=secondary))
+        self.assertEqual(r.code, 201, r.body)
+        r = admin.patch(SERVICES + "/ds", {"spec": {"ipFamilyPolicy": "RequireDualStack"}},
+                        content_type="application/merge-patch+json")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["spec"]["ipFamilies"], ["IPv4", "IPv6"])
+        self.assertNotEqual(r.json()["spec"]["clusterIPs"][1], secondary)
+        r = admin.post(SERVICES, service("v6only", ipFamilies=["IPv6"]))
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["spec"]["ipFamilies"], ["IPv6"])
+        self.assertTrue(r.json()["spec"]["clusterIP"].startswith("fd00::"))
         assert core.SERVICE.kind == "Service"
 
 
