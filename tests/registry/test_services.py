@@ -386,6 +386,7 @@ class ConventionTests(ServiceCase):
         self.assertEqual(r.code, 201, r.body)
         fields = r.json()["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]
         self.assertNotIn("f:clusterIP", fields)
+        self.assertEqual(fields["f:selector"], {})  # +mapType=atomic
 
     def test_protobuf(self):
         self.create(service("pb", ports=[{"name": "web", "port": 80, "targetPort": "web"}]))

@@ -184,9 +184,12 @@ BYTES = Scalar("string", "byte")
 
 @attrs.frozen
 class MapOf:
-    """A map with string keys, every value of one type (labels, ConfigMap data)."""
+    """A map with string keys, every value of one type (labels, ConfigMap data);
+    ``atomic`` (``x-kubernetes-map-type: atomic``: a Service's selector) makes apply
+    and field ownership treat it as one value."""
 
     values: Node
+    atomic: bool = False
 
     def decode(self, value, path, ctx):
         if value is None:

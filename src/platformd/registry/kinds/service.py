@@ -65,8 +65,8 @@ SESSION_AFFINITY_CONFIG = struct("SessionAffinityConfig", {
 SERVICE_SPEC = struct("ServiceSpec", {
     "ports": Prop(ListOf(SERVICE_PORT, "map", ("port", "protocol"), "merge", "port"),
                   "The list of ports that are exposed by this service."),
-    "selector": Prop(MapOf(STRING), "Route service traffic to pods with label keys and "
-                     "values matching this selector."),
+    "selector": Prop(MapOf(STRING, atomic=True), "Route service traffic to pods with "
+                     "label keys and values matching this selector."),
     "clusterIP": Prop(STRING, "The IP address of the service, allocated from the "
                       "service range unless given; None: headless."),
     "clusterIPs": Prop(ListOf(STRING), "The IP addresses of the service, one per IP "
