@@ -15,6 +15,7 @@ allocation alone (``Allocators.allocate_create`` + ``release`` over ``MemoryStor
 the Python work without the storage's.
 
     PYTHONPATH=src:. python bench/bench_services.py [--per-round 300] [--rounds 5] [--etcd]
+        [--threads N]
 
 Over SQLite (one server) the bitmaps are decided in memory and written behind; over
 etcd (``--etcd``: a one-member cluster, replicas' shared storage) every allocation is a
@@ -31,8 +32,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    Client, cpu_seconds, free_port, scratch_dir, start_server, stop_server, tls_context,
-    wait_ready, write_tokens,
+    Client, cpu_seconds, free_port, post_all, scratch_dir, start_server, stop_server,
+    tls_context, wait_ready, write_tokens,
 )
 
 SERVICES = "/api/v1/namespaces/default/services"
@@ -47,7 +48,7 @@ def body(kind: str, name: str) -> dict:
     return {"metadata": {"name": name}, "spec": spec}
 
 
-def server_figures(per_round: int, rounds: int, etcd_urls=None) -> dict:
+def server_figures(per_round: int, rounds: int, etcd_urls=None, threads: int = 1) -> dict:
     tmp = scratch_dir()
     port = free_port()
     extra: tuple = ("--service-cluster-ip-range", "10.96.0.0/20")
@@ -68,9 +69,14 @@ def server_figures(per_round: int, rounds: int, etcd_urls=None) -> dict:
         for r in range(rounds):
             for kind in per_create:
                 before = cpu_seconds(server.pid)
-                for n in range(per_round):
-                    status, data = client.call("POST", SERVICES, body(kind, f"{kind}-{r}-{n}"))
-                    assert status == 201, data
+                bodies = [body(kind, f"{kind}-{r}-{n}") for n in range(per_round)]
+                if threads == 1:
+                    for one in bodies:
+                        status, data = client.call("POST", SERVICES, one)
+                        assert status == 201, data
+                else:
+                    failures = post_all(port, SERVICES, bodies, threads)
+                    assert not failures, failures[:1]
                 per_create[kind].append((cpu_seconds(server.pid) - before) / per_round)
         client.close()
         return {kind: statistics.median(values) for kind, values in per_create.items()}
@@ -112,6 +118,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--per-round", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="clients posting at once (default: one after another)")
     parser.add_argument("--etcd", action="store_true",
                         help="over a one-member etcd (tests/etcd/cluster.py) instead of SQLite")
     args = parser.parse_args()
@@ -122,12 +130,12 @@ def main() -> None:
         cluster = Cluster.start(1)
     try:
         served = server_figures(args.per_round, args.rounds,
-                                cluster.urls if cluster is not None else None)
+                                cluster.urls if cluster is not None else None, args.threads)
     finally:
         if cluster is not None:
             cluster.stop()
-    print(f"server CPU per Service create over {'etcd' if args.etcd else 'SQLite'} "
-          f"(median of {args.rounds} rounds of {args.per_round}):")
+    print(f"server CPU per Service create over {'etcd' if args.etcd else 'SQLite'}, "
+          f"{args.threads} client(s) (median of {args.rounds} rounds of {args.per_round}):")
     for kind, seconds in served.items():
         print(f"  {kind:10s} {seconds * 1000:.3f} ms")
     print(f"  allocation adds: address {(served['clusterip'] - served['headless']) * 1000:+.3f}"

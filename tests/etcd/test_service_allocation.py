@@ -46,6 +46,17 @@ class AllocationAcrossReplicasTests(ReplicasTestCase):
         self.assertEqual(len({i["spec"]["clusterIP"] for i in listed.json()["items"]}), 25)
 
     @inlineCallbacks
+    def test_many_at_once_on_one_replica(self):
+        """60 creates at once through one replica (a /26 holds 62): changes of a bitmap
+        wait their turn and are written together, none runs out of retries."""
+        a, _b = yield self.replicas(2, "--service-cluster-ip-range", "10.40.0.0/26")
+        answers = yield gatherResults([a.post(SERVICES, service(f"m{n}"))
+                                       for n in range(60)])
+        self.assertEqual([r.code for r in answers], [201] * 60,
+                         [r.body for r in answers if r.code != 201][:1])
+        self.assertEqual(len({r.json()["spec"]["clusterIP"] for r in answers}), 60)
+
+    @inlineCallbacks
     def test_one_requested_address_goes_to_one(self):
         a, b = yield self.replicas()
         answers = yield gatherResults([

@@ -42,8 +42,9 @@ from typing import Callable, Optional
 
 import orjson
 from zope.interface import implementer
-from twisted.internet.defer import fail, inlineCallbacks, returnValue, succeed
+from twisted.internet.defer import Deferred, fail, inlineCallbacks, returnValue, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from platformd import errors
 from platformd.context import internal
@@ -160,6 +161,9 @@ class Bitmap:
         self.exclusive = clock is not None
         self._flush_call = None
         self._dirty = False
+        #: Changes waiting for the write in flight (compare-and-swap mode).
+        self._queue: list = []
+        self._writing = False
         self.key = key
         self.spec = spec
         self.size = size
@@ -250,13 +254,49 @@ class Bitmap:
             kv = yield self.storage.create(self.key, value)
         self.revision = max(self.revision, kv.mod_revision)
 
-    @inlineCallbacks
     def _change(self, decide: Callable):
         """
         Deferred: ``decide(bits)`` (a copy of the stored bitmap, changed in place)
-        applied to the stored bitmap by compare-and-swap; its result.  When it raises
-        ``AllocationError`` on a copy not just read, the stored one is read and it is
-        decided again.
+        applied to the stored bitmap by compare-and-swap; its result.  Changes wait
+        their turn, one write in flight per bitmap (upstream's allocator holds a lock
+        across its etcd update): those that arrive meanwhile are decided together and
+        written as one.
+        """
+        d: Deferred = Deferred()
+        self._queue.append((decide, d))
+        if not self._writing:
+            self._writing = True
+            self._drain().addBoth(self._drained)
+        return d
+
+    def _drained(self, result) -> None:
+        self._writing = False
+        if isinstance(result, Failure):
+            log.failure("changing {key} failed", result, key=self.key)
+
+    @inlineCallbacks
+    def _drain(self):
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                results = yield self._apply(batch)
+            except Exception:
+                failure = Failure()
+                for _decide, d in batch:
+                    d.errback(failure)
+                continue
+            for (_decide, d), result in zip(batch, results):
+                if isinstance(result, Failure):
+                    d.errback(result)
+                else:
+                    d.callback(result)
+
+    @inlineCallbacks
+    def _apply(self, batch: list):
+        """
+        The results (or ``Failure``s) of ``batch``'s decisions, made one after the other
+        on one copy and written once.  A refusal (``AllocationError``) decided on a copy
+        not just read has the stored one read and everything decided again.
         """
         fresh = False
         for _attempt in range(RETRIES):
@@ -264,16 +304,20 @@ class Bitmap:
                 yield self.load()
                 fresh = True
             bits = bytearray(self.bits)
-            try:
-                result = decide(bits)
-            except AllocationError:
-                if fresh:
-                    raise
+            results: list = []
+            refused = False
+            for decide, _d in batch:
+                try:
+                    results.append(decide(bits))
+                except AllocationError:
+                    refused = True
+                    results.append(Failure())
+            if refused and not fresh:
                 yield self.load()
                 fresh = True
                 continue
             if bits == self.bits:
-                returnValue(result)
+                returnValue(results)
             try:
                 kv = yield self.storage.update(self.key, self.value(bits), self.revision)
             except RevisionMismatchError as e:
@@ -285,7 +329,7 @@ class Bitmap:
                 continue
             if kv.mod_revision > self.revision:
                 self.revision, self.bits = kv.mod_revision, bits
-            returnValue(result)
+            returnValue(results)
         raise errors.conflict("serviceipallocations", "", self.key.rsplit("/", 1)[-1],
                               "too many concurrent allocations; try again")
 
