@@ -15,7 +15,14 @@ address now taken: the next free one, or for a requested address
 ``provided IP is already allocated``).  A replica keeps the last bitmap it saw and
 writes on it directly, so an allocation costs one storage write, no read; a refusal
 decided on that copy is decided again on a fresh read before it stands (another
-replica may have released the address).
+replica may have released the address).  One write per bitmap is in flight at a time
+on a replica (upstream's allocator holds a lock across its etcd update): changes that
+arrive meanwhile are decided together on one copy and written as one.
+
+A storage no other server shares (SQLite, memory; ``Allocators(clock=...)``): the
+bitmaps are decided in memory, synchronously, and written behind every
+``FLUSH_INTERVAL`` seconds and at stop; the services are the truth a restart rebuilds
+them from.
 
 Transactions.  ``allocate_create``/``allocate_update`` return a ``Transaction``: what
 was allocated (``revert`` releases it: validation, admission or the write failed) and
