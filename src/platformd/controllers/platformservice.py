@@ -33,6 +33,7 @@ from platformd.context import internal
 from platformd.registry.kinds import netaddr
 from platformd.registry.kinds.endpointslice import MANAGED_BY_LABEL, SERVICE_NAME_LABEL
 from platformd.storage.interface import KeyNotFoundError
+from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
 
@@ -63,6 +64,7 @@ class PlatformServiceController:
         #: is the only one.
         self.leases = leases
         self._leased: Optional[str] = None
+        self._failures = RateLimitedLog(log, clock=clock)
         service_kind, endpoints_kind, slice_kind = kinds
         self.services = stores[service_kind.gvr]
         self.endpoints = stores[endpoints_kind.gvr]
@@ -76,9 +78,16 @@ class PlatformServiceController:
     def start(self):
         self._stopped = False
         d = self.sync()
-        d.addErrback(lambda f: log.failure("keeping the platform service failed", f))
+        d.addErrback(self._failed)
         d.addCallback(lambda _: self._schedule())
         return d
+
+    def _failed(self, failure) -> None:
+        """A round that failed (a write refused, the storage unavailable): logged at
+        most once a minute, tried again at the next round; quiet once stopping."""
+        if not self._stopped:
+            self._failures.warn(f"keeping the platform service failed: "
+                                f"{failure.getErrorMessage()}", key=str(failure.type))
 
     def stop(self):
         self._stopped = True
@@ -90,7 +99,8 @@ class PlatformServiceController:
         key, self._leased = self._leased, None
         d = self.leases.delete(key)
         d.addErrback(lambda f: f.trap(KeyNotFoundError))
-        d.addErrback(lambda f: log.failure("deleting this server's master lease failed", f))
+        d.addErrback(lambda f: log.warn("deleting this server's master lease failed: {why}",
+                                        why=f.getErrorMessage()))
         return d
 
     def _schedule(self) -> None:
@@ -100,7 +110,7 @@ class PlatformServiceController:
     def _tick(self) -> None:
         self._call = None
         d = self.sync()
-        d.addErrback(lambda f: log.failure("keeping the platform service failed", f))
+        d.addErrback(self._failed)
         d.addCallback(lambda _: self._schedule())
 
     @inlineCallbacks

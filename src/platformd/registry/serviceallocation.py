@@ -243,7 +243,8 @@ class Bitmap:
 
     def _flush_later(self) -> None:
         self._flush_call = None
-        self.flush().addErrback(lambda f: log.failure("writing {key} failed", f, key=self.key))
+        self.flush().addErrback(lambda f: log.warn("writing {key} failed: {why}", key=self.key,
+                                                   why=f.getErrorMessage()))
 
     @inlineCallbacks
     def flush(self):
@@ -469,9 +470,9 @@ class Transaction:
         for bitmap, offsets in by_bitmap.items():
             try:
                 yield bitmap.release(offsets)
-            except Exception:  # noqa: BLE001 -- the repair cleans up what this leaves
-                log.failure("releasing {offsets} in {key} failed", offsets=offsets,
-                            key=bitmap.key)
+            except Exception as e:  # noqa: BLE001 -- the repair cleans up what this leaves
+                log.warn("releasing {offsets} in {key} failed (the repair will): {why}",
+                         offsets=offsets, key=bitmap.key, why=e)
 
     def commit(self):
         pairs, self.to_release, self.allocated = self.to_release, [], []
@@ -1007,12 +1008,19 @@ class Repair:
     def _tick(self) -> None:
         self._call = None
         self._running = d = self.run_once()
-        d.addErrback(lambda f: log.failure("repairing the service allocations failed", f))
+        d.addErrback(self._failed)
         d.addBoth(lambda _: setattr(self, "_running", None))
         d.addCallback(lambda _: self._schedule() if self._call is None and
                       not self._stopped else None)
 
     _stopped = False
+
+    def _failed(self, failure) -> None:
+        """A round that failed (storage unavailable): tried again at the next; quiet
+        once stopping (the storage may be going)."""
+        if not self._stopped:
+            log.warn("repairing the service allocations failed: {why}",
+                     why=failure.getErrorMessage())
 
     def stop(self):
         self._stopped = True
@@ -1020,7 +1028,8 @@ class Repair:
             self._call.cancel()
         self._call = None
         d = self.allocators.flush()
-        d.addErrback(lambda f: log.failure("writing the service allocations failed", f))
+        d.addErrback(lambda f: log.warn("writing the service allocations at stop failed: "
+                                        "{why}", why=f.getErrorMessage()))
         return d
 
 

@@ -174,7 +174,8 @@ class GenericStore:
         d: Deferred = succeed(None)
         for transaction in transactions:
             d.addCallback(_finish_one, transaction, success)
-        d.addErrback(lambda f: log.failure("finishing a write's allocations failed", f))
+        d.addErrback(lambda f: log.warn("finishing a write's allocations failed: {why}",
+                                        why=f.getErrorMessage()))
         return d.addCallback(lambda _: result)
 
     def _admit_create(self, ctx, obj: dict, namespace: Optional[str], manager,
@@ -407,7 +408,8 @@ class GenericStore:
         except CorruptObjectError:
             return None
         d = maybeDeferred(self.hooks.after_delete, ctx, obj)
-        d.addErrback(lambda f: log.failure("cleaning up after a delete failed", f))
+        d.addErrback(lambda f: log.warn("cleaning up after a delete failed: {why}",
+                                        why=f.getErrorMessage()))
         return d
 
     # -- update, patch, apply ----------------------------------------------------------
