@@ -44,6 +44,7 @@ def _builds():
     from platformd.context import RequestContext
     from platformd.registry import core
     from platformd.registry.escalation import EscalationCheck
+    from platformd.registry.serviceallocation import Allocators, ServiceHooks
     from platformd.registry.resource import ResourceType
     from platformd.codecs.cborcodec import CBORCodec
     from platformd.codecs.jsoncodec import JSONCodec
@@ -81,6 +82,7 @@ def _builds():
         authorizers.AuthorizerChain: lambda: authorizers.AuthorizerChain([]),
         RBACAuthorizer: lambda: RBACAuthorizer(None, Clock()),
         EscalationCheck: lambda: EscalationCheck(None),
+        ServiceHooks: lambda: ServiceHooks(Allocators(MemoryStorage(Clock()))),
         RequestContext: lambda: RequestContext(None),
         ResourceType: lambda: core.CONFIG_MAP,
         ServiceAccountAuthenticator: lambda: ServiceAccountAuthenticator(

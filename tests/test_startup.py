@@ -61,7 +61,7 @@ class TreeTests(SynchronousTestCase):
                          ["storage", "cache", "rbac-index", "expiry", "event-ttl",
                           "namespace-controller",
                           "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
-                          "builtin-namespaces",
+                          "service-allocation-repair", "builtin-namespaces", "platform-service",
                           "rbac-bootstrap", "ready"])
 
     def test_the_daemons_tree_handles_signals(self):

@@ -245,7 +245,7 @@ class PlatformTLSTransportTests(TestCase):
                 self.transport.write_now(b"ready")
 
         paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:6443")
-        handshaken, lost = Deferred(), []
+        handshaken = Deferred()
         collector = Collect(lambda transport: None, handshaken)
         factory = TLSMemoryBIOFactory(
             server_tls_options(paths.serving_cert, paths.serving_key), False,

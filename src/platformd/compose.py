@@ -59,14 +59,17 @@ from platformd.context import internal
 from platformd.edge.timeouts import ConnectionTimeouts
 from platformd.controllers.aggregation import ClusterRoleAggregator
 from platformd.controllers.namespaces import NamespaceController
+from platformd.controllers.platformservice import PlatformServiceController
 from platformd.controllers.serviceaccounts import ServiceAccountsController
 from platformd.util.deferreds import then
+from platformd.util.servicenetwork import ServiceNetwork
 from platformd.process.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
 from platformd.registry import admissionregistration, core, escalation
 from platformd.registry.bootstrap import reconcile_bootstrap_policy
 from platformd.registry.catalog import Catalog, builtin
+from platformd.registry.serviceallocation import Allocators, Repair, ServiceHooks
 from platformd.registry.store import GenericStore
 
 #: Namespaces that always exist (upstream: default, kube-system, kube-public,
@@ -175,6 +178,12 @@ class Components:
     reloaders: list
     #: Removes stored Events ``--event-ttl`` after their last write (issue 32).
     event_expiry: Optional[EventExpiry] = None
+    #: Services' cluster IPs and node ports (``registry/serviceallocation.py``), the
+    #: repair of their bitmaps and the API server's own Service; None when the catalog
+    #: serves no services.
+    allocators: Optional[Allocators] = None
+    service_repair: Optional[Repair] = None
+    platform_service: Optional[PlatformServiceController] = None
 
     @property
     def ready(self) -> bool:
@@ -200,7 +209,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             admission_configs=None, egress=None, auditor=None, request_tracing=None,
             limits: Limits = Limits(), timeouts: ConnectionTimeouts = ConnectionTimeouts(),
             health_checks: Iterable[tuple] = (),
-            event_ttl: float = DEFAULT_EVENT_TTL) -> Components:
+            event_ttl: float = DEFAULT_EVENT_TTL,
+            service_network: ServiceNetwork = ServiceNetwork(),
+            master: Optional[Callable[[], tuple]] = None) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -216,7 +227,10 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     (``audit.record.Auditor``) and ``request_tracing`` the tracing filter
     (``tracing.requests.RequestTracing``), or None; ``health_checks`` more checks, as
     ``(checks, endpoints, after)`` for ``HealthChecks.add_checks``; ``event_ttl`` how
-    long a stored Event lives after its last write (``--event-ttl``).
+    long a stored Event lives after its last write (``--event-ttl``);
+    ``service_network`` the services' ranges (``--service-cluster-ip-range``,
+    ``--service-node-port-range``); ``master()`` gives ``(address, port)`` the server's
+    own Service points at (default: no address, the port of ``address``).
     """
     catalog = catalog if catalog is not None else builtin()
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
@@ -234,7 +248,24 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         admission_plugins(deps, admission_names, admission_configs), metrics)
     write_checks = escalation.checks(rbac_index)
     stores = {k.gvr: GenericStore(k, storage, cache, clock, admission, write_checks.get(k.gvr))
-              for k in catalog.kinds if k.stored}
+              for k in catalog.kinds if k.stored and k.gvr != core.SERVICE.gvr}
+    allocators = service_repair = platform_service = None
+    if catalog.lookup(*core.SERVICE.gvr) is not None:
+        # A storage no other server shares (SQLite, memory): the bitmaps are decided in
+        # memory and written behind; etcd's are compare-and-swapped at each change.
+        shared = getattr(storage, "shared", False)
+        allocators = Allocators(storage, service_network, clock=None if shared else clock)
+        stores[core.SERVICE.gvr] = services = GenericStore(
+            core.SERVICE, storage, cache, clock, admission,
+            hooks=ServiceHooks(allocators, stores.get(core.ENDPOINTS.gvr)))
+        service_repair = Repair(clock, allocators,
+                                lambda: [entry.obj for entry in services.list(None)])
+        if core.ENDPOINTS.gvr in stores and core.ENDPOINT_SLICE.gvr in stores:
+            port = int(address.rsplit(":", 1)[-1])
+            platform_service = PlatformServiceController(
+                clock, stores, (core.SERVICE, core.ENDPOINTS, core.ENDPOINT_SLICE),
+                service_network.ranges[0].first, master or (lambda: (None, port)),
+                leases=storage if shared else None)
     readiness = Readiness()
     reader = CacheReader(cache, snapshots, storage, gates)
     checks = health.standard_checks(storage, clock)
@@ -268,7 +299,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         readiness=readiness, metrics=metrics, health=checks,
         reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None],
         event_expiry=(EventExpiry(clock, cache, storage, core.EVENT, event_ttl)
-                      if any(k.gvr == core.EVENT.gvr for k in catalog.kinds) else None))
+                      if any(k.gvr == core.EVENT.gvr for k in catalog.kinds) else None),
+        allocators=allocators, service_repair=service_repair,
+        platform_service=platform_service)
 
 
 def admission_deps(cache, informers, clock, metrics=None,
@@ -311,8 +344,10 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     2. the watch cache (every object loaded at one revision, then following storage),
     3. the RBAC index, expiry, the namespace and service-account controllers,
        ClusterRole aggregation and
-       ``after_cache`` (the daemon's pods socket),
-    4. the built-in namespaces (created unless they exist), then the RBAC bootstrap
+       ``after_cache`` (the daemon's pods socket), then the services' address and port
+       bitmaps repaired from the stored services (``service-allocation-repair``),
+    4. the built-in namespaces (created unless they exist), the server's own Service
+       (``platform-service``), then the RBAC bootstrap
        policy reconciled (upstream's PostStartHook),
        (``rbac_policy=False``, for tests that want an empty server: neither the
        policy nor ClusterRole aggregation),
@@ -341,8 +376,14 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                 *([Step("clusterrole-aggregation", components.aggregator.start,
                         components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,
+                *([Step("service-allocation-repair", components.service_repair.start,
+                        components.service_repair.stop)]
+                  if components.service_repair is not None else []),
                 Step("builtin-namespaces", _marking(lambda: create_builtin_namespaces(components),
                                                     hooks[health.NAMESPACES])),
+                *([Step("platform-service", components.platform_service.start,
+                        components.platform_service.stop)]
+                  if components.platform_service is not None else []),
                 *([Step("rbac-bootstrap",
                         _marking(lambda: reconcile_bootstrap_policy(components.stores),
                                  hooks[health.BOOTSTRAP_ROLES]))]

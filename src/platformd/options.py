@@ -14,6 +14,9 @@ from twisted.python import usage
 from platformd.goformat.durations import parse_duration
 from platformd.featuregates import FeatureGateError, FeatureGates
 from platformd.goformat.gotext import aggregate, quote_list
+from platformd.util.servicenetwork import (
+    DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_IP_RANGE, ServiceNetwork,
+)
 
 
 #: Upstream's ``authzmodes.AuthorizationModeChoices`` that apply here (no ABAC, no Node).
@@ -188,6 +191,17 @@ class Options(usage.Options):
         ["audit-log-batch-max-size", None, 1, "batch mode: events written per batch.", int],
         ["audit-log-batch-max-wait", None, "0s",
          "batch mode: how long to wait to fill a batch."],
+        # Services (docs/kinds.md), as kube-apiserver's flags.
+        ["service-cluster-ip-range", None, DEFAULT_SERVICE_IP_RANGE,
+         "A CIDR notation IP range from which to assign service cluster IPs; two "
+         "comma-separated CIDRs (one IPv4, one IPv6) for dual-stack."],
+        ["service-node-port-range", None, DEFAULT_NODE_PORT_RANGE,
+         "A port range to reserve for services with NodePort visibility (min-max or "
+         "base+size, both ends included)."],
+        ["advertise-address", None, None,
+         "The IP address the server's own Service's endpoints name (default: "
+         "--bind-address unless unspecified or loopback, else the host's default "
+         "interface address)."],
     ]
 
     def postOptions(self):
@@ -226,6 +240,22 @@ class Options(usage.Options):
         self._authentication()
         self._authorization()
         self._audit()
+        try:
+            self["service-network"] = ServiceNetwork.parse(
+                self["service-cluster-ip-range"], self["service-node-port-range"])
+        except ValueError as e:
+            raise usage.UsageError(str(e)) from None
+        address = self["advertise-address"]
+        if address is not None:
+            import ipaddress
+            try:
+                ip = ipaddress.ip_address(address)
+            except ValueError:
+                raise usage.UsageError(f"--advertise-address: {address!r} is not an IP "
+                                       "address") from None
+            if ip.is_unspecified or ip.is_loopback:
+                raise usage.UsageError(f"--advertise-address: {address} is not an address "
+                                       "other hosts can reach")
         # pflag's string slices: comma-separated, spaces kept (" B" is not "B").
         for flag in ("enable-admission-plugins", "disable-admission-plugins"):
             self[flag] = self[flag].split(",") if self[flag] else []

@@ -74,6 +74,7 @@ from platformd.auth.fromflags import (
     AuthFlagError, authenticators_from_flags, authorizers_from_flags,
 )
 from platformd.auth.interfaces import IAuthenticator
+from platformd.controllers.platformservice import advertise_address
 from platformd.compose import (
     Authentication, Authorization, Components, Internals, Limits, boot_sequence, compose,
 )
@@ -271,6 +272,10 @@ def daemon(options, reactor, notifier: Notifier | None = None,
     if tracing is not None:
         from platformd.tracing.requests import RequestTracing
         request_tracing = RequestTracing(tracing)
+    # The server's own Service's endpoints (controllers/platformservice.py): where
+    # others reach this server, once it listens.
+    advertised = advertise_address(host, options["advertise-address"])
+    placed: dict = {}
     try:
         components = compose(
             storage, reactor, options["feature-gates"],
@@ -286,15 +291,17 @@ def daemon(options, reactor, notifier: Notifier | None = None,
             limits=Limits(options["max-requests-inflight"],
                           options["max-mutating-requests-inflight"],
                           options["request-timeout"]),
-            health_checks=[encryption.checks] if encryption else [])
+            health_checks=[encryption.checks] if encryption else [],
+            service_network=options["service-network"],
+            master=lambda: (advertised, placed["daemon"].port.getHost().port))
     except AdmissionConfigError as e:
         raise StartupError(str(e)) from None
     listener = ListenerService(
         reactor, inherited.endpoint if inherited
         else serverFromString(reactor, listen_description(options)),
         lambda: tls_factory(tls, components.site), address=f"{host}:{serving_port}")
-    daemon = PlatformService(options, reactor, components, listener, notifier, host,
-                             serving_port, data_dir)
+    daemon = placed["daemon"] = PlatformService(options, reactor, components, listener,
+                                                notifier, host, serving_port, data_dir)
     daemon.tracing, daemon.auditor = tracing, auditor
     if encryption and encryption.reloader:
         daemon.reloaders.append(encryption.reloader)

@@ -51,12 +51,15 @@ class APIGroupTests(unittest.TestCase):
             "kind": "APIGroupList",
             "apiVersion": "v1",
             # Upstream's order (kube-aggregator's group priorities): events,
-            # authentication, authorization, RBAC, admissionregistration, coordination.
+            # authentication, authorization, RBAC, admissionregistration, coordination,
+            # discovery.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
                        for group, gv in ((EVENTS, _gv(EVENTS)), (AUTHN, _gv(AUTHN)),
                                          (AUTHZ, _gv(AUTHZ)), (RBAC, self.gv),
                                          (ADMISSION, _gv(ADMISSION)),
-                                         (COORDINATION, _gv(COORDINATION)))],
+                                         (COORDINATION, _gv(COORDINATION)),
+                                         ("discovery.platform.io",
+                                          _gv("discovery.platform.io")))],
         })
 
     def test_group(self):
@@ -135,15 +138,16 @@ class APIResourceListTests(unittest.TestCase):
     def test_short_names(self):
         short = {name: r.get("shortNames") for name, r in _by_name(self.core).items()
                  if "/" not in name}
-        self.assertEqual(short, {"configmaps": ["cm"], "events": ["ev"], "namespaces": ["ns"],
-                                 "pods": ["po"], "secrets": None, "serviceaccounts": ["sa"]})
+        self.assertEqual(short, {"configmaps": ["cm"], "endpoints": ["ep"], "events": ["ev"],
+                                 "namespaces": ["ns"], "pods": ["po"], "secrets": None,
+                                 "serviceaccounts": ["sa"], "services": ["svc"]})
 
     def test_sorted_by_name(self):
         for document in (self.core, self.rbac):
             names = [r["name"] for r in document["resources"]]
             self.assertEqual(names, sorted(names))
         self.assertEqual([r["name"] for r in self.core["resources"]][:5],
-                         ["configmaps", "events", "namespaces", "namespaces/status", "pods"])
+                         ["configmaps", "endpoints", "events", "namespaces", "namespaces/status"])
 
     def test_every_kind_has_every_verb(self):
         for document in (self.core, self.rbac):
@@ -208,7 +212,10 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["events"], ["ev", f"{EVENTS}/v1", "true", "Event"])
             self.assertEqual([line.split()[2] for line in result.stdout.splitlines()
                               if line.startswith("events ")], ["v1", f"{EVENTS}/v1"])
-            self.assertEqual(len(rows), 21)
+            self.assertEqual(rows["services"], ["svc", "v1", "true", "Service"])
+            self.assertEqual(rows["endpointslices"],
+                             ["", "discovery.platform.io/v1", "true", "EndpointSlice"])
+            self.assertEqual(len(rows), 24)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -217,7 +224,9 @@ class KubectlDiscoveryTests(KubectlTestCase):
         def check(result):
             names = self.assertSucceeded(result).split()
             self.assertEqual(sorted(names), [
-                "configmaps", "events", f"events.{EVENTS}", f"leases.{COORDINATION}",
+                "configmaps", "endpoints", "endpointslices.discovery.platform.io", "events",
+                f"events.{EVENTS}", f"leases.{COORDINATION}",
                 f"localsubjectaccessreviews.{AUTHZ}", "pods",
-                f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts"])
+                f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts",
+                "services"])
         return d.addCallback(check)

@@ -193,6 +193,7 @@ class V2DefinitionTests(unittest.TestCase):
                                  {"group": group, "kind": kind, "version": "v1"}
                                  for group in ("", ADMISSION, AUTHN, AUTHZ,
                                                "coordination.platform.io",
+                                               "discovery.platform.io",
                                                "events.platform.io", RBAC)])
         event = self.definitions[f"{META}.WatchEvent"]
         self.assertEqual(event["required"], ["type", "object"])
@@ -262,6 +263,7 @@ class V2PathTests(unittest.TestCase):
         status = {p for p in self.paths if p.endswith("/status")}
         self.assertEqual(status, {
             "/api/v1/namespaces/{name}/status", pod_status,
+            "/api/v1/namespaces/{namespace}/services/{name}/status",
             "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicies/{name}/status"})
         self.assertEqual(set(self.paths[pod_status]), {"get", "put", "patch", "parameters"})
 
@@ -482,7 +484,8 @@ class V3IndexTests(unittest.TestCase):
             "api", "api/v1", "apis", f"apis/{RBAC}", f"apis/{RBAC}/v1", f"apis/{AUTHZ}",
             f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1", f"apis/{ADMISSION}",
             f"apis/{ADMISSION}/v1", "apis/events.platform.io", "apis/events.platform.io/v1",
-            "apis/coordination.platform.io", "apis/coordination.platform.io/v1"})
+            "apis/coordination.platform.io", "apis/coordination.platform.io/v1",
+            "apis/discovery.platform.io", "apis/discovery.platform.io/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

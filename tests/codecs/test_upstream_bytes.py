@@ -24,10 +24,12 @@ from platformd.protos.platform.api.authorization.v1 import generated_pb2 as auth
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
 from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
+from platformd.protos.platform.api.discovery.v1 import generated_pb2 as discovery
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.api.resource import generated_pb2 as resource
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
 from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
+from platformd.protos.platform.apimachinery.pkg.util.intstr import generated_pb2 as intstr
 
 RBAC = "rbac.authorization.platform.io/v1"
 RBAC_GROUP = "rbac.authorization.platform.io"
@@ -356,7 +358,7 @@ class UpstreamGoldenTests(SynchronousTestCase):
 
 def _modules():
     return (core, rbac, meta, runtime, resource, authorization, authentication,
-            admissionregistration, coordination, eventsv1)
+            admissionregistration, coordination, eventsv1, discovery, intstr)
 
 
 def _messages():
@@ -374,6 +376,30 @@ def _messages():
         for descriptor in module.DESCRIPTOR.message_types_by_name.values():
             walk(descriptor)
     return found
+
+
+class IntOrStringTests(SynchronousTestCase):
+    """``ServicePort`` as core/v1 generated.pb.go writes it: name, protocol, port and
+    nodePort always (non-pointer), targetPort an ``IntOrString`` whose marshaller writes
+    type, intVal and strVal always; read back as upstream's JSON shows it."""
+
+    def test_number(self):
+        port = {"protocol": "TCP", "port": 80, "targetPort": 8080}
+        data = protoconvert.to_message(port, core.ServicePort, upstream=True) \
+            .SerializeToString(deterministic=True)
+        self.assertEqual(data, bytes.fromhex(
+            "0a00 1203 544350 1850 2207 0800 10903f 1a00 2800".replace(" ", "")))
+        back = protoconvert.from_message(core.ServicePort.FromString(data), upstream=True)
+        self.assertEqual(back, port)
+
+    def test_name(self):
+        port = {"name": "web", "protocol": "TCP", "port": 80, "targetPort": "http"}
+        data = protoconvert.to_message(port, core.ServicePort, upstream=True) \
+            .SerializeToString(deterministic=True)
+        self.assertEqual(data, bytes.fromhex(
+            "0a03 776562 1203 544350 1850 220a 0801 1000 1a04 68747470 2800".replace(" ", "")))
+        back = protoconvert.from_message(core.ServicePort.FromString(data), upstream=True)
+        self.assertEqual(back, port)
 
 
 class TableTests(SynchronousTestCase):

@@ -279,6 +279,8 @@ LIST_TYPES = {
         "*admissionregistration.ValidatingWebhookConfigurationList",
     # Both Event versions read the core registry's list.
     "Event": "*core.EventList", "Lease": "*coordination.LeaseList",
+    "Service": "*core.ServiceList", "Endpoints": "*core.EndpointsList",
+    "EndpointSlice": "*discovery.EndpointSliceList",
 }
 
 

@@ -19,12 +19,14 @@ from platformd.registry.kinds import (
     accessreviews, configmap, event, eventsv1, lease, pod, rbacshapes, role, selfsubjectreview,
     webhookshapes,
 )
+from platformd.registry.kinds import endpointslice
 from platformd.storage.memory import MemoryStorage
 
 RBAC = rbacshapes.GROUP
 AUTHZ = accessreviews.GROUP
 AUTHN = selfsubjectreview.GROUP
 ADMISSION = webhookshapes.GROUP
+DISCOVERY = endpointslice.GROUP
 
 EVENTS = eventsv1.GROUP
 COORDINATION = lease.GROUP
@@ -58,6 +60,11 @@ COLUMNS = {
     ("", "Event"): EVENT_COLUMNS,
     (EVENTS, "Event"): EVENT_COLUMNS,
     (COORDINATION, "Lease"): ["Name", "Holder", "Age"],
+    # Upstream's printers (pkg/printers/internalversion/printers.go).
+    ("", "Service"): ["Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age",
+                      "Selector"],
+    ("", "Endpoints"): ["Name", "Endpoints", "Age"],
+    (DISCOVERY, "EndpointSlice"): ["Name", "AddressType", "Ports", "Endpoints", "Age"],
 }
 
 #: The field selector labels of each kind, as they stood in api/selectors.py (None:
@@ -70,6 +77,7 @@ FIELD_LABELS = {
     ("", "Secret"): ("metadata.name", "metadata.namespace", "type"),
     ("", "Event"): event.FIELD_LABELS,
     (EVENTS, "Event"): eventsv1.KIND.field_labels,
+    ("", "Service"): ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
 }
 
 
@@ -81,7 +89,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 22)
+        self.assertEqual(len(builtin().kinds), 25)
 
     def test_columns(self):
         for kind in builtin().kinds:
@@ -101,7 +109,7 @@ class BuiltinTests(SynchronousTestCase):
             package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1.",
                        AUTHZ: accessreviews.PROTO, AUTHN: selfsubjectreview.PROTO,
                        ADMISSION: webhookshapes.PROTO, EVENTS: eventsv1.PROTO,
-                       COORDINATION: lease.PROTO}[kind.group]
+                       COORDINATION: lease.PROTO, DISCOVERY: endpointslice.PROTO}[kind.group]
             reached = {s.name.removeprefix("io.") for s in structs(kind.schema)}
             reached = {name for name in reached if name.startswith(package)}
             self.assertEqual(reached - set(kind.presence), set(), kind.kind)

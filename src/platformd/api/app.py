@@ -225,6 +225,8 @@ class APIServer:
         if info.subresource and info.verb not in _STATUS_VERBS:
             raise errors.method_not_allowed()
         call.kind = kind
+        if kind.warning:
+            call.warn(kind.warning)
         if kind.review is not None:
             ctx.routed = True
             return _with_body(call, reviews.serve, call, self._check_route_accepts, self)

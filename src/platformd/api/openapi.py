@@ -182,7 +182,10 @@ def _schema(node, dialect: _Dialect) -> dict:
     if isinstance(node, Scalar):
         return _scalar(node)
     if isinstance(node, MapOf):
-        return {"type": "object", "additionalProperties": _schema(node.values, dialect)}
+        out = {"type": "object", "additionalProperties": _schema(node.values, dialect)}
+        if node.atomic:
+            out["x-kubernetes-map-type"] = "atomic"
+        return out
     if isinstance(node, ListOf):
         return {"type": "array", "items": _schema(node.items, dialect), **_list_extensions(node)}
     raise TypeError(f"no OpenAPI form for {node!r}")

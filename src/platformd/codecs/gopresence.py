@@ -70,9 +70,11 @@ from __future__ import annotations
 META = "platform.apimachinery.pkg.apis.meta.v1."
 RUNTIME = "platform.apimachinery.pkg.runtime."
 RESOURCE = "platform.apimachinery.pkg.api.resource."
+INTSTR = "platform.apimachinery.pkg.util.intstr."
 
 #: Types with a hand-written marshaller upstream (see the module docstring).
-CUSTOM = frozenset({META + "Time", META + "MicroTime", META + "FieldsV1", META + "Verbs", RESOURCE + "Quantity"})
+CUSTOM = frozenset({META + "Time", META + "MicroTime", META + "FieldsV1", META + "Verbs",
+                    RESOURCE + "Quantity", INTSTR + "IntOrString"})
 
 ALWAYS = {
     # k8s.io/apimachinery/pkg/apis/meta/v1
@@ -112,6 +114,9 @@ ALWAYS = {
     RUNTIME + "Unknown": "typeMeta contentEncoding contentType",
     # k8s.io/apimachinery/pkg/api/resource
     RESOURCE + "Quantity": "",
+    # k8s.io/apimachinery/pkg/util/intstr (intstr/generated.pb.go: type, intVal and
+    # strVal always written; handled by type in protoconvert)
+    INTSTR + "IntOrString": "",
 }
 
 

@@ -44,6 +44,7 @@ from platformd.protos.platform.api.authorization.v1 import generated_pb2 as auth
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
 from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
+from platformd.protos.platform.api.discovery.v1 import generated_pb2 as discovery
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
 from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
@@ -57,6 +58,10 @@ RBAC = "rbac.authorization.platform.io/v1"
 META_VERSIONS = ("meta.platform.io/v1", "meta.k8s.io/v1")
 
 _CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount", "Event")
+#: Service and Endpoints (core), EndpointSlice (discovery).
+_SERVICE_KINDS = ("Service", "Endpoints")
+DISCOVERY = "discovery.platform.io/v1"
+_DISCOVERY_GROUP_KINDS = ("EndpointSlice",)
 _RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 ADMISSIONREGISTRATION = "admissionregistration.platform.io/v1"
 _ADMISSIONREGISTRATION_KINDS = (
@@ -88,6 +93,7 @@ def builtin_messages() -> dict:
     kinds: tuple[str, ...]
     for api_version, module, kinds in (
             ("v1", core, _CORE_KINDS), (RBAC, rbac, _RBAC_KINDS),
+            ("v1", core, _SERVICE_KINDS), (DISCOVERY, discovery, _DISCOVERY_GROUP_KINDS),
             (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS),
             ("coordination.platform.io/v1", coordination, ("Lease",)),
             ("events.platform.io/v1", eventsv1, ("Event",))):

@@ -12,6 +12,8 @@ types are encoded differently in the two forms and are handled by message type:
 * ``meta.v1.FieldsV1``: a JSON object in JSON, that object's JSON bytes in ``Raw``.
 * ``meta.v1.Verbs`` (``APIResource.verbs``) and the reviews' ``ExtraValue``: a list in
   JSON, ``{items}`` in Protobuf.
+* ``intstr.IntOrString`` (``ServicePort.targetPort``): a number or a string in JSON,
+  ``{type, intVal, strVal}`` in Protobuf.
 * ``bytes`` fields (``Secret.data``, ``ConfigMap.binaryData``): base64 text in JSON, the
   bytes themselves in Protobuf.
 * Go embedded structs (``INLINE``: ``RuleWithOperations.rule``,
@@ -65,6 +67,9 @@ VERBS = "platform.apimachinery.pkg.apis.meta.v1.Verbs"
 STRING_LISTS = frozenset({VERBS, "platform.api.authorization.v1.ExtraValue",
                           "platform.api.authentication.v1.ExtraValue"})
 FIELDS_V1 = "platform.apimachinery.pkg.apis.meta.v1.FieldsV1"
+#: ``intstr.IntOrString``: a JSON number or string, ``{type, intVal, strVal}`` in
+#: Protobuf, all three always written (upstream's marshaller).
+INT_OR_STRING = "platform.apimachinery.pkg.util.intstr.IntOrString"
 #: Go embedded structs (``json:",inline"``): message fields whose fields are the parent's
 #: in JSON, by "<message full name>.<field>".
 INLINE = frozenset({
@@ -222,6 +227,11 @@ def _fill_custom(message, value, set_time) -> bool:
     elif full_name in STRING_LISTS:
         message.SetInParent()
         message.items.extend(value)
+    elif full_name == INT_OR_STRING:
+        text = isinstance(value, str)
+        message.type = 1 if text else 0
+        message.intVal = 0 if text else value
+        message.strVal = value if text else ""
     else:
         return False
     return True
@@ -357,6 +367,8 @@ def _plain_custom(message):
         return orjson.loads(message.Raw) if message.Raw else {}
     if full_name in STRING_LISTS:
         return list(message.items)
+    if full_name == INT_OR_STRING:
+        return message.strVal if message.type == 1 else message.intVal
     return None
 
 

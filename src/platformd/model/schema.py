@@ -163,7 +163,25 @@ class Scalar:
         return iter(())
 
 
+@attrs.frozen
+class IntOrString(Scalar):
+    """
+    Upstream's ``intstr.IntOrString``: a JSON number (an int32) or a string; OpenAPI
+    says ``type: string, format: int-or-string``, as upstream's.
+    """
+
+    def decode(self, value, path, ctx):
+        if value is None or isinstance(value, str):
+            return value
+        whole = isinstance(value, int) and not isinstance(value, bool) or \
+            isinstance(value, float) and value.is_integer()
+        if whole and -(1 << 31) <= value < (1 << 31):
+            return int(value)
+        raise DecodeError(path, "int32", value, numeric=True)
+
+
 STRING = Scalar("string")
+INT_OR_STRING = IntOrString("string", "int-or-string")
 INT32 = Scalar("integer", "int32")
 INT64 = Scalar("integer", "int64")
 BOOLEAN = Scalar("boolean")
@@ -259,9 +277,12 @@ def _micro_problem(text: str) -> str:
 
 @attrs.frozen
 class MapOf:
-    """A map with string keys, every value of one type (labels, ConfigMap data)."""
+    """A map with string keys, every value of one type (labels, ConfigMap data);
+    ``atomic`` (``x-kubernetes-map-type: atomic``: a Service's selector) makes apply
+    and field ownership treat it as one value."""
 
     values: Node
+    atomic: bool = False
 
     def decode(self, value, path, ctx):
         if value is None:

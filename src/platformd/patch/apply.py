@@ -32,7 +32,7 @@ def merge(live, applied, node):
     """
     if isinstance(applied, dict) and isinstance(live, dict) and (
             (isinstance(node, Struct) and not node.atomic and not node.preserve_unknown)
-            or isinstance(node, MapOf)):
+            or (isinstance(node, MapOf) and not node.atomic)):
         out = dict(live)
         for key, value in applied.items():
             if isinstance(node, Struct):

@@ -42,7 +42,7 @@ def _keyed(node) -> bool:
 def _granular(node, value) -> bool:
     if isinstance(node, Struct):
         return not node.atomic and not node.preserve_unknown and isinstance(value, dict)
-    return isinstance(node, MapOf) and isinstance(value, dict)
+    return isinstance(node, MapOf) and not node.atomic and isinstance(value, dict)
 
 
 def fields_of(value, node, prefix: tuple = ()) -> set:

@@ -14,13 +14,10 @@ import attrs
 
 from platformd.codecs import gopresence
 from platformd.registry.kinds import (
-    event, eventsv1, lease,
-)
-from platformd.registry.kinds import (
-    clusterrole, clusterrolebinding, configmap, localsubjectaccessreview,
-    mutatingwebhookconfiguration, namespace, pod, role, rolebinding, secret,
-    selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview, serviceaccount,
-    subjectaccessreview, tokenreview, validatingadmissionpolicy,
+    clusterrole, clusterrolebinding, configmap, endpoints, endpointslice, event, eventsv1,
+    lease, localsubjectaccessreview, mutatingwebhookconfiguration, namespace, pod, role,
+    rolebinding, secret, selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview,
+    service, serviceaccount, subjectaccessreview, tokenreview, validatingadmissionpolicy,
     validatingadmissionpolicybinding, validatingwebhookconfiguration,
 )
 
@@ -133,8 +130,10 @@ def _builtin() -> Catalog:
         secret.KIND,
         serviceaccount.KIND,
         event.KIND,
+        service.KIND,
+        endpoints.KIND,
         # Named groups in upstream's /apis order: events, authentication, authorization,
-        # rbac, admissionregistration, coordination.
+        # rbac, admissionregistration, coordination, discovery.
         eventsv1.KIND,  # served from event.KIND's storage
         selfsubjectreview.KIND,
         tokenreview.KIND,
@@ -151,4 +150,5 @@ def _builtin() -> Catalog:
         validatingadmissionpolicybinding.KIND,
         validatingwebhookconfiguration.KIND,
         lease.KIND,  # coordination after admissionregistration, as upstream's /apis
+        endpointslice.KIND,  # discovery after coordination
     ))

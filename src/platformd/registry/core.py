@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from platformd.registry.kinds import configmap, namespace, pod, secret, serviceaccount
 from platformd.registry.kinds import event
+from platformd.registry.kinds import endpoints, endpointslice, service
 
 NAMESPACE = namespace.KIND
 POD = pod.KIND
@@ -15,3 +16,6 @@ SECRET = secret.KIND
 SERVICE_ACCOUNT = serviceaccount.KIND
 # Issue 32.
 EVENT = event.KIND
+SERVICE = service.KIND
+ENDPOINTS = endpoints.KIND
+ENDPOINT_SLICE = endpointslice.KIND

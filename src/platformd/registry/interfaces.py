@@ -1,5 +1,7 @@
 """
-The generic store's seam for a kind's own check of a write: ``IWriteCheck``.
+The generic store's seams for what a kind does around its writes: ``IWriteCheck`` (a
+kind's own check of a write) and ``IWriteHooks`` (what a write takes and gives back
+besides its object: services' addresses and ports).
 
 Upstream gives a kind whose writes need more than its strategy a REST storage of its
 own that wraps the generic one (the RBAC kinds' ``policybased`` storages: escalation
@@ -23,3 +25,27 @@ class IWriteCheck(Interface):
         UPDATE, ``context`` the ``RequestContext``), asked after mutating admission and
         the kind's own validation, before validating admission; in a dry run too.
         """
+
+
+class IWriteHooks(Interface):
+    """
+    Upstream's ``BeginCreate``/``BeginUpdate``/``AfterDelete`` store hooks (the services'
+    REST storage allocates there): given to a kind's ``GenericStore`` as ``hooks``
+    (``compose``: the services' ``serviceallocation.ServiceHooks``).
+    """
+
+    def begin_create(context, obj):
+        """
+        Fill what ``obj`` (defaulted, before validation) is given by the server, taking
+        it from a shared pool: a transaction (or a Deferred of one) whose
+        ``finish(success)`` (a Deferred) the store calls once the write is done (True)
+        or has failed (False: what was taken is given back); or fail with a
+        ``StatusError``.  ``context`` is the request's (``dry_run``: take nothing).
+        """
+
+    def begin_update(context, new, old):
+        """As ``begin_create`` for an update of the main resource (not ``status``)."""
+
+    def after_delete(context, obj):
+        """``obj`` was removed (not in a dry run): give back what it held; None or a
+        Deferred (its failure is logged)."""

@@ -128,6 +128,9 @@ class ResourceType:
     #: Whether ``review`` is called as ``review(context, obj, server)``, ``server`` the
     #: ``APIServer`` (its ``authenticator``, ``token_issuer``): TokenReview, TokenRequest.
     review_takes_server: bool = False
+    #: A deprecation warning every request to the kind is answered with (upstream's
+    #: ``v1 Endpoints is deprecated in v1.33+; ...``), or "".
+    warning: str = ""
     #: Create-only subresources besides ``status``: name → the review-like
     #: ``ResourceType`` a POST to ``{plural}/{name}/{subresource}`` is decoded as and
     #: answered by (``api/reviews.serve_subresource``): ``serviceaccounts/token``.

@@ -24,13 +24,14 @@ backend reports in).
 from __future__ import annotations
 
 import random
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 import orjson
 from twisted.internet.defer import (
     Deferred, fail, inlineCallbacks, maybeDeferred, returnValue, succeed,
 )
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from platformd import errors
 from platformd.admission.interfaces import CREATE, DELETE, UPDATE, AdmissionAttributes
@@ -83,8 +84,16 @@ def _with_type(kind, obj: dict) -> dict:
 class GenericStore:
     """CRUD for one kind (see module docstring)."""
 
-    def __init__(self, kind, storage, cache, clock, admission, write_check=None):
+    def __init__(self, kind, storage, cache, clock, admission, write_check=None, hooks=None):
         self.kind = kind
+        #: What the kind does around its writes besides storing them, or None (most
+        #: kinds): upstream's ``BeginCreate``/``BeginUpdate``/``AfterDelete`` hooks,
+        #: services' address and port allocation (``serviceallocation.ServiceHooks``).
+        #: ``begin_create(ctx, obj)`` and ``begin_update(ctx, new, old)`` run after
+        #: defaulting, before validation, and give (or a Deferred of) a transaction whose
+        #: ``finish(success)`` is called once the write is done or has failed;
+        #: ``after_delete(ctx, obj)`` runs once an object is removed.
+        self.hooks = hooks
         self.storage = storage
         #: The whole watch cache (its revision says what a read would see) and this
         #: kind's part of it.
@@ -150,15 +159,34 @@ class GenericStore:
         storage create (409 when the name is taken).  ``manager`` (when given) is recorded as owning every field.
         With ``ctx.dry_run`` everything but the write happens.
         """
+        pending: Optional[List] = None if self.hooks is None else []
         try:
-            prepared = self._admit_create(ctx, obj, namespace, manager)
+            prepared = self._admit_create(ctx, obj, namespace, manager, pending)
         except errors.StatusError:
             return fail()
         if isinstance(prepared, Deferred):
-            return prepared.addCallback(self._insert, ctx)
-        return self._insert(prepared, ctx)
+            d = prepared.addCallback(self._insert, ctx)
+        else:
+            d = self._insert(prepared, ctx)
+        if pending is None:
+            return d
+        return maybeDeferred(lambda: d).addBoth(self._finish, pending)
 
-    def _admit_create(self, ctx, obj: dict, namespace: Optional[str], manager):
+    def _finish(self, result, pending: List):
+        """Finish the hooks' transactions (committed when ``result`` is no failure),
+        then pass ``result`` on."""
+        success = not isinstance(result, Failure)
+        transactions = pending[:]
+        del pending[:]
+        d: Deferred = succeed(None)
+        for transaction in transactions:
+            d.addCallback(_finish_one, transaction, success)
+        d.addErrback(lambda f: log.warn("finishing a write's allocations failed: {why}",
+                                        why=f.getErrorMessage()))
+        return d.addCallback(lambda _: result)
+
+    def _admit_create(self, ctx, obj: dict, namespace: Optional[str], manager,
+                      pending: Optional[List] = None):
         """The object as it will be stored (or a Deferred of it), or a StatusError."""
         obj = _with_type(self.kind, obj)
         meta = obj.setdefault("metadata", {})
@@ -168,7 +196,7 @@ class GenericStore:
         attributes = AdmissionAttributes(CREATE, self.kind, meta.get("namespace") or "",
                                          meta.get("name") or "", "", obj, None, ctx)
         return then(then(self.admission.admit(attributes), self._check, attributes),
-                    self._prepare_create, attributes, manager)
+                    self._prepare_create, attributes, manager, pending)
 
     def _check(self, _, attributes):
         """The kind's write check (None, or a Deferred): after mutating admission and before
@@ -178,7 +206,7 @@ class GenericStore:
             return None
         return self.write_check.check(attributes)
 
-    def _prepare_create(self, _, attributes, manager):
+    def _prepare_create(self, _, attributes, manager, pending):
         kind = self.kind
         obj = attributes.obj
         meta = obj["metadata"]
@@ -191,6 +219,24 @@ class GenericStore:
         meta["creationTimestamp"] = self.now()
         kind.prepare_for_create(obj)
         kind.default(obj)
+        if pending is not None:
+            if manager is not None:
+                # Fields the hooks fill (a service's addresses) are the server's, not
+                # the manager's: upstream's field manager runs before its store.
+                managedfields.record(kind, None, obj, manager, self.now())
+                manager = None
+            begun = self.hooks.begin_create(attributes.context, obj)
+            return then(begun, self._begun_create, attributes, manager, pending)
+        return self._validate_create(attributes, manager)
+
+    def _begun_create(self, transaction, attributes, manager, pending: List):
+        pending.append(transaction)
+        return self._validate_create(attributes, manager)
+
+    def _validate_create(self, attributes, manager):
+        kind = self.kind
+        obj = attributes.obj
+        meta = obj["metadata"]
         causes = kind.validate_all(obj)
         if causes:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
@@ -358,7 +404,20 @@ class GenericStore:
             return succeed(True)
         d = self.storage.delete(key, current.revision)
         d.addCallback(lambda kv: self._visible(kv.mod_revision))
+        if self.hooks is not None:
+            d.addCallback(self._after_delete, ctx, current)
         return d.addCallbacks(lambda _: True, _lost_race)
+
+    def _after_delete(self, _, ctx, current):
+        """The hooks' ``after_delete`` of a removed object (its failures logged)."""
+        try:
+            obj = current.obj
+        except CorruptObjectError:
+            return None
+        d = maybeDeferred(self.hooks.after_delete, ctx, obj)
+        d.addErrback(lambda f: log.warn("cleaning up after a delete failed: {why}",
+                                        why=f.getErrorMessage()))
+        return d
 
     # -- update, patch, apply ----------------------------------------------------------
 
@@ -376,8 +435,14 @@ class GenericStore:
         """
         kind = self.kind
         key = kind.storage_key(namespace if kind.namespaced else None, name)
+        pending: Optional[List] = None if self.hooks is None else []
 
         def try_update(current):
+            if pending:
+                # An earlier attempt lost its race: what it allocated goes back.
+                for transaction in pending:
+                    transaction.finish(False)
+                del pending[:]
             if current is None:
                 if subresource or not (kind.allow_create_on_update or force_allow_create):
                     raise self._not_found(name)
@@ -386,7 +451,8 @@ class GenericStore:
                 # dropped (storage sets it), not checked.
                 obj["metadata"].pop("resourceVersion", None)
                 answer = then(ctx.authorize_as("create"),
-                              lambda _: self._admit_create(ctx, obj, namespace, manager))
+                              lambda _: self._admit_create(ctx, obj, namespace, manager,
+                                                           pending))
                 return then(answer, Write)
             obj = self._named(updated(current.mutable()), namespace, name)
             wanted = obj["metadata"].get("resourceVersion")
@@ -400,9 +466,11 @@ class GenericStore:
             attributes = AdmissionAttributes(UPDATE, kind, namespace or "", name, subresource,
                                              new, current.obj, ctx)
             return then(self.admission.admit(attributes), self._admitted_update,
-                        attributes, current, manager)
+                        attributes, current, manager, pending)
 
         d = self.guaranteed_update(ctx, key, try_update)
+        if pending is not None:
+            d.addBoth(self._finish, pending)
         return d.addCallback(lambda outcome: (outcome.obj, outcome.created))
 
     def _named(self, obj: dict, namespace: Optional[str], name: str) -> dict:
@@ -458,9 +526,23 @@ class GenericStore:
         kind.default(new)
         return new
 
-    def _admitted_update(self, _, attributes, current, manager):
-        """The kind's write check, its validation, then validating admission, of an
-        admitted update."""
+    def _admitted_update(self, _, attributes, current, manager, pending=None):
+        """The hooks (a write to the main resource only), the kind's write check, its
+        validation, then validating admission, of an admitted update."""
+        if pending is not None and not attributes.subresource:
+            if manager is not None:
+                managedfields.record(self.kind, current.obj, attributes.obj, manager,
+                                     self.now())
+                manager = None
+            begun = self.hooks.begin_update(attributes.context, attributes.obj, current.obj)
+            return then(begun, self._begun_update, attributes, current, manager, pending)
+        return self._checked_update(attributes, current, manager)
+
+    def _begun_update(self, transaction, attributes, current, manager, pending: List):
+        pending.append(transaction)
+        return self._checked_update(attributes, current, manager)
+
+    def _checked_update(self, attributes, current, manager):
         return then(self._check(None, attributes), self._validated_update, attributes,
                     current, manager)
 
@@ -536,6 +618,11 @@ class GenericStore:
 
     def _conflict(self, name, why=errors.STALE_OBJECT):
         return errors.conflict(self.kind.plural, self.kind.group, name, why)
+
+
+def _finish_one(_, transaction, success: bool):
+    """One hook transaction's ``finish`` (see ``GenericStore._finish``)."""
+    return transaction.finish(success)
 
 
 def _revision(entry) -> int:

@@ -20,6 +20,7 @@ from platformd.registry.kinds.rbacshapes import GROUP as RBAC_GROUP
 
 AUTHORIZATION_GROUP = "authorization.platform.io"
 AUTHENTICATION_GROUP = "authentication.platform.io"
+DISCOVERY_GROUP = "discovery.platform.io"
 
 #: ``rbac.authorization.platform.io/autoupdate``: "false" protects an object from
 #: reconciliation (a user's edits are kept).
@@ -118,7 +119,7 @@ _CLUSTER_ROLES: list[dict] = [
             {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["serviceaccounts"]},
             {"verbs": WRITE, "apiGroups": [""], "resources": ["pods"]},
             {"verbs": WRITE, "apiGroups": [""],
-             "resources": ["configmaps", "secrets", "serviceaccounts"]},
+             "resources": ["configmaps", "secrets", "serviceaccounts", "services"]},
         ],
     },
     {
@@ -126,11 +127,13 @@ _CLUSTER_ROLES: list[dict] = [
                      "labels": {AGGREGATE_TO_VIEW: "true"}},
         "rules": [
             {"verbs": READ, "apiGroups": [""],
-             "resources": ["configmaps", "pods", "serviceaccounts"]},
+             "resources": ["configmaps", "endpoints", "pods", "serviceaccounts", "services",
+                           "services/status"]},
             {"verbs": READ, "apiGroups": [""], "resources": ["namespaces/status", "pods/status"]},
             # Reading namespaces at the namespace scope reads *this* namespace: a sign of
             # which namespaces one has access to.
             {"verbs": READ, "apiGroups": [""], "resources": ["namespaces"]},
+            {"verbs": READ, "apiGroups": [DISCOVERY_GROUP], "resources": ["endpointslices"]},
         ],
     },
 ]

@@ -1,0 +1,123 @@
+"""
+Service cluster IPs and node ports across two replicas over a real etcd cluster: the
+allocation bitmaps are stored objects changed by compare-and-swap, so two servers racing
+never hand out one address twice; a requested address wanted by both goes to one; what
+one releases the other can take; a third replica started later repairs nothing away.
+"""
+
+from __future__ import annotations
+
+from twisted.internet import reactor
+from twisted.internet.defer import gatherResults, inlineCallbacks
+from twisted.internet.task import deferLater
+
+from tests.etcd.test_replicas import ReplicasTestCase
+
+SERVICES = "/api/v1/namespaces/default/services"
+
+
+def service(name: str, **spec) -> dict:
+    spec.setdefault("ports", [{"port": 80}])
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+class AllocationAcrossReplicasTests(ReplicasTestCase):
+    timeout = 120
+
+    @inlineCallbacks
+    def test_racing_replicas_never_share_an_address(self):
+        """
+        A /27 (30 addresses, one the platform Service's) and 24 NodePort services created
+        at once, half through each replica: every address and node port distinct.
+        """
+        a, b = yield self.replicas(2, "--service-cluster-ip-range", "10.20.0.0/27",
+                                   "--service-node-port-range", "30000-30039")
+        answers = yield gatherResults([
+            (a if n % 2 else b).post(SERVICES, service(f"s{n}", type="NodePort"))
+            for n in range(24)])
+        for r in answers:
+            self.assertEqual(r.code, 201, r.body)
+        specs = [r.json()["spec"] for r in answers]
+        ips = [s["clusterIP"] for s in specs] + ["10.20.0.1"]
+        self.assertEqual(len(set(ips)), 25, sorted(ips))
+        ports = [s["ports"][0]["nodePort"] for s in specs]
+        self.assertEqual(len(set(ports)), 24, sorted(ports))
+        listed = yield a.get(SERVICES)
+        self.assertEqual(len({i["spec"]["clusterIP"] for i in listed.json()["items"]}), 25)
+
+    @inlineCallbacks
+    def test_many_at_once_on_one_replica(self):
+        """60 creates at once through one replica (a /26 holds 62): changes of a bitmap
+        wait their turn and are written together, none runs out of retries."""
+        a, _b = yield self.replicas(2, "--service-cluster-ip-range", "10.40.0.0/26")
+        answers = yield gatherResults([a.post(SERVICES, service(f"m{n}"))
+                                       for n in range(60)])
+        self.assertEqual([r.code for r in answers], [201] * 60,
+                         [r.body for r in answers if r.code != 201][:1])
+        self.assertEqual(len({r.json()["spec"]["clusterIP"] for r in answers}), 60)
+
+    @inlineCallbacks
+    def test_one_requested_address_goes_to_one(self):
+        a, b = yield self.replicas()
+        answers = yield gatherResults([
+            a.post(SERVICES, service("left", clusterIP="10.0.0.77")),
+            b.post(SERVICES, service("right", clusterIP="10.0.0.77"))])
+        self.assertEqual(sorted(r.code for r in answers), [201, 422])
+        [refused] = [r for r in answers if r.code == 422]
+        self.assertIn("failed to allocate IP 10.0.0.77: provided IP is already allocated",
+                      refused.json()["message"])
+
+    @inlineCallbacks
+    def test_released_on_one_taken_on_the_other(self):
+        a, b = yield self.replicas()
+        r = yield a.post(SERVICES, service("first", clusterIP="10.0.0.88"))
+        self.assertEqual(r.code, 201, r.body)
+        r = yield b.post(SERVICES, service("second", clusterIP="10.0.0.88"))
+        self.assertEqual(r.code, 422, r.body)
+        r = yield a.delete(SERVICES + "/first")
+        self.assertEqual(r.code, 200, r.body)
+        r = yield b.post(SERVICES, service("second", clusterIP="10.0.0.88"))
+        self.assertEqual(r.code, 201, r.body)
+
+    @inlineCallbacks
+    def test_a_replica_started_later_keeps_what_is_in_use(self):
+        """A third replica's repair at start keeps every address in use."""
+        a, _b = yield self.replicas(2, "--service-cluster-ip-range", "10.30.0.0/28")
+        taken = set()
+        for n in range(6):
+            r = yield a.post(SERVICES, service(f"t{n}"))
+            self.assertEqual(r.code, 201, r.body)
+            taken.add(r.json()["spec"]["clusterIP"])
+        c = yield self.another()
+        fresh = set()
+        for n in range(7):
+            r = yield c.post(SERVICES, service(f"f{n}"))
+            self.assertEqual(r.code, 201, r.body)
+            fresh.add(r.json()["spec"]["clusterIP"])
+        self.assertFalse(fresh & (taken | {"10.30.0.1"}))
+        r = yield c.post(SERVICES, service("full"))
+        self.assertEqual(r.code, 500, r.body)
+
+
+class PlatformServiceAcrossReplicasTests(ReplicasTestCase):
+    timeout = 120
+
+    @inlineCallbacks
+    def test_replicas_share_the_endpoints(self):
+        """Each replica's lease puts it in the platform Endpoints; both compute the same
+        object, so neither undoes the other's write."""
+        a, b = yield self.replicas(2, "--advertise-address", "192.0.2.40")
+        ports = sorted(s.port_number for s in self.servers)
+        r = yield a.get("/api/v1/namespaces/default/endpoints/platform")
+        subsets = r.json()["subsets"]
+        self.assertEqual([s["ports"][0]["port"] for s in subsets], ports)
+        self.assertEqual({a["ip"] for s in subsets for a in s["addresses"]}, {"192.0.2.40"})
+        rv = r.json()["metadata"]["resourceVersion"]
+        # A round later (10 s) nothing was rewritten.
+        yield deferLater(reactor, 11, lambda: None)
+        r = yield b.get("/api/v1/namespaces/default/endpoints/platform")
+        self.assertEqual(r.json()["metadata"]["resourceVersion"], rv)
+        r = yield b.get("/apis/discovery.platform.io/v1/namespaces/default/endpointslices/"
+                        "platform")
+        self.assertEqual(r.json()["endpoints"][0]["addresses"], ["192.0.2.40"])
+        self.assertEqual(r.json()["ports"][0]["port"], ports[0])
