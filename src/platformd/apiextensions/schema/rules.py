@@ -1,0 +1,276 @@
+"""
+``x-kubernetes-validations``: compiling a node's rules (upstream's
+``pkg/apiserver/schema/cel/compilation.go`` with the checks of
+``ValidateCustomResourceDefinitionOpenAPISchema``) and evaluating them against an object
+and its previous version (``cel/validation.go``).
+
+``self`` and ``oldSelf`` are declared ``dyn`` in the one CEL environment
+(``platformd.cel``) and bound to the plain JSON values: a misspelt field is an
+evaluation error (``no such key: x evaluating rule: ...``), not a compile error as with
+upstream's schema-typed variables.  A rule's result must be a bool (``cel expression
+must evaluate to a bool``; a ``dyn`` result is accepted and checked when evaluated),
+a messageExpression's a string.
+
+Evaluation follows upstream: rules using ``oldSelf`` (transition rules) run only where an
+old value correlates (same property, same map key, same map-list key), optionalOldSelf
+rules too (cel-expr-python's environment has no optional types); a false rule gives
+``fieldErrorForReason`` of its message, its messageExpression's value, or ``failed rule:
+<rule>``, at the node's path plus ``fieldPath``; an object's or list's value is omitted
+from the message, a scalar's shown.  The static cost (``cost``) is enforced when the CRD
+is written; cel-expr-python measures no cost at run time, so neither ``PerCallLimit``
+nor ``RuntimeCELCostBudget`` is enforced when objects are validated.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from platformd import cel
+from platformd.apiextensions.schema import causes, cost
+from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema.paths import child, index
+from platformd.goformat.gotext import go_quote
+
+_ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
+
+
+def _compile(source: str):
+    try:
+        return _ENV.compile(source), None
+    except cel.CompileError as error:
+        return None, str(error)
+
+
+def _uses_old_self(program) -> bool:
+    tree = cost.checked(program._compiled.serialize())
+    return any(ref.name == "oldSelf" for ref in tree.reference_map.values())
+
+
+def _result_type(program) -> str:
+    return cel.type_name(program._compiled.return_type())
+
+
+def _go_rule(rule: dict):
+    """The internal ValidationRule as field.Error prints it (Go field names, no tags)."""
+    from platformd.model.fielderrors import go_json
+    return go_json({"Rule": rule.get("rule", ""), "Message": rule.get("message", ""),
+                    "MessageExpression": rule.get("messageExpression", ""),
+                    "Reason": rule.get("reason"), "FieldPath": rule.get("fieldPath", ""),
+                    "OptionalOldSelf": rule.get("optionalOldSelf")})
+
+
+def _cardinality_for(node: Node, cardinality: Optional[int]) -> int:
+    if cardinality is not None:
+        return cardinality
+    return cost.unbounded_cardinality(node)
+
+
+def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: Optional[str],
+                   total: cost.Total, cardinality: Optional[int]) -> list:
+    """The compile errors and estimated-cost errors of ``node``'s rules."""
+    out: list = []
+    times = _cardinality_for(node, cardinality)
+    for i, rule in enumerate(node.rules):
+        where = index(child(path, "x-kubernetes-validations"), i)
+        source = rule.get("rule") or ""
+        if not source.strip():
+            continue
+        program, problem = _compile(source)
+        estimated = 0
+        if program is not None:
+            result = _result_type(program)
+            if result not in ("bool", "dyn"):
+                problem = "cel expression must evaluate to a bool"
+            else:
+                estimated = cost.guarded_product(
+                    cost.estimate(program._compiled.serialize(), node), times)
+        if estimated > cost.LIMIT:
+            out.append(causes.forbidden(child(where, "rule"), cost.message(
+                "estimated rule cost", estimated, cost.LIMIT)))
+        total.observe(child(where, "rule"), estimated)
+        if problem is not None:
+            out.append(causes.invalid(child(where, "rule"), _go_rule(rule), problem))
+            continue
+        expression = rule.get("messageExpression") or ""
+        if expression:
+            message_program, message_problem = _compile(expression)
+            if message_problem is not None:
+                out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
+                                          "messageExpression " + message_problem))
+            elif _result_type(message_program) not in ("string", "dyn"):
+                out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
+                                          "messageExpression must evaluate to a string"))
+            else:
+                message_cost = cost.guarded_product(
+                    cost.estimate(message_program._compiled.serialize(), node), times)
+                if message_cost > cost.LIMIT:
+                    out.append(causes.forbidden(child(where, "messageExpression"), cost.message(
+                        "estimated messageExpression cost", message_cost, cost.LIMIT)))
+                total.observe(child(where, "messageExpression"), message_cost)
+        assert program is not None
+        if _uses_old_self(program):
+            if uncorrelatable is not None:
+                out.append(causes.invalid(child(where, "rule"), source, "oldSelf cannot be used "
+                                          "on the uncorrelatable portion of the schema within "
+                                          f"{uncorrelatable}"))
+        elif rule.get("optionalOldSelf") is not None:
+            out.append(causes.invalid(child(where, "optionalOldSelf"), rule["optionalOldSelf"],
+                                      "may not be set if oldSelf is not used in rule"))
+    return out
+
+
+# -- fieldPath -------------------------------------------------------------------------
+
+_STEP = re.compile(r"""\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*'((?:[^'\\]|\\.)*)'\s*\]|\[(\d+)\]""")
+
+
+def field_path(text: str, node: Node) -> Optional[str]:
+    """``ValidFieldPath``: the normalized path (``.a['b'].c``) of ``text`` in ``node``'s
+    schema, None when it names no field of it."""
+    pos, current, out = 0, node, []
+    text = text.strip()
+    if not text:
+        return None
+    while pos < len(text):
+        match = _STEP.match(text, pos)
+        if match is None:
+            return None
+        name, quoted, number = match.groups()
+        if number is not None:
+            if current.type != "array" or current.items is None:
+                return None
+            current = current.items
+            out.append(f"[{number}]")
+        else:
+            key = name if name is not None else re.sub(r"\\(.)", r"\1", quoted)
+            found = current.properties.get(key)
+            if found is None and current.additional is not None:
+                found = current.additional
+            if found is None:
+                return None
+            current = found
+            out.append(f".{key}" if name is not None else f"[{go_quote(key)}]")
+        pos = match.end()
+    return "".join(out)
+
+
+# -- evaluation ------------------------------------------------------------------------
+
+
+def _reason_cause(path: str, node: Node, value, detail: str, reason: Optional[str]):
+    shown = value
+    if reason == "FieldValueForbidden":
+        return causes.forbidden(path, detail)
+    if reason == "FieldValueRequired":
+        return causes.required(path, detail)
+    if node.type in ("object", "array"):
+        kind = "FieldValueDuplicate" if reason == "FieldValueDuplicate" else "FieldValueInvalid"
+        word = "Duplicate value" if kind == "FieldValueDuplicate" else "Invalid value"
+        body = word if kind == "FieldValueDuplicate" else f"{word}: {detail}"
+        return causes.Cause(kind, body, path)
+    if reason == "FieldValueDuplicate":
+        return causes.duplicate(path, shown)
+    return causes.invalid(path, shown, detail)
+
+
+def _message_of(rule: dict) -> str:
+    message = rule.get("message") or ""
+    return message.strip() if message else (rule.get("rule") or "").strip()
+
+
+def validate(node: Node, value, old, path: str, root: bool = False,
+             default: bool = False) -> list:
+    """The causes of ``node``'s rules, and its descendants', for ``value`` (``old``: its
+    previous version, None on create)."""
+    out: list = []
+    _walk(node, value, old, path, out, has_old=old is not None)
+    return out
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _walk(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
+    if value is None:
+        return
+    if node.rules:
+        _evaluate(node, value, old if has_old else None, path, out, has_old)
+    if isinstance(value, dict):
+        old_map = old if has_old and isinstance(old, dict) else None
+        for key, item in value.items():
+            sub = node.properties.get(key)
+            where = _join(path, key)
+            if sub is None:
+                sub = node.additional
+                where = f"{path}[{key}]"
+            if sub is None:
+                continue
+            correlated = old_map is not None and key in old_map and node.map_type != "atomic"
+            _walk(sub, item, old_map[key] if correlated else None, where, out, correlated)
+    elif isinstance(value, list) and node.items is not None:
+        olds: dict = {}
+        if has_old and isinstance(old, list) and node.list_type == "map":
+            for item in old:
+                if isinstance(item, dict):
+                    olds[_map_key(item, node)] = item
+        for i, item in enumerate(value):
+            previous = olds.get(_map_key(item, node)) if isinstance(item, dict) and olds \
+                else None
+            _walk(node.items, item, previous, f"{path}[{i}]", out, previous is not None)
+
+
+def _map_key(item: dict, node: Node) -> tuple:
+    return tuple(repr(item.get(k)) for k in node.list_map_keys)
+
+
+def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
+    for rule in node.rules:
+        source = rule.get("rule") or ""
+        if not source.strip():
+            continue
+        program, problem = _compile(source)
+        if program is None:
+            out.append(causes.invalid(path, node.type, f"rule compile error: {problem}"))
+            continue
+        if _uses_old_self(program) and not has_old:
+            continue
+        variables = {"self": value}
+        if has_old:
+            variables["oldSelf"] = old
+        try:
+            result = program.evaluate(variables)
+        except cel.EvaluationError as error:
+            text = str(error)
+            if text.startswith("no matching overload") or text.startswith("No matching overload"):
+                detail = (f"'{text}': call arguments did not match a supported operator, "
+                          f"function or macro signature for rule: {_message_of(rule)}")
+            else:
+                detail = f"{text} evaluating rule: {_message_of(rule)}"
+            out.append(causes.invalid(path, node.type, detail))
+            continue
+        if result is True:
+            continue
+        where = path
+        relative = rule.get("fieldPath")
+        if relative:
+            normalized = field_path(relative, node)
+            if normalized:
+                where = path + normalized if normalized.startswith("[") else \
+                    _join(path, normalized[1:])
+        detail = None
+        expression = rule.get("messageExpression") or ""
+        if expression:
+            message_program, _problem = _compile(expression)
+            if message_program is not None:
+                try:
+                    text = message_program.evaluate(variables)
+                except cel.EvaluationError:
+                    text = None
+                if isinstance(text, str) and text.strip() and "\n" not in text:
+                    detail = text
+        if detail is None:
+            message = rule.get("message") or ""
+            detail = message.strip() if message else f"failed rule: {source.strip()}"
+        out.append(_reason_cause(where, node, value, detail, rule.get("reason")))

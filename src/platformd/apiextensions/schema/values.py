@@ -1,0 +1,507 @@
+"""
+Value validation of a custom object against its schema: kube-openapi's
+``validate.SchemaValidator`` (the go-openapi validator upstream's
+``apiservervalidation.NewSchemaValidator`` builds) and its messages, turned into field
+errors as upstream's ``kubeOpenAPIResultToFieldErrors`` turns them
+(``spec.x: Invalid value: "string": spec.x in body must be of type integer: "string"``).
+
+The validators run in kube-openapi's order for every node: type (and format), the
+junctions (anyOf, oneOf, allOf, not), string (maxLength, minLength, pattern), format,
+number (multipleOf, maximum, minimum), array (items, minItems, maxItems, uniqueItems),
+enum, object (min/maxProperties, additionalProperties, properties, required).  Each
+applies to the value's own JSON type, as kube-openapi's ``Applies`` decide.  Where Go
+walks a map (properties, a value's keys), the order here is the schema's and the
+value's: upstream's order of such errors is random.
+
+``x-kubernetes-int-or-string`` is the type ``integer,string``; formats upstream does
+not support are ignored (``StripUnsupportedFormatsPostProcessor``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import ipaddress
+import math
+import re
+from typing import Optional
+
+from platformd.apiextensions.schema import causes
+from platformd.goformat.gotext import go_value
+
+IN = "body"
+
+
+class Error:
+    """One kube-openapi ``errors.Validation``: its code, name (path), value, message."""
+
+    __slots__ = ("code", "name", "value", "message", "valid", "values")
+
+    def __init__(self, code: str, name: str, message: str, value=None, valid=None,
+                 values=None):
+        self.code, self.name, self.message = code, name, message
+        self.value, self.valid, self.values = value, valid, values
+
+
+class Result:
+    __slots__ = ("errors", "matches")
+
+    def __init__(self):
+        self.errors: list = []
+        self.matches = 0
+
+    def merge(self, other: "Result") -> "Result":
+        self.errors.extend(other.errors)
+        self.matches += other.matches
+        return self
+
+
+def _where(name: str) -> str:
+    return f"{name} in {IN}"
+
+
+def _types(schema: dict) -> list:
+    if schema.get("x-kubernetes-int-or-string"):
+        return ["integer", "string"]
+    kind = schema.get("type")
+    return [kind] if kind else []
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return ""
+
+
+def _invalid_type(name: str, expected: str, value) -> Error:
+    if isinstance(value, str):
+        message = f'{_where(name)} must be of type {expected}: "{value}"'
+    else:
+        message = f"{_where(name)} must be of type {expected}"
+    return Error("type", name, message, value=value)
+
+
+# -- formats ---------------------------------------------------------------------------
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_HOSTNAME = re.compile(r"^([a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*$")
+_SHORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LONG_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_UUID = {
+    "uuid": re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$"),
+    "uuid3": re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$"),
+    "uuid4": re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?"
+                        r"[0-9a-f]{12}$"),
+    "uuid5": re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?"
+                        r"[0-9a-f]{12}$"),
+}
+_MAC = re.compile(r"^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$|^([0-9a-fA-F]{4}\.){2}[0-9a-fA-F]{4}$")
+_HEXCOLOR = re.compile(r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")
+_SSN = re.compile(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$")
+_BSON = re.compile(r"^[0-9a-f]{24}$")
+
+
+def _datetime(text: str) -> bool:
+    if not _RFC3339.match(text):
+        return False
+    try:
+        datetime.datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00")
+                                        .replace("t", "T"))
+    except ValueError:
+        return False
+    return True
+
+
+def _date(text: str) -> bool:
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text))
+
+
+def _ip(version: int):
+    def check(text: str) -> bool:
+        try:
+            return ipaddress.ip_address(text).version == version or (
+                version == 6 and ":" in text)
+        except ValueError:
+            return False
+    return check
+
+
+def _cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
+
+
+def _byte(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+_DURATION = re.compile(r"^(-?\d+(\.\d+)?\s*(ns|us|µs|ms|s|m|h|d|w)\s*)+$")
+
+#: The string formats upstream's CRD validation checks (``supportedVersionedFormats``,
+#: go-openapi's ``strfmt`` checkers); formats with no checker here pass.
+FORMATS = {
+    "date-time": _datetime, "datetime": _datetime, "date": _date,
+    "byte": _byte, "ipv4": _ip(4), "ipv6": _ip(6), "cidr": _cidr,
+    "mac": lambda t: bool(_MAC.match(t)),
+    "uuid": lambda t: bool(_UUID["uuid"].match(t)),
+    "uuid3": lambda t: bool(_UUID["uuid3"].match(t)),
+    "uuid4": lambda t: bool(_UUID["uuid4"].match(t)),
+    "uuid5": lambda t: bool(_UUID["uuid5"].match(t)),
+    "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 255,
+    "hexcolor": lambda t: bool(_HEXCOLOR.match(t)),
+    "ssn": lambda t: bool(_SSN.match(t)),
+    "bsonobjectid": lambda t: bool(_BSON.match(t)),
+    "duration": lambda t: bool(_DURATION.match(t)),
+    "k8s-short-name": lambda t: len(t) <= 63 and bool(_SHORT_NAME.match(t)),
+    "k8s-long-name": lambda t: len(t) <= 253 and bool(_LONG_NAME.match(t)),
+    "password": lambda t: True,
+}
+
+_STRING_FORMATS = set(FORMATS) | {"uri", "email", "isbn", "isbn10", "isbn13", "creditcard",
+                                  "rgbcolor"}
+
+
+def effective_format(schema: dict) -> str:
+    """The format upstream keeps (``StripUnsupportedFormatsPostProcessor``)."""
+    fmt = schema.get("format") or ""
+    if not fmt:
+        return ""
+    kind = schema.get("type") or ""
+    if kind == "string":
+        return fmt if fmt.replace("-", "") in {f.replace("-", "") for f in _STRING_FORMATS} \
+            else ""
+    if kind == "integer":
+        return fmt if fmt in ("int32", "int64") else ""
+    if kind == "number":
+        return fmt if fmt in ("float", "double") else ""
+    return ""
+
+
+# -- the validators --------------------------------------------------------------------
+
+
+def validate(schema: Optional[dict], data, name: str = "") -> Result:
+    """kube-openapi's ``SchemaValidator.Validate`` of ``data`` at ``name``."""
+    result = Result()
+    if schema is None:
+        return result
+    if data is None:
+        result.merge(_type(schema, data, name))
+        result.merge(_enum(schema, data, name))
+        return result
+    for check in (_type, _props, _string, _format, _number, _slice, _enum, _object):
+        result.merge(check(schema, data, name))
+        result.matches += 1
+    result.matches += 1
+    return result
+
+
+def _type(schema: dict, data, name: str) -> Result:
+    result = Result()
+    types = _types(schema)
+    fmt = effective_format(schema)
+    if not types and not fmt:
+        return result
+    result.matches += 1
+    if data is None:
+        if types and "null" not in types and not schema.get("nullable"):
+            result.errors.append(_invalid_type(name, ",".join(types), "null"))
+        return result
+    kind = _json_type(data)
+    data_format = {"integer": "int64", "number": "float64"}.get(kind, "")
+    float_int = kind == "number" and float(data).is_integer() and "integer" in types
+    int_float = kind == "integer" and "number" in types
+    if not isinstance(data, (str, list)) and fmt and not (
+            kind in types or data_format == fmt or float_int or int_float):
+        result.errors.append(_invalid_type(name, fmt, data_format))
+        return result
+    if "number" not in types and "integer" not in types and fmt and isinstance(data, (str, list)):
+        return result
+    if not (kind in types or float_int or int_float):
+        result.errors.append(_invalid_type(name, ",".join(types), kind))
+    return result
+
+
+def _props(schema: dict, data, name: str) -> Result:
+    any_of, one_of = schema.get("anyOf") or [], schema.get("oneOf") or []
+    all_of, not_ = schema.get("allOf") or [], schema.get("not")
+    main = Result()
+    if not (any_of or one_of or all_of or not_ is not None):
+        return main
+    if any_of:
+        best: Optional[Result] = None
+        first: Optional[Result] = None
+        ok = False
+        for sub in any_of:
+            r = validate(sub, data, name)
+            if not r.errors:
+                best, ok = None, True
+                first = first or r
+                break
+            if best is None or r.matches > best.matches:
+                best = r
+        if not ok:
+            main.errors.append(Error("composite", "", f'"{name}" must validate at least one '
+                                     "schema (anyOf)"))
+        if best is not None:
+            main.merge(best)
+        elif first is not None:
+            main.merge(first)
+    if one_of:
+        best = first = None
+        valid = 0
+        for sub in one_of:
+            r = validate(sub, data, name)
+            if not r.errors:
+                valid += 1
+                best = None
+                first = first or r
+                continue
+            if valid == 0 and (best is None or r.matches > best.matches):
+                best = r
+        if valid != 1:
+            extra = "Found none valid" if valid == 0 else f"Found {valid} valid alternatives"
+            main.errors.append(Error("composite", "", f'"{name}" must validate one and only one '
+                                     f"schema (oneOf). {extra}"))
+            if best is not None:
+                main.merge(best)
+        elif first is not None:
+            main.merge(first)
+    if all_of:
+        valid = 0
+        for sub in all_of:
+            r = validate(sub, data, name)
+            if not r.errors:
+                valid += 1
+            main.merge(r)
+        if valid != len(all_of):
+            extra = ". None validated" if valid == 0 else ""
+            main.errors.append(Error("composite", "", f'"{name}" must validate all the schemas '
+                                     f"(allOf){extra}"))
+    if not_ is not None:
+        if not validate(not_, data, name).errors:
+            main.errors.append(Error("composite", "", f'"{name}" must not validate the schema '
+                                     "(not)"))
+    main.matches += 1
+    return main
+
+
+def _string(schema: dict, data, name: str) -> Result:
+    result = Result()
+    if not isinstance(data, str):
+        return result
+    length = len(data)
+    max_length, min_length = schema.get("maxLength"), schema.get("minLength")
+    if max_length is not None and length > max_length:
+        result.errors.append(Error("too_long", name, f"{_where(name)} should be at most "
+                                   f"{max_length} chars long", value=data, valid=max_length))
+    if min_length is not None and length < min_length:
+        result.errors.append(Error("other", name, f"{_where(name)} should be at least "
+                                   f"{min_length} chars long", value=data))
+    pattern = schema.get("pattern")
+    if pattern and not _search(pattern, data):
+        result.errors.append(Error("other", name, f"{_where(name)} should match '{pattern}'",
+                                   value=data))
+    return result
+
+
+_PATTERNS: dict = {}
+
+
+def _search(pattern: str, text: str) -> bool:
+    compiled = _PATTERNS.get(pattern)
+    if compiled is None:
+        try:
+            compiled = _PATTERNS[pattern] = re.compile(pattern)
+        except re.error:
+            return True
+    return compiled.search(text) is not None
+
+
+def _format(schema: dict, data, name: str) -> Result:
+    result = Result()
+    fmt = effective_format(schema)
+    if not isinstance(data, str) or not fmt:
+        return result
+    check = FORMATS.get(fmt) or FORMATS.get(fmt.replace("-", ""))
+    if check is not None and not check(data):
+        result.errors.append(_invalid_type(name, fmt, data))
+    return result
+
+
+def _number_text(limit, data) -> str:
+    if isinstance(data, int) and float(limit).is_integer():
+        return str(int(limit))
+    return go_value(float(limit))
+
+
+def _number(schema: dict, data, name: str) -> Result:
+    result = Result()
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        return result
+    multiple = schema.get("multipleOf")
+    if multiple:
+        quotient = data / multiple
+        if isinstance(data, int) and isinstance(multiple, int) or float(multiple).is_integer() \
+                and isinstance(data, int):
+            ok = data % int(multiple) == 0
+        else:
+            ok = math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9)
+        if not ok:
+            result.errors.append(Error("other", name, f"{_where(name)} should be a multiple of "
+                                       f"{_number_text(multiple, data)}", value=data))
+    maximum = schema.get("maximum")
+    if maximum is not None:
+        exclusive = bool(schema.get("exclusiveMaximum"))
+        if data > maximum or exclusive and data == maximum:
+            words = "less than" if exclusive else "less than or equal to"
+            result.errors.append(Error("other", name, f"{_where(name)} should be {words} "
+                                       f"{_number_text(maximum, data)}", value=data))
+    minimum = schema.get("minimum")
+    if minimum is not None:
+        exclusive = bool(schema.get("exclusiveMinimum"))
+        if data < minimum or exclusive and data == minimum:
+            words = "greater than" if exclusive else "greater than or equal to"
+            result.errors.append(Error("other", name, f"{_where(name)} should be {words} "
+                                       f"{_number_text(minimum, data)}", value=data))
+    return result
+
+
+def _canonical(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[", tuple(_canonical(v) for v in value))
+    if isinstance(value, bool):
+        return ("b", value)
+    return value
+
+
+def _slice(schema: dict, data, name: str) -> Result:
+    result = Result()
+    if not isinstance(data, list):
+        return result
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for i, item in enumerate(data):
+            result.merge(validate(items, item, f"{name}[{i}]"))
+    size = len(data)
+    min_items, max_items = schema.get("minItems"), schema.get("maxItems")
+    if min_items is not None and size < min_items:
+        result.errors.append(Error("other", name, f"{_where(name)} should have at least "
+                                   f"{min_items} items", value=size))
+    if max_items is not None and size > max_items:
+        result.errors.append(Error("max_items", name, f"{_where(name)} should have at most "
+                                   f"{max_items} items", value=size, valid=max_items))
+    if schema.get("uniqueItems"):
+        seen = set()
+        for item in data:
+            key = _canonical(item)
+            if key in seen:
+                result.errors.append(Error("other", name, f"{_where(name)} shouldn't contain "
+                                           "duplicates"))
+                break
+            seen.add(key)
+    return result
+
+
+def _enum(schema: dict, data, name: str) -> Result:
+    result = Result()
+    enum = schema.get("enum")
+    if not enum:
+        return result
+    wanted = _canonical(data)
+    if not any(_canonical(e) == wanted for e in enum):
+        result.errors.append(Error("enum", name, f"{_where(name)} should be one of "
+                                   f"{go_value(list(enum))}", value=data, values=enum))
+    return result
+
+
+def _object(schema: dict, data, name: str) -> Result:
+    result = Result()
+    if not isinstance(data, dict):
+        return result
+    count = len(data)
+    min_props, max_props = schema.get("minProperties"), schema.get("maxProperties")
+    if min_props is not None and count < min_props:
+        result.errors.append(Error("other", name, f"{_where(name)} should have at least "
+                                   f"{min_props} properties", value=count))
+    if max_props is not None and count > max_props:
+        result.errors.append(Error("too_many_properties", name, f"{_where(name)} should have at "
+                                   f"most {max_props} properties", value=count,
+                                   valid=max_props))
+    properties = schema.get("properties") or {}
+    additional = schema.get("additionalProperties")
+    if additional is False:
+        for key in data:
+            if key not in properties:
+                result.errors.append(Error("other", name, f"{name}.{key} in {IN} is a forbidden "
+                                           "property"))
+    elif isinstance(additional, dict):
+        for key, value in data.items():
+            if key not in properties:
+                result.merge(validate(additional, value, f"{name}.{key}"))
+    for key, sub in properties.items():
+        if key in data:
+            result.merge(validate(sub, data[key], f"{name}.{key}" if name else key))
+    for key in schema.get("required") or ():
+        if key not in data:
+            result.errors.append(Error("required", f"{name}.{key}",
+                                       f"{_where(f'{name}.{key}')} is required"))
+    return result
+
+
+# -- to field errors -------------------------------------------------------------------
+
+
+def to_causes(path: str, result: Result) -> list:
+    """``kubeOpenAPIResultToFieldErrors``: each error at ``path`` + its name."""
+    out = []
+    for error in result.errors:
+        where = path
+        if error.name and error.name != ".":
+            name = error.name.removeprefix(".")
+            where = f"{path}.{name}" if path else name
+        value = "" if error.value is None else error.value
+        if error.code == "required":
+            out.append(causes.required(where))
+        elif error.code == "enum":
+            allowed = [v if isinstance(v, str) else causes.show(v) for v in error.values]
+            out.append(causes.not_supported(where, error.value, allowed))
+        elif error.code == "too_long":
+            out.append(causes.too_long(where, error.valid))
+        elif error.code in ("max_items", "too_many_properties"):
+            out.append(causes.too_many(where, error.value, error.valid))
+        elif error.code == "type":
+            out.append(causes.type_invalid(where, value, error.message))
+        else:
+            out.append(causes.invalid(where, value, error.message))
+    return out
+
+
+def validate_value(schema: dict, value, path: str = "") -> list:
+    """Upstream's ``ValidateCustomResource(path, value, NewSchemaValidator(schema))``."""
+    result = validate(schema, value, "")
+    return to_causes(path, result)
