@@ -10,6 +10,7 @@ import json
 
 from platformd.errors import Cause
 from platformd.goformat.gotext import go_quote, go_value
+from platformd.model.fielderrors import GoValue
 
 
 def show(value) -> str:
@@ -20,7 +21,7 @@ def show(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return go_value(value)
-    if isinstance(value, int):
+    if isinstance(value, int) or isinstance(value, GoValue):
         return str(value)
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),

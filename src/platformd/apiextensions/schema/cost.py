@@ -239,7 +239,8 @@ class _Estimator:
         if function == "_+_" and any(_is_list(o) for o in operands):
             return _Estimate(base + 1, size=sum(o.elements() for o in operands))
         if function in ("_==_", "_!=_") and any(_is_list(o) or _is_map(o) for o in operands):
-            return _Estimate(base + 1 + max(o.elements() for o in operands))
+            smallest = min(o.elements() for o in operands if o.node is not None)
+            return _Estimate(base + 1 + math.ceil(0.1 * smallest))
         if function in ("size", "_[_]", "_in_"):
             size_cost = 1
             if function == "_in_" and len(operands) == 2 and _is_list(operands[1]):

@@ -1,0 +1,323 @@
+"""
+The structural schema library against upstream apiextensions-apiserver v1.36's messages
+(pkg/apiserver/schema/validation.go, apis/apiextensions/validation/validation.go,
+pruning/, defaulting/, cel/validation.go, kube-openapi's validate).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from platformd.apiextensions.schema import cost
+from platformd.apiextensions.schema.structural import INT_OR_STRING, Structural, check
+from platformd.model import schema as model
+
+P = "spec.versions[0].schema.openAPIV3Schema"
+
+
+def obj(**props) -> dict:
+    return {"type": "object", "properties": props}
+
+
+def texts(causes) -> list:
+    return [f"{c.field}: {c.message}" for c in causes]
+
+
+class CheckTests(SynchronousTestCase):
+    def test_valid(self):
+        schema = obj(spec=obj(replicas={"type": "integer", "default": 1, "minimum": 0}))
+        self.assertEqual(check(schema, P), [])
+
+    def test_type_required_for_fields(self):
+        self.assertEqual(texts(check(obj(spec=obj(foo={})), P)), [
+            f"{P}.properties[spec].properties[foo].type: Required value: must not be empty "
+            "for specified object fields"])
+
+    def test_root(self):
+        self.assertEqual(texts(check({"type": "string", "nullable": True}, P)), [
+            f"{P}.nullable: Forbidden: nullable cannot be true at the root",
+            f'{P}.type: Invalid value: "string": must be object at the root'])
+
+    def test_items_required(self):
+        self.assertIn(f"{P}.properties[l].items: Required value: must be specified",
+                      texts(check(obj(l={"type": "array"}), P)))
+
+    def test_nested_forbidden_and_completeness(self):
+        schema = obj(a={"type": "string", "anyOf": [{"type": "string",
+                                                     "description": "x"}]},
+                     b={"type": "object", "allOf": [{"properties": {"c": {}}}]})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[a].anyOf[0].description: Forbidden: must be empty to be "
+            "structural",
+            f"{P}.properties[a].anyOf[0].type: Forbidden: must be empty to be structural"])
+        # completeness is checked from the root's value validation (complete.go)
+        root = {"type": "object", "properties": {}, "allOf": [{"properties": {"c": {}}}]}
+        self.assertEqual(texts(check(root, P)), [
+            f"{P}.properties[c]: Required value: because it is defined in "
+            f"{P}.allOf[0].properties[c]"])
+
+    def test_int_or_string_patterns(self):
+        schema = obj(port={"x-kubernetes-int-or-string": True,
+                           "anyOf": [{"type": "integer"}, {"type": "string"}]})
+        self.assertEqual(check(schema, P), [])
+        schema = obj(port={"x-kubernetes-int-or-string": True,
+                           "x-kubernetes-preserve-unknown-fields": True})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[port].x-kubernetes-preserve-unknown-fields: Invalid value: true: "
+            "must be false if x-kubernetes-int-or-string is true"])
+
+    def test_embedded_resource(self):
+        schema = obj(e={"type": "object", "x-kubernetes-embedded-resource": True})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[e].properties: Required value: must not be empty if "
+            "x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields"])
+
+    def test_metadata_restricted(self):
+        schema = obj(metadata={"type": "object", "properties": {"labels": {"type": "object"}}})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[metadata]: Forbidden: must not specify anything other than name "
+            "and generateName, but metadata is implicitly specified"])
+        ok = obj(metadata={"type": "object", "properties": {"name": {"type": "string",
+                                                                     "maxLength": 10}}})
+        self.assertEqual(check(ok, P), [])
+
+    def test_list_types(self):
+        schema = obj(l={"type": "array", "x-kubernetes-list-type": "map",
+                        "items": {"type": "object", "properties": {"k": {"type": "string"}}}})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[l].x-kubernetes-list-map-keys: Required value: must not be empty "
+            "if x-kubernetes-list-type is map"])
+        schema["properties"]["l"]["x-kubernetes-list-map-keys"] = ["k"]
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[l].items.properties[k].default: Required value: this property is "
+            "in x-kubernetes-list-map-keys, so it must have a default or be a required property"])
+        self.assertEqual(texts(check(obj(s={"type": "string", "x-kubernetes-list-type": "x"}),
+                                     P)), [
+            f'{P}.properties[s].type: Invalid value: "string": must be array if '
+            "x-kubernetes-list-type is specified",
+            f'{P}.properties[s].x-kubernetes-list-type: Unsupported value: "x": supported '
+            'values: "atomic", "set", "map"'])
+
+    def test_unsupported_keywords(self):
+        schema = obj(a={"type": "array", "uniqueItems": True, "items": {"type": "string"}},
+                     b={"$ref": "#/x", "type": "string"})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[a].uniqueItems: Forbidden: uniqueItems cannot be set to true since "
+            "the runtime complexity becomes quadratic",
+            f"{P}.properties[b].$ref: Forbidden: $ref is not supported"])
+
+    def test_defaults(self):
+        # kube-openapi names the default's root "" ("%s in %s": " in body ...").
+        schema = obj(a={"type": "integer", "default": "x"},
+                     b={"type": "object", "default": {"z": 1}, "properties": {}},
+                     metadata={"type": "object", "default": {}})
+        self.assertEqual(texts(check(schema, P)), [
+            f'{P}.properties[a].default: Invalid value: "string":  in body must be of type '
+            'integer: "string"',
+            f'{P}.properties[b].default: Invalid value: {{"z":1}}: must not have unknown fields',
+            f"{P}.properties[metadata].default: Forbidden: must not be set in top-level "
+            "metadata"])
+
+    def test_rule_fields_and_compilation(self):
+        schema = obj(spec={"type": "object", "x-kubernetes-validations": [
+            {"rule": " "}, {"rule": "1 +", "message": "m"}, {"rule": "'a'"},
+            {"rule": "self.x > 0", "reason": "Nope"}]})
+        causes = texts(check(schema, P))
+        rules = f"{P}.properties[spec].x-kubernetes-validations"
+        self.assertEqual(causes[0], f"{rules}[0].rule: Required value: rule is not specified")
+        self.assertEqual(causes[1], f'{rules}[3].reason: Unsupported value: "Nope": supported '
+                         'values: "FieldValueDuplicate", "FieldValueForbidden", '
+                         '"FieldValueInvalid", "FieldValueRequired"')
+        schema["properties"]["spec"]["x-kubernetes-validations"] = [
+            {"rule": "1 +", "message": "m"}, {"rule": "'a'"}]
+        causes = texts(check(schema, P))
+        self.assertTrue(causes[0].startswith(
+            f'{rules}[0].rule: Invalid value: {{"Rule":"1 +","Message":"m","MessageExpression":'
+            '"","Reason":null,"FieldPath":"","OptionalOldSelf":null}: compilation failed: '
+            "ERROR: <input>:1:"), causes[0])
+        self.assertTrue(causes[1].endswith(": cel expression must evaluate to a bool"))
+
+    def test_old_self_uncorrelatable(self):
+        schema = obj(l={"type": "array", "maxItems": 10, "items": {
+            "type": "object", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}})
+        self.assertEqual(texts(check(schema, P)), [
+            f'{P}.properties[l].items.x-kubernetes-validations[0].rule: Invalid value: '
+            f'"self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the '
+            f"schema within {P}.properties[l]"])
+
+    def test_cost_limits(self):
+        unbounded = obj(spec={"type": "object", "properties": {
+            "names": {"type": "array", "items": {"type": "string"}}},
+            "x-kubernetes-validations": [{"rule": "self.names.all(x, self.names.all(y, x == y))"}]})
+        rule = f"{P}.properties[spec].x-kubernetes-validations[0].rule"
+        self.assertEqual(texts(check(unbounded, P)), [
+            f"{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x "
+            "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where "
+            "arrays, maps, and strings are declared)",
+            f"{rule}: Forbidden: contributed to estimated rule cost total exceeding cost limit "
+            "for entire OpenAPIv3 schema",
+            f"{P}: Forbidden: x-kubernetes-validations estimated rule cost total for entire "
+            "OpenAPIv3 schema exceeds budget by factor of more than 100x (try simplifying the "
+            "rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and "
+            "strings are declared)"])
+        bounded = copy.deepcopy(unbounded)
+        names = bounded["properties"]["spec"]["properties"]["names"]
+        names["maxItems"], names["items"]["maxLength"] = 10, 5
+        self.assertEqual(check(bounded, P), [])
+        self.assertEqual(Structural.parse(bounded).rule_cost_causes(P), [])
+
+    def test_cost_message(self):
+        self.assertIn("factor of 1.200000x", cost.message("estimated rule cost", 12, 10))
+        self.assertIn("factor of 2.5x", cost.message("estimated rule cost", 25, 10))
+
+
+SCHEMA = obj(
+    spec=obj(
+        replicas={"type": "integer", "minimum": 0, "maximum": 10, "default": 1},
+        name={"type": "string", "maxLength": 3, "pattern": "^[a-z]+$"},
+        mode={"type": "string", "enum": ["a", "b"]},
+        port={"x-kubernetes-int-or-string": True},
+        items={"type": "array", "maxItems": 2, "x-kubernetes-list-type": "map",
+               "x-kubernetes-list-map-keys": ["k"],
+               "items": {"type": "object", "required": ["k"],
+                         "properties": {"k": {"type": "string"}}}},
+        labels={"type": "object", "maxProperties": 1,
+                "additionalProperties": {"type": "string"}},
+        free={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        nothing={"type": "string", "nullable": True},
+        embedded={"type": "object", "x-kubernetes-embedded-resource": True,
+                  "x-kubernetes-preserve-unknown-fields": True},
+    ),
+)
+
+
+class ValidateTests(SynchronousTestCase):
+    def setUp(self):
+        self.assertEqual(check(SCHEMA, P), [])
+        self.s = Structural.parse(SCHEMA)
+
+    def test_messages(self):
+        body = {"spec": {"replicas": 11, "name": "ABCD", "mode": "c", "port": True,
+                         "items": [{"k": "a"}, {"k": "b"}, {}],
+                         "labels": {"a": "1", "b": 2}, "nothing": None}}
+        self.assertEqual(texts(self.s.validate(body)), [
+            "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or "
+            "equal to 10",
+            "spec.name: Too long: may not be more than 3 bytes",
+            "spec.name: Invalid value: \"ABCD\": spec.name in body should match '^[a-z]+$'",
+            'spec.mode: Unsupported value: "c": supported values: "a", "b"',
+            'spec.port: Invalid value: "boolean": spec.port in body must be of type '
+            'integer,string: "boolean"',
+            "spec.items[2].k: Required value",
+            "spec.items: Too many: 3: must have at most 2 items",
+            "spec.labels: Too many: 2: must have at most 1 item",
+            'spec.labels.b: Invalid value: "integer": spec.labels.b in body must be of type '
+            'string: "integer"',
+        ])
+
+    def test_null_and_type(self):
+        self.assertEqual(texts(self.s.validate({"spec": {"replicas": None, "name": 1}})), [
+            'spec.replicas: Invalid value: "null": spec.replicas in body must be of type '
+            'integer: "null"',
+            'spec.name: Invalid value: "integer": spec.name in body must be of type string: '
+            '"integer"'])
+
+    def test_junctions(self):
+        s = Structural.parse(obj(x={"type": "integer", "anyOf": [{"minimum": 5},
+                                                                {"maximum": 1}]}))
+        self.assertEqual(texts(s.validate({"x": 3})), [
+            ': Invalid value: "": "x" must validate at least one schema (anyOf)',
+            "x: Invalid value: 3: x in body should be greater than or equal to 5"])
+
+    def test_embedded_objectmeta(self):
+        body = {"spec": {"embedded": {"kind": "x_y", "metadata": {"name": "a/b"}}}}
+        self.assertEqual(texts(self.s.validate(body)), [
+            "spec.embedded.apiVersion: Required value",
+            'spec.embedded.kind: Invalid value: "x_y": may have mixed case, but should '
+            "otherwise match: a DNS-1035 label must consist of lower case alphanumeric "
+            "characters or '-', start with an alphabetic character, and end with an "
+            "alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation "
+            "is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            "spec.embedded.metadata.name: Invalid value: \"a/b\": may not contain '/'"])
+
+
+class PruneDefaultTests(SynchronousTestCase):
+    def setUp(self):
+        self.s = Structural.parse(SCHEMA)
+
+    def test_prune(self):
+        body = {"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "n"}, "bad": 1,
+                "spec": {"zzz": 1, "items": [{"k": "a", "q": 1}], "free": {"any": {"x": 1}},
+                         "labels": {"a": "b"},
+                         "embedded": {"apiVersion": "v1", "kind": "P", "metadata": {},
+                                      "other": 1}}}
+        self.assertEqual(self.s.prune(body), ["bad", "spec.items[0].q", "spec.zzz"])
+        self.assertEqual(body["spec"]["free"], {"any": {"x": 1}})
+        self.assertEqual(body["spec"]["embedded"]["other"], 1)
+        self.assertEqual(body["metadata"], {"name": "n"})
+
+    def test_default(self):
+        body: dict = {"spec": {"replicas": None, "name": None, "nothing": None}}
+        self.s.default(body)
+        self.assertEqual(body, {"spec": {"replicas": 1, "nothing": None}})
+
+
+class RuleTests(SynchronousTestCase):
+    def rules(self, *rules, **props):
+        spec = {"type": "object", "properties": props or {"x": {"type": "integer"}},
+                "x-kubernetes-validations": list(rules)}
+        schema = obj(spec=spec)
+        self.assertEqual(check(schema, P), [])
+        return Structural.parse(schema)
+
+    def test_messages_and_reasons(self):
+        s = self.rules({"rule": "self.x > 0"}, {"rule": "self.x > 1", "message": "big"},
+                       {"rule": "self.x > 2", "reason": "FieldValueForbidden",
+                        "fieldPath": ".x", "message": "no"},
+                       {"rule": "self.x > 3", "messageExpression": "'x is ' + string(self.x)"})
+        self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}})), [
+            "spec: Invalid value: failed rule: self.x > 0",
+            "spec: Invalid value: big",
+            "spec.x: Forbidden: no",
+            "spec: Invalid value: x is 0"])
+
+    def test_scalar_value_shown(self):
+        schema = obj(name={"type": "string", "x-kubernetes-validations": [
+            {"rule": "self.startsWith('a')"}]})
+        s = Structural.parse(schema)
+        self.assertEqual(texts(s.validate_rules({"name": "b"})), [
+            "name: Invalid value: \"b\": failed rule: self.startsWith('a')"])
+
+    def test_evaluation_error(self):
+        s = self.rules({"rule": "self.y > 0"})
+        self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}})), [
+            'spec: Invalid value: "object": no such key: y evaluating rule: self.y > 0'])
+
+    def test_transition_rules(self):
+        s = self.rules({"rule": "self.x >= oldSelf.x", "message": "no going back"})
+        self.assertEqual(s.validate_rules({"spec": {"x": 0}}, None), [])
+        self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}}, {"spec": {"x": 1}})), [
+            "spec: Invalid value: no going back"])
+
+
+class ModelTests(SynchronousTestCase):
+    def test_to_model(self):
+        struct = Structural.parse(SCHEMA).to_model("io.example.v1.Widget")
+        self.assertIsInstance(struct, model.Struct)
+        self.assertNotIn("metadata", struct.props)
+        spec = struct.props["spec"].node
+        self.assertEqual(spec.props["items"].node.list_type, "map")
+        self.assertEqual(spec.props["items"].node.map_keys, ("k",))
+        self.assertEqual(spec.props["port"].node.format, INT_OR_STRING)
+        self.assertTrue(spec.props["nothing"].node.nullable)
+        self.assertTrue(spec.props["free"].node.preserve_unknown)
+        self.assertIsInstance(spec.props["labels"].node, model.MapOf)
+
+    def test_decoding_is_lenient(self):
+        struct = Structural.parse(SCHEMA).to_model("W")
+        ctx = model.DecodeContext()
+        out = struct.decode({"spec": {"replicas": "x", "zz": 1}}, "", ctx)
+        self.assertEqual(out, {"spec": {"replicas": "x"}})
+        self.assertEqual(ctx.texts(), ['unknown field "spec.zz"'])
