@@ -291,9 +291,47 @@ class RuleTests(SynchronousTestCase):
             "name: Invalid value: \"b\": failed rule: self.startsWith('a')"])
 
     def test_evaluation_error(self):
-        s = self.rules({"rule": "self.y > 0"})
-        self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}})), [
-            'spec: Invalid value: "object": no such key: y evaluating rule: self.y > 0'])
+        s = self.rules({"rule": "self.x > 0"})
+        self.assertEqual(texts(s.validate_rules({"spec": {}})), [
+            'spec: Invalid value: "object": no such key: x evaluating rule: self.x > 0'])
+
+    def test_typed_compilation(self):
+        """self is typed from the schema: unknown fields and type errors do not compile;
+        the root's metadata has only name and generateName."""
+        schema = obj(spec={"type": "object", "properties": {"x": {"type": "integer"}},
+                           "x-kubernetes-validations": [{"rule": "self.y > 0"},
+                                                        {"rule": "self.x == 'a'"}]})
+        schema["x-kubernetes-validations"] = [{"rule": "self.metadata.labels.size() > 0"},
+                                              {"rule": "self.metadata.name != ''"}]
+        causes = texts(check(schema, P))
+        self.assertEqual(len(causes), 3, causes)
+        # a node's own rules after its properties', as upstream appends them
+        self.assertIn("compilation failed: ERROR: <input>:1:5: undefined field 'y'",
+                      causes[0])
+        self.assertIn("found no matching overload for '_==_' applied to '(int, string)'",
+                      causes[1])
+        self.assertIn("compilation failed: ERROR: <input>:1:14: undefined field 'labels'",
+                      causes[2])
+
+    def test_escaping_and_formats(self):
+        s = self.rules({"rule": "self.foo__dash__bar == 1 && self.__in__ == 'x' && "
+                                "self.t > timestamp('2020-01-01T00:00:00Z') && "
+                                "self.d > duration('1s') && self.n > 1.5"},
+                       **{"foo-bar": {"type": "integer"}, "in": {"type": "string"},
+                          "t": {"type": "string", "format": "date-time"},
+                          "d": {"type": "string", "format": "duration"},
+                          "n": {"type": "number"}})
+        good = {"spec": {"foo-bar": 1, "in": "x", "t": "2021-02-03T04:05:06Z", "d": "1m",
+                         "n": 2}}
+        self.assertEqual(s.validate_rules(good), [])
+        good["spec"]["n"] = 1
+        self.assertEqual(len(s.validate_rules(good)), 1)
+
+    def test_ratcheting(self):
+        """A rule without oldSelf that fails on an unchanged value is let through."""
+        s = self.rules({"rule": "self.x > 0"})
+        self.assertEqual(s.validate_rules({"spec": {"x": 0}}, {"spec": {"x": 0}}), [])
+        self.assertEqual(len(s.validate_rules({"spec": {"x": 0}}, {"spec": {"x": 2}})), 1)
 
     def test_transition_rules(self):
         s = self.rules({"rule": "self.x >= oldSelf.x", "message": "no going back"})

@@ -97,7 +97,7 @@ class Total:
 
     def most_expensive(self) -> list:
         ranked = sorted(self.costs, key=lambda c: -c[0])
-        out = []
+        out: list = []
         for cost, path in ranked[:4]:
             if cost > 0 and cost * 10 >= self.total or not out:
                 out.append(path)

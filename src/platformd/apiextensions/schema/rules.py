@@ -27,19 +27,24 @@ import re
 from typing import Optional
 
 from platformd import cel
-from platformd.apiextensions.schema import causes, cost
+from platformd.apiextensions.schema import causes, celtypes, cost
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index
 from platformd.goformat.gotext import go_quote
 
+#: The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound to
+#: ``celtypes.cel_value`` of the object.
 _ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
 
+_STRUCT = re.compile(r"(undefined field '[^']*') not found in struct '[^']*'")
 
-def _compile(source: str):
+
+def _compile(source: str, env: cel.Environment = _ENV):
     try:
-        return _ENV.compile(source), None
+        return env.compile(source), None
     except cel.CompileError as error:
-        return None, str(error)
+        # cel-cpp names the message; cel-go does not
+        return None, _STRUCT.sub(r"\1", str(error))
 
 
 def _uses_old_self(program) -> bool:
@@ -68,19 +73,20 @@ def _cardinality_for(node: Node, cardinality: Optional[int]) -> int:
 
 def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: Optional[str],
                    total: cost.Total, cardinality: Optional[int]) -> list:
-    """The compile errors and estimated-cost errors of ``node``'s rules."""
+    """The compile errors and estimated-cost errors of ``node``'s rules, type-checked
+    against the schema (``celtypes``)."""
     out: list = []
     times = _cardinality_for(node, cardinality)
+    env = celtypes.Declarations(node, resource_root).environment()
     for i, rule in enumerate(node.rules):
         where = index(child(path, "x-kubernetes-validations"), i)
         source = rule.get("rule") or ""
         if not source.strip():
             continue
-        program, problem = _compile(source)
+        program, problem = _compile(source, env)
         estimated = 0
         if program is not None:
-            result = _result_type(program)
-            if result not in ("bool", "dyn"):
+            if _result_type(program) != "bool":
                 problem = "cel expression must evaluate to a bool"
             else:
                 estimated = cost.guarded_product(
@@ -94,11 +100,11 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
             continue
         expression = rule.get("messageExpression") or ""
         if expression:
-            message_program, message_problem = _compile(expression)
-            if message_problem is not None:
+            message_program, message_problem = _compile(expression, env)
+            if message_program is None:
                 out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
-                                          "messageExpression " + message_problem))
-            elif _result_type(message_program) not in ("string", "dyn"):
+                                          "messageExpression " + (message_problem or "")))
+            elif _result_type(message_program) != "string":
                 out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
                                           "messageExpression must evaluate to a string"))
             else:
@@ -207,8 +213,11 @@ def _walk(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
                 where = f"{path}[{key}]"
             if sub is None:
                 continue
-            correlated = old_map is not None and key in old_map and node.map_type != "atomic"
-            _walk(sub, item, old_map[key] if correlated else None, where, out, correlated)
+            previous = None
+            correlated = False
+            if old_map is not None and key in old_map and node.map_type != "atomic":
+                previous, correlated = old_map[key], True
+            _walk(sub, item, previous, where, out, correlated)
     elif isinstance(value, list) and node.items is not None:
         olds: dict = {}
         if has_old and isinstance(old, list) and node.list_type == "map":
@@ -225,7 +234,12 @@ def _map_key(item: dict, node: Node) -> tuple:
     return tuple(repr(item.get(k)) for k in node.list_map_keys)
 
 
+#: ``MaxEvaluatedMessageExpressionSizeBytes``.
+MAX_MESSAGE = 5 * 1024
+
+
 def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
+    variables: Optional[dict] = None
     for rule in node.rules:
         source = rule.get("rule") or ""
         if not source.strip():
@@ -234,23 +248,28 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> No
         if program is None:
             out.append(causes.invalid(path, node.type, f"rule compile error: {problem}"))
             continue
-        if _uses_old_self(program) and not has_old:
+        uses_old_self = _uses_old_self(program)
+        if uses_old_self and not has_old:
             continue
-        variables = {"self": value}
-        if has_old:
-            variables["oldSelf"] = old
+        if variables is None:
+            variables = {"self": celtypes.cel_value(node, value)}
+            if has_old:
+                variables["oldSelf"] = celtypes.cel_value(node, old)
         try:
             result = program.evaluate(variables)
         except cel.EvaluationError as error:
             text = str(error)
-            if text.startswith("no matching overload") or text.startswith("No matching overload"):
-                detail = (f"'{text}': call arguments did not match a supported operator, "
+            if text.startswith("no such overload") or text.startswith("No matching overload"):
+                problem = (f"'{text}': call arguments did not match a supported operator, "
                           f"function or macro signature for rule: {_message_of(rule)}")
             else:
-                detail = f"{text} evaluating rule: {_message_of(rule)}"
-            out.append(causes.invalid(path, node.type, detail))
+                problem = f"{text} evaluating rule: {_message_of(rule)}"
+            out.append(causes.invalid(path, node.type, problem))
             continue
         if result is True:
+            continue
+        if not uses_old_self and has_old and old == value:
+            # CRDValidationRatcheting: an unchanged value keeps passing (upstream warns)
             continue
         where = path
         relative = rule.get("fieldPath")
@@ -259,18 +278,29 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> No
             if normalized:
                 where = path + normalized if normalized.startswith("[") else \
                     _join(path, normalized[1:])
-        detail = None
+        detail: Optional[str] = None
         expression = rule.get("messageExpression") or ""
         if expression:
-            message_program, _problem = _compile(expression)
-            if message_program is not None:
-                try:
-                    text = message_program.evaluate(variables)
-                except cel.EvaluationError:
-                    text = None
-                if isinstance(text, str) and text.strip() and "\n" not in text:
-                    detail = text
+            detail = _message(expression, variables)
         if detail is None:
             message = rule.get("message") or ""
             detail = message.strip() if message else f"failed rule: {source.strip()}"
         out.append(_reason_cause(where, node, value, detail, rule.get("reason")))
+
+
+def _message(expression: str, variables: dict) -> Optional[str]:
+    """A messageExpression's message; None (the rule's message is used) when it fails,
+    is empty, too long or spans lines, as upstream (which logs why)."""
+    program, _problem = _compile(expression)
+    if program is None:
+        return None
+    try:
+        text = program.evaluate(variables)
+    except cel.EvaluationError:
+        return None
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if not text or len(text.encode()) > MAX_MESSAGE or "\n" in text:
+        return None
+    return text
