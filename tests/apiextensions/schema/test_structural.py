@@ -224,6 +224,15 @@ class ValidateTests(SynchronousTestCase):
             'spec.name: Invalid value: "integer": spec.name in body must be of type string: '
             '"integer"'])
 
+    def test_ratcheting(self):
+        """On update, a value equal to its correlated old value keeps passing."""
+        old = {"spec": {"replicas": 11, "items": [{"k": "a", "x": 1}], "name": "ok"}}
+        new = {"spec": {"replicas": 11, "items": [{"k": "a", "x": 1}], "name": "ABCD"}}
+        self.assertEqual(texts(self.s.validate(new, old)), [
+            "spec.name: Too long: may not be more than 3 bytes",
+            "spec.name: Invalid value: \"ABCD\": spec.name in body should match '^[a-z]+$'"])
+        self.assertEqual(len(self.s.validate(new)), 3)
+
     def test_junctions(self):
         s = Structural.parse(obj(x={"type": "integer", "anyOf": [{"minimum": 5},
                                                                 {"maximum": 1}]}))

@@ -51,10 +51,8 @@ _FORBIDDEN_EXTENSIONS = (
 
 def check(schema: dict, path: str, status_enabled: bool = False) -> list:
     out: list = []
-    if status_enabled and schema.get("type", "object") != "object":
-        out.append(invalid(child(path, "type"), schema.get("type"), 'only "object" is allowed '
-                           "as the type at the root of the schema if the status subresource "
-                           "is enabled"))
+    if status_enabled:
+        out.extend(_status_root(schema, path))
     if schema.get("nullable"):
         out.append(forbidden(child(path, "nullable"), "nullable cannot be true at the root"))
     structural = _structural(schema, path)
@@ -80,6 +78,49 @@ def check(schema: dict, path: str, status_enabled: bool = False) -> list:
                                                 "total for entire OpenAPIv3 schema",
                                                 context.total, cost.CRD_LIMIT)))
     return out
+
+
+#: JSONSchemaProps' fields in Go's order, by JSON name, and those a root may have when
+#: the status subresource is enabled (``allowedFieldsAtRootSchema``).
+_GO_FIELDS = ("id", "$schema", "$ref", "description", "type", "format", "title", "default",
+              "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength",
+              "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "multipleOf",
+              "enum", "maxProperties", "minProperties", "required", "items", "allOf", "oneOf",
+              "anyOf", "not", "properties", "additionalProperties", "patternProperties",
+              "dependencies", "additionalItems", "definitions", "externalDocs", "example",
+              "nullable", "x-kubernetes-preserve-unknown-fields",
+              "x-kubernetes-embedded-resource", "x-kubernetes-int-or-string",
+              "x-kubernetes-list-map-keys", "x-kubernetes-list-type", "x-kubernetes-map-type",
+              "x-kubernetes-validations")
+_ROOT_ALLOWED = frozenset((
+    "description", "type", "format", "title", "maximum", "exclusiveMaximum", "minimum",
+    "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems",
+    "uniqueItems", "multipleOf", "required", "items", "properties", "externalDocs", "example",
+    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations"))
+_ROOT_ALLOWED_GO = ("[Description Type Format Title Maximum ExclusiveMaximum Minimum "
+                    "ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems UniqueItems "
+                    "MultipleOf Required Items Properties ExternalDocs Example "
+                    "XPreserveUnknownFields XValidations]")
+
+
+def _status_root(schema: dict, path: str) -> list:
+    """With the status subresource, the root holds only what survives extracting
+    ``properties.status``.  The bad value upstream shows is the whole internal
+    JSONSchemaProps (Go field names); here it is the schema as written."""
+    for name in _GO_FIELDS:
+        value = schema.get(name)
+        if value in (None, False, "", [], {}) and not (name == "default" and name in schema):
+            continue
+        if name == "type":
+            if value != "object":
+                return [invalid(child(path, "type"), value, 'only "object" is allowed as the '
+                                "type at the root of the schema if the status subresource is "
+                                "enabled")]
+            continue
+        if name not in _ROOT_ALLOWED:
+            return [invalid(path, schema, f"only {_ROOT_ALLOWED_GO} fields are allowed at the "
+                            "root of the schema if the status subresource is enabled")]
+    return []
 
 
 # -- 2. structurality ------------------------------------------------------------------

@@ -85,23 +85,23 @@ def message(name: str, estimated: int, limit: int) -> str:
 
 
 class Total:
-    """``TotalCost``: the rules' costs summed, and the costliest ones (at most 4)."""
+    """``TotalCost``: the rules' costs summed, and the (at most 4) costliest of those
+    contributing at least 1% of ``CRD_LIMIT``, costliest first."""
 
     def __init__(self):
         self.total = 0
-        self.costs: list = []
+        self.expensive: list = []
 
     def observe(self, path: str, cost: int) -> None:
         self.total = min(self.total + cost, MAX_UINT64)
-        self.costs.append((cost, path))
+        if cost < CRD_LIMIT // 100:
+            return
+        self.expensive.append((cost, path))
+        self.expensive.sort(key=lambda c: -c[0])
+        del self.expensive[4:]
 
     def most_expensive(self) -> list:
-        ranked = sorted(self.costs, key=lambda c: -c[0])
-        out: list = []
-        for cost, path in ranked[:4]:
-            if cost > 0 and cost * 10 >= self.total or not out:
-                out.append(path)
-        return out
+        return [path for _cost, path in self.expensive]
 
 
 def _size(node: Optional[Node]) -> int:

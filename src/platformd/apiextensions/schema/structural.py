@@ -46,10 +46,12 @@ class Structural:
         """The structural form of a schema ``check`` accepted."""
         return cls(Node(openapi_schema))
 
-    def validate(self, obj, path: str = "") -> list:
+    def validate(self, obj, old=None, path: str = "") -> list:
         """Value validation (kube-openapi's validator, upstream's messages) and the
-        embedded resources' apiVersion, kind and metadata."""
-        out = values.validate_value(self.root.raw, obj, path)
+        embedded resources' apiVersion, kind and metadata; ``old`` (an update's previous
+        object) ratchets: a value equal to its correlated old one keeps passing."""
+        out = values.validate_value(self.root.raw, obj, path,
+                                    values.NO_OLD if old is None else old)
         out.extend(objectmeta.validate(path, obj, self.root))
         return out
 

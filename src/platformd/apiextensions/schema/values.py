@@ -202,19 +202,37 @@ def effective_format(schema: dict) -> str:
 # -- the validators --------------------------------------------------------------------
 
 
-def validate(schema: Optional[dict], data, name: str = "") -> Result:
-    """kube-openapi's ``SchemaValidator.Validate`` of ``data`` at ``name``."""
+#: No previous version (a create, or a value that does not correlate with an old one).
+NO_OLD = object()
+
+
+def validate(schema: Optional[dict], data, name: str = "", old=NO_OLD) -> Result:
+    """
+    kube-openapi's ``SchemaValidator.Validate`` of ``data`` at ``name``; with ``old``
+    (the correlated previous value), upstream's ratcheting (``CRDValidationRatcheting``):
+    a value equal to its old one keeps passing whatever its errors (upstream turns them
+    into warnings).  Properties correlate by name, items of ``map`` lists by their keys;
+    the root's ``apiVersion`` and ``kind`` and other lists' items do not.
+    """
     result = Result()
     if schema is None:
         return result
     if data is None:
         result.merge(_type(schema, data, name))
         result.merge(_enum(schema, data, name))
-        return result
-    for check in (_type, _props, _string, _format, _number, _slice, _enum, _object):
-        result.merge(check(schema, data, name))
+    else:
+        for check in (_type, _props, _string, _format, _number):
+            result.merge(check(schema, data, name))
+            result.matches += 1
+        result.merge(_slice(schema, data, name, old))
         result.matches += 1
-    result.matches += 1
+        result.merge(_enum(schema, data, name))
+        result.matches += 1
+        result.merge(_object(schema, data, name, old))
+        result.matches += 1
+        result.matches += 1
+    if result.errors and old is not NO_OLD and old == data:
+        return Result()
     return result
 
 
@@ -399,14 +417,17 @@ def _canonical(value):
     return value
 
 
-def _slice(schema: dict, data, name: str) -> Result:
+def _slice(schema: dict, data, name: str, old=NO_OLD) -> Result:
     result = Result()
     if not isinstance(data, list):
         return result
     items = schema.get("items")
     if isinstance(items, dict):
+        olds = _map_list(schema, old)
+        keys = schema.get("x-kubernetes-list-map-keys") or ()
         for i, item in enumerate(data):
-            result.merge(validate(items, item, f"{name}[{i}]"))
+            previous = olds.get(_item_key(item, keys), NO_OLD) if olds else NO_OLD
+            result.merge(validate(items, item, f"{name}[{i}]", previous))
     size = len(data)
     min_items, max_items = schema.get("minItems"), schema.get("maxItems")
     if min_items is not None and size < min_items:
@@ -427,6 +448,20 @@ def _slice(schema: dict, data, name: str) -> Result:
     return result
 
 
+def _item_key(item, keys) -> tuple:
+    if not isinstance(item, dict):
+        return ("", id(item))
+    return tuple(_canonical(item.get(k)) for k in keys)
+
+
+def _map_list(schema: dict, old) -> dict:
+    """The old items of a ``map`` list by their keys (nothing for other lists)."""
+    if schema.get("x-kubernetes-list-type") != "map" or not isinstance(old, list):
+        return {}
+    keys = schema.get("x-kubernetes-list-map-keys") or ()
+    return {_item_key(item, keys): item for item in old if isinstance(item, dict)}
+
+
 def _enum(schema: dict, data, name: str) -> Result:
     result = Result()
     enum = schema.get("enum")
@@ -439,7 +474,14 @@ def _enum(schema: dict, data, name: str) -> Result:
     return result
 
 
-def _object(schema: dict, data, name: str) -> Result:
+def _child(old, key: str, name: str):
+    if not isinstance(old, dict) or key not in old or not name and key in ("apiVersion",
+                                                                            "kind"):
+        return NO_OLD
+    return old[key]
+
+
+def _object(schema: dict, data, name: str, old=NO_OLD) -> Result:
     result = Result()
     if not isinstance(data, dict):
         return result
@@ -462,10 +504,12 @@ def _object(schema: dict, data, name: str) -> Result:
     elif isinstance(additional, dict):
         for key, value in data.items():
             if key not in properties:
-                result.merge(validate(additional, value, f"{name}.{key}"))
+                result.merge(validate(additional, value, f"{name}.{key}",
+                                      _child(old, key, name)))
     for key, sub in properties.items():
         if key in data:
-            result.merge(validate(sub, data[key], f"{name}.{key}" if name else key))
+            result.merge(validate(sub, data[key], f"{name}.{key}" if name else key,
+                                  _child(old, key, name)))
     for key in schema.get("required") or ():
         if key not in data:
             result.errors.append(Error("required", f"{name}.{key}",
@@ -501,7 +545,8 @@ def to_causes(path: str, result: Result) -> list:
     return out
 
 
-def validate_value(schema: dict, value, path: str = "") -> list:
-    """Upstream's ``ValidateCustomResource(path, value, NewSchemaValidator(schema))``."""
-    result = validate(schema, value, "")
+def validate_value(schema: dict, value, path: str = "", old=NO_OLD) -> list:
+    """Upstream's ``ValidateCustomResource(path, value, NewSchemaValidator(schema))``
+    (``ValidateCustomResourceUpdate`` with ``old``)."""
+    result = validate(schema, value, "", old)
     return to_causes(path, result)
