@@ -168,6 +168,43 @@ class CheckTests(SynchronousTestCase):
         self.assertEqual(check(bounded, P), [])
         self.assertEqual(Structural.parse(bounded).rule_cost_causes(P), [])
 
+    def test_unbounded_message_expression(self):
+        """cel-go knows no size for string(int): the concatenation's cost is unbounded."""
+        schema = obj(spec={"type": "object", "properties": {"x": {"type": "integer"}},
+                           "x-kubernetes-validations": [{
+                               "rule": "self.x > 0",
+                               "messageExpression": "'x is ' + string(self.x)"}]})
+        where = f"{P}.properties[spec].x-kubernetes-validations[0].messageExpression"
+        self.assertEqual(texts(check(schema, P))[0],
+                         f"{where}: Forbidden: estimated messageExpression cost exceeds budget "
+                         "by factor of more than 100x (try simplifying the rule, or adding "
+                         "maxItems, maxProperties, and maxLength where arrays, maps, and "
+                         "strings are declared)")
+
+    def test_estimates(self):
+        """Costs as cel-go's estimator gives them for the schema's sizes."""
+        from platformd.apiextensions.schema import celtypes
+        from platformd.apiextensions.schema.node import Node
+
+        node = Node(obj(s={"type": "string", "maxLength": 10},
+                        l={"type": "array", "maxItems": 5,
+                           "items": {"type": "string", "maxLength": 2}},
+                        n={"type": "integer"}))
+        env = celtypes.Declarations(node, False).environment()
+
+        def estimated(source):
+            return cost.estimate(env.compile(source)._compiled.serialize(), node)
+
+        self.assertEqual(estimated("self.n > 0"), 3)  # ident, select, call
+        self.assertEqual(estimated("has(self.n)"), 1)  # presence tests are free
+        # startsWith: 0.1 per character of the argument (a 1-character literal)
+        self.assertEqual(estimated("self.s.startsWith('a')"), 2 + 1)
+        # == on strings: 0.1 × the smaller size (maxLength 10 is 40 bytes, the literal 3)
+        self.assertEqual(estimated("self.s == 'abc'"), 2 + 1)
+        # all(): the range (2), the result (1), and 5 items × (condition
+        # @not_strictly_false(@result): 2 + step @result && x.size() < 3: 1 + 3)
+        self.assertEqual(estimated("self.l.all(x, x.size() < 3)"), 2 + 1 + 5 * (2 + 1 + 3))
+
     def test_cost_message(self):
         self.assertIn("factor of 1.200000x", cost.message("estimated rule cost", 12, 10))
         self.assertIn("factor of 2.5x", cost.message("estimated rule cost", 25, 10))
@@ -260,9 +297,12 @@ class PruneDefaultTests(SynchronousTestCase):
         body = {"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "n"}, "bad": 1,
                 "spec": {"zzz": 1, "items": [{"k": "a", "q": 1}], "free": {"any": {"x": 1}},
                          "labels": {"a": "b"},
-                         "embedded": {"apiVersion": "v1", "kind": "P", "metadata": {},
+                         "embedded": {"apiVersion": "v1", "kind": "P",
+                                      "metadata": {"name": "n", "foo": 1, "labels": 3},
                                       "other": 1}}}
-        self.assertEqual(self.s.prune(body), ["bad", "spec.items[0].q", "spec.zzz"])
+        self.assertEqual(self.s.prune(body), ["bad", "spec.items[0].q", "spec.zzz",
+                                              "spec.embedded.metadata.foo"])
+        self.assertEqual(body["spec"]["embedded"]["metadata"], {"name": "n"})
         self.assertEqual(body["spec"]["free"], {"any": {"x": 1}})
         self.assertEqual(body["spec"]["embedded"]["other"], 1)
         self.assertEqual(body["metadata"], {"name": "n"})
@@ -285,7 +325,7 @@ class RuleTests(SynchronousTestCase):
         s = self.rules({"rule": "self.x > 0"}, {"rule": "self.x > 1", "message": "big"},
                        {"rule": "self.x > 2", "reason": "FieldValueForbidden",
                         "fieldPath": ".x", "message": "no"},
-                       {"rule": "self.x > 3", "messageExpression": "'x is ' + string(self.x)"})
+                       {"rule": "self.x > 3", "messageExpression": "self.x < 1 ? 'x is 0' : 'x is 1'"})
         self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}})), [
             "spec: Invalid value: failed rule: self.x > 0",
             "spec: Invalid value: big",

@@ -69,7 +69,7 @@ _META = Node({"type": "object", "properties": {"name": {"type": "string"},
 _STRING = Node({"type": "string"})
 
 
-def _resource_properties(node: Node) -> dict:
+def resource_properties(node: Node) -> dict:
     props = dict(node.properties)
     props.setdefault("apiVersion", _STRING)
     props.setdefault("kind", _STRING)
@@ -127,7 +127,7 @@ class Declarations:
         self._count += 1
         name = f"M{self._count}"
         message = self.file.message_type.add(name=name)
-        props = _resource_properties(node) if resource else node.properties
+        props = resource_properties(node) if resource else node.properties
         number = 0
         for prop_name, prop in props.items():
             field_name = escape(prop_name)

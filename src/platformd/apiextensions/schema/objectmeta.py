@@ -105,3 +105,48 @@ def _embedded(path: str, value: dict) -> list:
                     field = where + field[len("metadata"):]
                 out.append(attrs.evolve(cause, field=field))
     return out
+
+
+def coerce(value, schema: Node | None, path: str = "") -> list:
+    """
+    Upstream's ``objectmeta.Coerce`` of the embedded resources below the root (with
+    ``dropMalformedFields``): each embedded ``metadata`` keeps only ObjectMeta's fields
+    (``model.meta.OBJECT_META``), a field of the wrong type dropped; the unknown fields'
+    paths (``spec.template.metadata.foo``) are returned, for fieldValidation.
+    """
+    unknown: list = []
+    _coerce(value, schema, path, unknown, root=True)
+    return unknown
+
+
+def _coerce(value, schema: Node | None, path: str, unknown: list, root: bool = False) -> None:
+    if schema is None:
+        return
+    if isinstance(value, dict):
+        if schema.embedded and not root and isinstance(value.get("metadata"), dict):
+            value["metadata"] = _object_meta(value["metadata"], _join(path, "metadata"),
+                                             unknown)
+        for key, item in value.items():
+            if schema.embedded and not root and key == "metadata":
+                continue
+            prop = schema.properties.get(key)
+            sub = prop if prop is not None else schema.additional
+            _coerce(item, sub, _join(path, key), unknown)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _coerce(item, schema.items, f"{path}[{i}]", unknown)
+
+
+def _object_meta(metadata: dict, path: str, unknown: list) -> dict:
+    from platformd.model.schema import DecodeContext, DecodeError
+
+    out: dict = {}
+    for key, item in metadata.items():
+        ctx = DecodeContext()
+        try:
+            decoded = _meta.OBJECT_META.decode({key: item}, path, ctx)
+        except DecodeError:
+            continue  # a malformed field is dropped
+        unknown.extend(problem_path for _kind, problem_path in ctx.problems)
+        out.update(decoded)
+    return out

@@ -65,10 +65,10 @@ def _go_rule(rule: dict):
                     "OptionalOldSelf": rule.get("optionalOldSelf")})
 
 
-def _cardinality_for(node: Node, cardinality: Optional[int]) -> int:
+def _cardinality_for(node: Node, cardinality: Optional[int], resource_root: bool) -> int:
     if cardinality is not None:
         return cardinality
-    return cost.unbounded_cardinality(node)
+    return cost.unbounded_cardinality(node, resource_root)
 
 
 def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: Optional[str],
@@ -76,7 +76,7 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
     """The compile errors and estimated-cost errors of ``node``'s rules, type-checked
     against the schema (``celtypes``)."""
     out: list = []
-    times = _cardinality_for(node, cardinality)
+    times = _cardinality_for(node, cardinality, resource_root)
     env = celtypes.Declarations(node, resource_root).environment()
     for i, rule in enumerate(node.rules):
         where = index(child(path, "x-kubernetes-validations"), i)
@@ -90,7 +90,7 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
                 problem = "cel expression must evaluate to a bool"
             else:
                 estimated = cost.guarded_product(
-                    cost.estimate(program._compiled.serialize(), node), times)
+                    cost.estimate(program._compiled.serialize(), node, resource_root), times)
         if estimated > cost.LIMIT:
             out.append(causes.forbidden(child(where, "rule"), cost.message(
                 "estimated rule cost", estimated, cost.LIMIT)))
@@ -109,7 +109,8 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
                                           "messageExpression must evaluate to a string"))
             else:
                 message_cost = cost.guarded_product(
-                    cost.estimate(message_program._compiled.serialize(), node), times)
+                    cost.estimate(message_program._compiled.serialize(), node,
+                                  resource_root), times)
                 if message_cost > cost.LIMIT:
                     out.append(causes.forbidden(child(where, "messageExpression"), cost.message(
                         "estimated messageExpression cost", message_cost, cost.LIMIT)))

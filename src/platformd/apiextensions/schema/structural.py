@@ -56,8 +56,11 @@ class Structural:
         return out
 
     def prune(self, obj) -> list:
-        """Remove unknown fields in place; their paths, sorted."""
-        return pruning.prune(obj, self.root, True)
+        """Remove unknown fields in place; their paths, sorted (the unknown fields of
+        embedded resources' metadata after them, as upstream's coercion finds them)."""
+        unknown = pruning.prune(obj, self.root, True)
+        unknown.extend(objectmeta.coerce(obj, self.root))
+        return unknown
 
     def default(self, obj) -> None:
         """Apply defaults in place (then drop nulls neither nullable nor defaulted)."""
