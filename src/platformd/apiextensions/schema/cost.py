@@ -337,7 +337,7 @@ class _Coster:
                 node = node.fields.get(name)
             if node is None:
                 return None
-        return node.max_elements
+        return node.max_elements if node is not None else None
 
     def size(self, e) -> Optional[int]:
         """``computeSize``: None is unknown."""
