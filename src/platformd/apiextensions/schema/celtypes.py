@@ -102,25 +102,21 @@ class Declarations:
     # -- types
 
     def _cel_type(self, node: Node, resource_root: bool = False):
-        kind = node.type
-        if node.int_or_string or not kind:
+        if node.int_or_string or not has_type(node):
             return cel.DYN
+        kind = node.type
         if kind == "array":
-            if node.items is None:
-                return cel.list_of(cel.DYN)
+            assert node.items is not None
             return cel.list_of(self._element_type(node.items))
         if kind == "object":
-            if resource_root or node.embedded or node.properties:
-                return cel.message_type(self._message(node, resource_root or node.embedded))
             if node.additional is not None:
                 return cel.map_of(cel.STRING, self._element_type(node.additional))
-            return cel.DYN
+            return cel.message_type(self._message(node, resource_root or node.embedded))
         return _SCALARS.get((kind, node.format), _SCALARS.get((kind, ""), cel.DYN))
 
     def _element_type(self, node: Node):
-        if node.type in ("array",) or node.type == "object" and not node.properties and \
-                not node.embedded:
-            return cel.DYN
+        if node.type == "array" or node.type == "object" and node.additional is not None:
+            return cel.DYN  # protobuf cannot nest lists and maps
         return self._cel_type(node)
 
     def _message(self, node: Node, resource: bool) -> str:
@@ -131,8 +127,8 @@ class Declarations:
         number = 0
         for prop_name, prop in props.items():
             field_name = escape(prop_name)
-            if field_name is None:
-                continue
+            if field_name is None or not has_type(prop):
+                continue  # upstream leaves such fields out of the type
             number += 1
             field = message.field.add(name=field_name, number=number, json_name=field_name,
                                       label=_F.LABEL_OPTIONAL)
@@ -141,30 +137,27 @@ class Declarations:
 
     def _field(self, message, field, prop: Node) -> None:
         kind = prop.type
-        if prop.int_or_string or not kind or kind == "object" and not prop.properties and \
-                not prop.embedded and prop.additional is None:
+        if prop.int_or_string:
             field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
         elif kind == "array":
             field.label = _F.LABEL_REPEATED
             items = prop.items
-            if items is None or items.type == "array" or items.int_or_string or not items.type:
+            assert items is not None
+            if items.int_or_string or items.type == "array":
                 field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
-            elif items.type == "object" and not items.properties and not items.embedded:
+            elif items.type == "object" and items.additional is not None:
                 field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Struct"
             else:
                 self._scalar_or_message(field, items)
-        elif kind == "object" and not prop.properties and not prop.embedded:
+        elif kind == "object" and prop.additional is not None:
             values = prop.additional
-            assert values is not None
-            entry = message.nested_type.add(name=field.name[0].upper() + field.name[1:] +
-                                            f"Entry{len(message.nested_type)}")
+            entry = message.nested_type.add(name=_map_entry_name(field.name))
             entry.options.map_entry = True
             entry.field.add(name="key", number=1, type=_F.TYPE_STRING,
                             label=_F.LABEL_OPTIONAL)
             value = entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL)
-            if values.type in ("array", "object") and not (values.type == "object" and (
-                    values.properties or values.embedded)) or values.int_or_string or \
-                    not values.type:
+            if values.int_or_string or values.type == "array" or \
+                    values.type == "object" and values.additional is not None:
                 value.type, value.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
             else:
                 self._scalar_or_message(value, values)
@@ -186,6 +179,32 @@ class Declarations:
             field.type, field.type_name = _F.TYPE_MESSAGE, kind
         else:
             field.type = kind
+
+
+def _map_entry_name(field: str) -> str:
+    """protoc's name for a map field's entry message: the field in CamelCase + Entry."""
+    out, upper = [], True
+    for char in field:
+        if char == "_":
+            upper = True
+        elif upper:
+            out.append(char.upper())
+            upper = False
+        else:
+            out.append(char)
+    return "".join(out) + "Entry"
+
+
+def has_type(node: Node) -> bool:
+    """Whether upstream's ``SchemaDeclType`` gives ``node`` a type (fields without one are
+    not in the object's type: a rule cannot name them)."""
+    if node.int_or_string:
+        return True
+    if node.type == "array":
+        return node.items is not None and has_type(node.items)
+    if node.type == "object":
+        return node.additional is None or has_type(node.additional)
+    return node.type in ("string", "boolean", "number", "integer")
 
 
 _SCALARS = {("string", ""): cel.STRING, ("integer", ""): cel.INT,

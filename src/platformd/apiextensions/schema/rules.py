@@ -26,15 +26,72 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from google.protobuf import any_pb2
+
 from platformd import cel
 from platformd.apiextensions.schema import causes, celtypes, cost
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index
 from platformd.goformat.gotext import go_quote
+from platformd.protos.cel.expr import checked_pb2
 
 #: The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound to
 #: ``celtypes.cel_value`` of the object.
 _ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
+_RUNTIME: dict = {}
+_RUNTIME_LIMIT = 4096
+
+
+def _runtime(source: str):
+    """
+    ``source`` compiled for evaluation, and whether it uses ``oldSelf``.  A rule that
+    type-checked against its schema (``compile_causes``) is compiled here without
+    checking: cel-cpp's checker refuses some expressions over ``dyn`` that are fine over
+    the schema's types (a comprehension over ``self.m['k']``), and the values are
+    dynamic anyway.  ``platformd.cel`` offers no unchecked compile, so its environment's
+    is called directly; ``None`` when the source does not parse.
+    """
+    found = _RUNTIME.get(source)
+    if found is not None:
+        return found
+    try:
+        compiled = _ENV._env.compile(source, disable_check=True)
+    except Exception:
+        return None, False
+    parsed = checked_pb2.ParsedExpr()
+    envelope = any_pb2.Any()
+    envelope.ParseFromString(compiled.serialize())
+    parsed.ParseFromString(envelope.value)
+    found = (cel.Program(source, compiled), _names(parsed.expr, "oldSelf"))
+    if len(_RUNTIME) >= _RUNTIME_LIMIT:
+        _RUNTIME.clear()
+    _RUNTIME[source] = found
+    return found
+
+
+def _names(expr, name: str) -> bool:
+    """Whether the parsed ``expr`` refers to the variable ``name``."""
+    kind = expr.WhichOneof("expr_kind")
+    if kind == "ident_expr":
+        return expr.ident_expr.name == name
+    if kind == "select_expr":
+        return _names(expr.select_expr.operand, name)
+    if kind == "call_expr":
+        call = expr.call_expr
+        return call.HasField("target") and _names(call.target, name) or any(
+            _names(a, name) for a in call.args)
+    if kind == "list_expr":
+        return any(_names(e, name) for e in expr.list_expr.elements)
+    if kind == "struct_expr":
+        return any(_names(e.value, name) or e.WhichOneof("key_kind") == "map_key" and
+                   _names(e.map_key, name) for e in expr.struct_expr.entries)
+    if kind == "comprehension_expr":
+        c = expr.comprehension_expr
+        if name in (c.iter_var, c.iter_var2, c.accu_var):
+            return _names(c.iter_range, name) or _names(c.accu_init, name)
+        return any(_names(e, name) for e in (c.iter_range, c.accu_init, c.loop_condition,
+                                             c.loop_step, c.result))
+    return False
 
 _STRUCT = re.compile(r"(undefined field '[^']*') not found in struct '[^']*'")
 
@@ -245,11 +302,11 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> No
         source = rule.get("rule") or ""
         if not source.strip():
             continue
-        program, problem = _compile(source)
+        program, uses_old_self = _runtime(source)
         if program is None:
-            out.append(causes.invalid(path, node.type, f"rule compile error: {problem}"))
+            out.append(causes.invalid(path, node.type, "rule compile error: compilation "
+                                      "failed"))
             continue
-        uses_old_self = _uses_old_self(program)
         if uses_old_self and not has_old:
             continue
         if variables is None:
@@ -292,7 +349,7 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> No
 def _message(expression: str, variables: dict) -> Optional[str]:
     """A messageExpression's message; None (the rule's message is used) when it fails,
     is empty, too long or spans lines, as upstream (which logs why)."""
-    program, _problem = _compile(expression)
+    program, _uses_old_self = _runtime(expression)
     if program is None:
         return None
     try:

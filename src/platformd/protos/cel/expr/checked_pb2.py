@@ -26,7 +26,7 @@ from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63\x65l/expr/checked.proto\x12\x08\x63\x65l.expr\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xab\x02\n\x0b\x43heckedExpr\x12>\n\rreference_map\x18\x02 \x03(\x0b\x32\'.cel.expr.CheckedExpr.ReferenceMapEntry\x12\x34\n\x08type_map\x18\x03 \x03(\x0b\x32\".cel.expr.CheckedExpr.TypeMapEntry\x12\x1c\n\x04\x65xpr\x18\x04 \x01(\x0b\x32\x0e.cel.expr.Expr\x1aH\n\x11ReferenceMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.cel.expr.Reference:\x02\x38\x01\x1a>\n\x0cTypeMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Type:\x02\x38\x01\".\n\tReference\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0boverload_id\x18\x03 \x03(\t\"\x99\x07\n\x04Type\x12%\n\x03\x64yn\x18\x01 \x01(\x0b\x32\x16.google.protobuf.EmptyH\x00\x12*\n\x04null\x18\x02 \x01(\x0e\x32\x1a.google.protobuf.NullValueH\x00\x12\x31\n\tprimitive\x18\x03 \x01(\x0e\x32\x1c.cel.expr.Type.PrimitiveTypeH\x00\x12/\n\x07wrapper\x18\x04 \x01(\x0e\x32\x1c.cel.expr.Type.PrimitiveTypeH\x00\x12\x32\n\nwell_known\x18\x05 \x01(\x0e\x32\x1c.cel.expr.Type.WellKnownTypeH\x00\x12,\n\tlist_type\x18\x06 \x01(\x0b\x32\x17.cel.expr.Type.ListTypeH\x00\x12*\n\x08map_type\x18\x07 \x01(\x0b\x32\x16.cel.expr.Type.MapTypeH\x00\x12\x16\n\x0cmessage_type\x18\t \x01(\tH\x00\x12\x14\n\ntype_param\x18\n \x01(\tH\x00\x12\x1e\n\x04type\x18\x0b \x01(\x0b\x32\x0e.cel.expr.TypeH\x00\x12\'\n\x05\x65rror\x18\x0c \x01(\x0b\x32\x16.google.protobuf.EmptyH\x00\x12\x34\n\rabstract_type\x18\x0e \x01(\x0b\x32\x1b.cel.expr.Type.AbstractTypeH\x00\x1a-\n\x08ListType\x12!\n\telem_type\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Type\x1aO\n\x07MapType\x12 \n\x08key_type\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Type\x12\"\n\nvalue_type\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Type\x1a\x45\n\x0c\x41\x62stractType\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x0fparameter_types\x18\x02 \x03(\x0b\x32\x0e.cel.expr.Type\"s\n\rPrimitiveType\x12\x1e\n\x1aPRIMITIVE_TYPE_UNSPECIFIED\x10\x00\x12\x08\n\x04\x42OOL\x10\x01\x12\t\n\x05INT64\x10\x02\x12\n\n\x06UINT64\x10\x03\x12\n\n\x06\x44OUBLE\x10\x04\x12\n\n\x06STRING\x10\x05\x12\t\n\x05\x42YTES\x10\x06\"V\n\rWellKnownType\x12\x1f\n\x1bWELL_KNOWN_TYPE_UNSPECIFIED\x10\x00\x12\x07\n\x03\x41NY\x10\x01\x12\r\n\tTIMESTAMP\x10\x02\x12\x0c\n\x08\x44URATION\x10\x03\x42\x0b\n\ttype_kind\"\x9b\x08\n\x04\x45xpr\x12\n\n\x02id\x18\x02 \x01(\x03\x12(\n\nconst_expr\x18\x03 \x01(\x0b\x32\x12.cel.expr.ConstantH\x00\x12*\n\nident_expr\x18\x04 \x01(\x0b\x32\x14.cel.expr.Expr.IdentH\x00\x12,\n\x0bselect_expr\x18\x05 \x01(\x0b\x32\x15.cel.expr.Expr.SelectH\x00\x12(\n\tcall_expr\x18\x06 \x01(\x0b\x32\x13.cel.expr.Expr.CallH\x00\x12.\n\tlist_expr\x18\x07 \x01(\x0b\x32\x19.cel.expr.Expr.CreateListH\x00\x12\x32\n\x0bstruct_expr\x18\x08 \x01(\x0b\x32\x1b.cel.expr.Expr.CreateStructH\x00\x12:\n\x12\x63omprehension_expr\x18\t \x01(\x0b\x32\x1c.cel.expr.Expr.ComprehensionH\x00\x1a\x15\n\x05Ident\x12\x0c\n\x04name\x18\x01 \x01(\t\x1aK\n\x06Select\x12\x1f\n\x07operand\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x11\n\ttest_only\x18\x03 \x01(\x08\x1aV\n\x04\x43\x61ll\x12\x1e\n\x06target\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x10\n\x08\x66unction\x18\x02 \x01(\t\x12\x1c\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x0e.cel.expr.Expr\x1a.\n\nCreateList\x12 \n\x08\x65lements\x18\x01 \x03(\x0b\x32\x0e.cel.expr.Expr\x1a\xc4\x01\n\x0c\x43reateStruct\x12\x14\n\x0cmessage_name\x18\x01 \x01(\t\x12\x32\n\x07\x65ntries\x18\x02 \x03(\x0b\x32!.cel.expr.Expr.CreateStruct.Entry\x1aj\n\x05\x45ntry\x12\x13\n\tfield_key\x18\x02 \x01(\tH\x00\x12!\n\x07map_key\x18\x03 \x01(\x0b\x32\x0e.cel.expr.ExprH\x00\x12\x1d\n\x05value\x18\x04 \x01(\x0b\x32\x0e.cel.expr.ExprB\n\n\x08key_kind\x1a\xf8\x01\n\rComprehension\x12\x10\n\x08iter_var\x18\x01 \x01(\t\x12\"\n\niter_range\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x10\n\x08\x61\x63\x63u_var\x18\x03 \x01(\t\x12!\n\taccu_init\x18\x04 \x01(\x0b\x32\x0e.cel.expr.Expr\x12&\n\x0eloop_condition\x18\x05 \x01(\x0b\x32\x0e.cel.expr.Expr\x12!\n\tloop_step\x18\x06 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x1e\n\x06result\x18\x07 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x11\n\titer_var2\x18\x08 \x01(\tB\x0b\n\texpr_kind\"\xd9\x01\n\x08\x43onstant\x12\x30\n\nnull_value\x18\x01 \x01(\x0e\x32\x1a.google.protobuf.NullValueH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x15\n\x0bint64_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0cuint64_value\x18\x04 \x01(\x04H\x00\x12\x16\n\x0c\x64ouble_value\x18\x05 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x06 \x01(\tH\x00\x12\x15\n\x0b\x62ytes_value\x18\x07 \x01(\x0cH\x00\x42\x0f\n\rconstant_kindb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63\x65l/expr/checked.proto\x12\x08\x63\x65l.expr\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xab\x02\n\x0b\x43heckedExpr\x12>\n\rreference_map\x18\x02 \x03(\x0b\x32\'.cel.expr.CheckedExpr.ReferenceMapEntry\x12\x34\n\x08type_map\x18\x03 \x03(\x0b\x32\".cel.expr.CheckedExpr.TypeMapEntry\x12\x1c\n\x04\x65xpr\x18\x04 \x01(\x0b\x32\x0e.cel.expr.Expr\x1aH\n\x11ReferenceMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.cel.expr.Reference:\x02\x38\x01\x1a>\n\x0cTypeMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Type:\x02\x38\x01\"*\n\nParsedExpr\x12\x1c\n\x04\x65xpr\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Expr\".\n\tReference\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0boverload_id\x18\x03 \x03(\t\"\x99\x07\n\x04Type\x12%\n\x03\x64yn\x18\x01 \x01(\x0b\x32\x16.google.protobuf.EmptyH\x00\x12*\n\x04null\x18\x02 \x01(\x0e\x32\x1a.google.protobuf.NullValueH\x00\x12\x31\n\tprimitive\x18\x03 \x01(\x0e\x32\x1c.cel.expr.Type.PrimitiveTypeH\x00\x12/\n\x07wrapper\x18\x04 \x01(\x0e\x32\x1c.cel.expr.Type.PrimitiveTypeH\x00\x12\x32\n\nwell_known\x18\x05 \x01(\x0e\x32\x1c.cel.expr.Type.WellKnownTypeH\x00\x12,\n\tlist_type\x18\x06 \x01(\x0b\x32\x17.cel.expr.Type.ListTypeH\x00\x12*\n\x08map_type\x18\x07 \x01(\x0b\x32\x16.cel.expr.Type.MapTypeH\x00\x12\x16\n\x0cmessage_type\x18\t \x01(\tH\x00\x12\x14\n\ntype_param\x18\n \x01(\tH\x00\x12\x1e\n\x04type\x18\x0b \x01(\x0b\x32\x0e.cel.expr.TypeH\x00\x12\'\n\x05\x65rror\x18\x0c \x01(\x0b\x32\x16.google.protobuf.EmptyH\x00\x12\x34\n\rabstract_type\x18\x0e \x01(\x0b\x32\x1b.cel.expr.Type.AbstractTypeH\x00\x1a-\n\x08ListType\x12!\n\telem_type\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Type\x1aO\n\x07MapType\x12 \n\x08key_type\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Type\x12\"\n\nvalue_type\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Type\x1a\x45\n\x0c\x41\x62stractType\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x0fparameter_types\x18\x02 \x03(\x0b\x32\x0e.cel.expr.Type\"s\n\rPrimitiveType\x12\x1e\n\x1aPRIMITIVE_TYPE_UNSPECIFIED\x10\x00\x12\x08\n\x04\x42OOL\x10\x01\x12\t\n\x05INT64\x10\x02\x12\n\n\x06UINT64\x10\x03\x12\n\n\x06\x44OUBLE\x10\x04\x12\n\n\x06STRING\x10\x05\x12\t\n\x05\x42YTES\x10\x06\"V\n\rWellKnownType\x12\x1f\n\x1bWELL_KNOWN_TYPE_UNSPECIFIED\x10\x00\x12\x07\n\x03\x41NY\x10\x01\x12\r\n\tTIMESTAMP\x10\x02\x12\x0c\n\x08\x44URATION\x10\x03\x42\x0b\n\ttype_kind\"\x9b\x08\n\x04\x45xpr\x12\n\n\x02id\x18\x02 \x01(\x03\x12(\n\nconst_expr\x18\x03 \x01(\x0b\x32\x12.cel.expr.ConstantH\x00\x12*\n\nident_expr\x18\x04 \x01(\x0b\x32\x14.cel.expr.Expr.IdentH\x00\x12,\n\x0bselect_expr\x18\x05 \x01(\x0b\x32\x15.cel.expr.Expr.SelectH\x00\x12(\n\tcall_expr\x18\x06 \x01(\x0b\x32\x13.cel.expr.Expr.CallH\x00\x12.\n\tlist_expr\x18\x07 \x01(\x0b\x32\x19.cel.expr.Expr.CreateListH\x00\x12\x32\n\x0bstruct_expr\x18\x08 \x01(\x0b\x32\x1b.cel.expr.Expr.CreateStructH\x00\x12:\n\x12\x63omprehension_expr\x18\t \x01(\x0b\x32\x1c.cel.expr.Expr.ComprehensionH\x00\x1a\x15\n\x05Ident\x12\x0c\n\x04name\x18\x01 \x01(\t\x1aK\n\x06Select\x12\x1f\n\x07operand\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x11\n\ttest_only\x18\x03 \x01(\x08\x1aV\n\x04\x43\x61ll\x12\x1e\n\x06target\x18\x01 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x10\n\x08\x66unction\x18\x02 \x01(\t\x12\x1c\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x0e.cel.expr.Expr\x1a.\n\nCreateList\x12 \n\x08\x65lements\x18\x01 \x03(\x0b\x32\x0e.cel.expr.Expr\x1a\xc4\x01\n\x0c\x43reateStruct\x12\x14\n\x0cmessage_name\x18\x01 \x01(\t\x12\x32\n\x07\x65ntries\x18\x02 \x03(\x0b\x32!.cel.expr.Expr.CreateStruct.Entry\x1aj\n\x05\x45ntry\x12\x13\n\tfield_key\x18\x02 \x01(\tH\x00\x12!\n\x07map_key\x18\x03 \x01(\x0b\x32\x0e.cel.expr.ExprH\x00\x12\x1d\n\x05value\x18\x04 \x01(\x0b\x32\x0e.cel.expr.ExprB\n\n\x08key_kind\x1a\xf8\x01\n\rComprehension\x12\x10\n\x08iter_var\x18\x01 \x01(\t\x12\"\n\niter_range\x18\x02 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x10\n\x08\x61\x63\x63u_var\x18\x03 \x01(\t\x12!\n\taccu_init\x18\x04 \x01(\x0b\x32\x0e.cel.expr.Expr\x12&\n\x0eloop_condition\x18\x05 \x01(\x0b\x32\x0e.cel.expr.Expr\x12!\n\tloop_step\x18\x06 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x1e\n\x06result\x18\x07 \x01(\x0b\x32\x0e.cel.expr.Expr\x12\x11\n\titer_var2\x18\x08 \x01(\tB\x0b\n\texpr_kind\"\xd9\x01\n\x08\x43onstant\x12\x30\n\nnull_value\x18\x01 \x01(\x0e\x32\x1a.google.protobuf.NullValueH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x15\n\x0bint64_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0cuint64_value\x18\x04 \x01(\x04H\x00\x12\x16\n\x0c\x64ouble_value\x18\x05 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x06 \x01(\tH\x00\x12\x15\n\x0b\x62ytes_value\x18\x07 \x01(\x0cH\x00\x42\x0f\n\rconstant_kindb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,36 +43,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHECKEDEXPR_REFERENCEMAPENTRY']._serialized_end=331
   _globals['_CHECKEDEXPR_TYPEMAPENTRY']._serialized_start=333
   _globals['_CHECKEDEXPR_TYPEMAPENTRY']._serialized_end=395
-  _globals['_REFERENCE']._serialized_start=397
-  _globals['_REFERENCE']._serialized_end=443
-  _globals['_TYPE']._serialized_start=446
-  _globals['_TYPE']._serialized_end=1367
-  _globals['_TYPE_LISTTYPE']._serialized_start=952
-  _globals['_TYPE_LISTTYPE']._serialized_end=997
-  _globals['_TYPE_MAPTYPE']._serialized_start=999
-  _globals['_TYPE_MAPTYPE']._serialized_end=1078
-  _globals['_TYPE_ABSTRACTTYPE']._serialized_start=1080
-  _globals['_TYPE_ABSTRACTTYPE']._serialized_end=1149
-  _globals['_TYPE_PRIMITIVETYPE']._serialized_start=1151
-  _globals['_TYPE_PRIMITIVETYPE']._serialized_end=1266
-  _globals['_TYPE_WELLKNOWNTYPE']._serialized_start=1268
-  _globals['_TYPE_WELLKNOWNTYPE']._serialized_end=1354
-  _globals['_EXPR']._serialized_start=1370
-  _globals['_EXPR']._serialized_end=2421
-  _globals['_EXPR_IDENT']._serialized_start=1724
-  _globals['_EXPR_IDENT']._serialized_end=1745
-  _globals['_EXPR_SELECT']._serialized_start=1747
-  _globals['_EXPR_SELECT']._serialized_end=1822
-  _globals['_EXPR_CALL']._serialized_start=1824
-  _globals['_EXPR_CALL']._serialized_end=1910
-  _globals['_EXPR_CREATELIST']._serialized_start=1912
-  _globals['_EXPR_CREATELIST']._serialized_end=1958
-  _globals['_EXPR_CREATESTRUCT']._serialized_start=1961
-  _globals['_EXPR_CREATESTRUCT']._serialized_end=2157
-  _globals['_EXPR_CREATESTRUCT_ENTRY']._serialized_start=2051
-  _globals['_EXPR_CREATESTRUCT_ENTRY']._serialized_end=2157
-  _globals['_EXPR_COMPREHENSION']._serialized_start=2160
-  _globals['_EXPR_COMPREHENSION']._serialized_end=2408
-  _globals['_CONSTANT']._serialized_start=2424
-  _globals['_CONSTANT']._serialized_end=2641
+  _globals['_PARSEDEXPR']._serialized_start=397
+  _globals['_PARSEDEXPR']._serialized_end=439
+  _globals['_REFERENCE']._serialized_start=441
+  _globals['_REFERENCE']._serialized_end=487
+  _globals['_TYPE']._serialized_start=490
+  _globals['_TYPE']._serialized_end=1411
+  _globals['_TYPE_LISTTYPE']._serialized_start=996
+  _globals['_TYPE_LISTTYPE']._serialized_end=1041
+  _globals['_TYPE_MAPTYPE']._serialized_start=1043
+  _globals['_TYPE_MAPTYPE']._serialized_end=1122
+  _globals['_TYPE_ABSTRACTTYPE']._serialized_start=1124
+  _globals['_TYPE_ABSTRACTTYPE']._serialized_end=1193
+  _globals['_TYPE_PRIMITIVETYPE']._serialized_start=1195
+  _globals['_TYPE_PRIMITIVETYPE']._serialized_end=1310
+  _globals['_TYPE_WELLKNOWNTYPE']._serialized_start=1312
+  _globals['_TYPE_WELLKNOWNTYPE']._serialized_end=1398
+  _globals['_EXPR']._serialized_start=1414
+  _globals['_EXPR']._serialized_end=2465
+  _globals['_EXPR_IDENT']._serialized_start=1768
+  _globals['_EXPR_IDENT']._serialized_end=1789
+  _globals['_EXPR_SELECT']._serialized_start=1791
+  _globals['_EXPR_SELECT']._serialized_end=1866
+  _globals['_EXPR_CALL']._serialized_start=1868
+  _globals['_EXPR_CALL']._serialized_end=1954
+  _globals['_EXPR_CREATELIST']._serialized_start=1956
+  _globals['_EXPR_CREATELIST']._serialized_end=2002
+  _globals['_EXPR_CREATESTRUCT']._serialized_start=2005
+  _globals['_EXPR_CREATESTRUCT']._serialized_end=2201
+  _globals['_EXPR_CREATESTRUCT_ENTRY']._serialized_start=2095
+  _globals['_EXPR_CREATESTRUCT_ENTRY']._serialized_end=2201
+  _globals['_EXPR_COMPREHENSION']._serialized_start=2204
+  _globals['_EXPR_COMPREHENSION']._serialized_end=2452
+  _globals['_CONSTANT']._serialized_start=2468
+  _globals['_CONSTANT']._serialized_end=2685
 # @@protoc_insertion_point(module_scope)
