@@ -308,9 +308,15 @@ class PruneDefaultTests(SynchronousTestCase):
         self.assertEqual(body["metadata"], {"name": "n"})
 
     def test_default(self):
+        """Pruning drops nulls neither nullable nor defaulted; defaulting fills the rest."""
         body: dict = {"spec": {"replicas": None, "name": None, "nothing": None}}
+        self.assertEqual(self.s.prune(body), [])
+        self.assertEqual(body, {"spec": {"replicas": None, "nothing": None}})
         self.s.default(body)
         self.assertEqual(body, {"spec": {"replicas": 1, "nothing": None}})
+        empty: dict = {}
+        self.s.default(empty)
+        self.assertEqual(empty, {})  # spec has no default: nothing to default below it
 
 
 class RuleTests(SynchronousTestCase):

@@ -4,8 +4,8 @@ and ``Structural`` (what the CRD handler does with custom objects through it).
 
     causes = check(schema, "spec.versions[0].schema.openAPIV3Schema")
     s = Structural.parse(schema)       # once check() found nothing
-    s.default(obj)                     # on read and on write, before pruning
     unknown = s.prune(obj)             # ["spec.foo"]: fieldValidation's unknown fields
+    s.default(obj)                     # on read and on write, after pruning
     causes = s.validate(obj) + s.validate_rules(obj, old)
     struct = s.to_model("Widget")      # the project's schema language
 
@@ -56,16 +56,21 @@ class Structural:
         return out
 
     def prune(self, obj) -> list:
-        """Remove unknown fields in place; their paths, sorted (the unknown fields of
-        embedded resources' metadata after them, as upstream's coercion finds them)."""
+        """
+        Upstream's ``unstructuredSchemaCoercer.apply`` below the root's metadata, in
+        place: remove unknown fields, then nulls neither nullable nor defaulted, then
+        coerce embedded resources' metadata.  The unknown fields' paths: the pruned ones
+        sorted, then the embedded metadata's.
+        """
         unknown = pruning.prune(obj, self.root, True)
+        defaulting.prune_nulls(obj, self.root)
         unknown.extend(objectmeta.coerce(obj, self.root))
         return unknown
 
     def default(self, obj) -> None:
-        """Apply defaults in place (then drop nulls neither nullable nor defaulted)."""
+        """Apply defaults in place (upstream's ``structuraldefaulting.Default``), after
+        ``prune``: a null left there (non-nullable with a default) takes the default."""
         defaulting.default(obj, self.root)
-        defaulting.prune_nulls(obj, self.root)
 
     def validate_rules(self, obj, old=None, path: str = "") -> list:
         """The ``x-kubernetes-validations`` causes for ``obj`` (``old``: on update)."""
