@@ -186,37 +186,78 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
 
 # -- fieldPath -------------------------------------------------------------------------
 
-_STEP = re.compile(r"""\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*'((?:[^'\\]|\\.)*)'\s*\]|\[(\d+)\]""")
+def _tokens(text: str) -> list:
+    """upstream's scanner: ``.``, ``[``, ``]`` alone, single-quoted strings whole, the
+    text between them."""
+    out, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char == "'":
+            j = i + 1
+            while j < len(text) and not (text[j] == "'" and text[j - 1] != "\\"):
+                j += 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif char in ".[]":
+            out.append(char)
+            i += 1
+        else:
+            j = i
+            while j < len(text) and text[j] not in ".[]":
+                j += 1
+            out.append(text[i:j])
+            i = j
+    return out
+
+
+_UNESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+              "v": "\v", "'": "'", '"': '"', "\\": "\\"}
 
 
 def field_path(text: str, node: Node) -> Optional[str]:
-    """``ValidFieldPath``: the normalized path (``.a['b'].c``) of ``text`` in ``node``'s
-    schema, None when it names no field of it."""
-    pos, current, out = 0, node, []
-    text = text.strip()
-    if not text:
-        return None
-    while pos < len(text):
-        match = _STEP.match(text, pos)
-        if match is None:
-            return None
-        name, quoted, number = match.groups()
-        if number is not None:
-            if current.type != "array" or current.items is None:
+    """
+    ``ValidFieldPath``: the field path (``spec.x``, ``labels[key]``) that ``text``
+    (``.spec.x``, ``['labels'].key``) names in ``node``'s schema, None when it names
+    none.  Lists cannot be indexed.
+    """
+    tokens = _tokens(text)
+    out = ""
+    current = node
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "[":
+            if i + 2 >= len(tokens) or tokens[i + 2] != "]":
                 return None
-            current = current.items
-            out.append(f"[{number}]")
+            quoted = tokens[i + 1]
+            if len(quoted) < 2 or quoted[0] != "'" or quoted[-1] != "'":
+                return None
+            try:
+                name = re.sub(r"\\(.)", lambda m: _UNESCAPES[m.group(1)], quoted[1:-1])
+            except KeyError:
+                return None
+            i += 3
+        elif token == ".":
+            if i + 1 >= len(tokens):
+                return None
+            name = tokens[i + 1]
+            i += 2
         else:
-            key = name if name is not None else re.sub(r"\\(.)", r"\1", quoted)
-            found = current.properties.get(key)
-            if found is None and current.additional is not None:
-                found = current.additional
+            return None
+        if current.properties:
+            found = current.properties.get(name)
             if found is None:
                 return None
+            out = f"{out}.{name}" if out else name
             current = found
-            out.append(f".{key}" if name is not None else f"[{go_quote(key)}]")
-        pos = match.end()
-    return "".join(out)
+        elif current.additional_allows:
+            out = f"{out}[{name}]"
+            if current.additional is None:
+                return out if i >= len(tokens) else None
+            current = current.additional
+        else:
+            return None
+    return out or None
 
 
 # -- evaluation ------------------------------------------------------------------------
@@ -334,8 +375,7 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> No
         if relative:
             normalized = field_path(relative, node)
             if normalized:
-                where = path + normalized if normalized.startswith("[") else \
-                    _join(path, normalized[1:])
+                where = _join(path, normalized)
         detail: Optional[str] = None
         expression = rule.get("messageExpression") or ""
         if expression:
