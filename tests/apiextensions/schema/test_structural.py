@@ -205,6 +205,20 @@ class CheckTests(SynchronousTestCase):
         # @not_strictly_false(@result): 2 + step @result && x.size() < 3: 1 + 3)
         self.assertEqual(estimated("self.l.all(x, x.size() < 3)"), 2 + 1 + 5 * (2 + 1 + 3))
 
+    def test_field_path(self):
+        s = self.rules_schema()
+        self.assertEqual(texts(s.validate_rules({"spec": {"m": {"k": {"x": "no"}}}})), [
+            "spec.m[k].x: Invalid value: bad"])
+
+    def rules_schema(self):
+        schema = obj(spec={"type": "object", "properties": {"m": {
+            "type": "object", "additionalProperties": {
+                "type": "object", "properties": {"x": {"type": "string"}}}}},
+            "x-kubernetes-validations": [{"rule": "self.m.all(k, self.m[k].x == 'ok')",
+                                          "fieldPath": ".m['k'].x", "message": "bad"}]})
+        self.assertEqual(check(schema, P), [])
+        return Structural.parse(schema)
+
     def test_cost_message(self):
         self.assertIn("factor of 1.200000x", cost.message("estimated rule cost", 12, 10))
         self.assertIn("factor of 2.5x", cost.message("estimated rule cost", 25, 10))
@@ -287,6 +301,39 @@ class ValidateTests(SynchronousTestCase):
             "alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation "
             "is '[a-z]([-a-z0-9]*[a-z0-9])?')",
             "spec.embedded.metadata.name: Invalid value: \"a/b\": may not contain '/'"])
+
+
+class ListTypeTests(SynchronousTestCase):
+    SCHEMA = obj(
+        s={"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        m={"type": "array", "x-kubernetes-list-type": "map",
+           "x-kubernetes-list-map-keys": ["a", "b"],
+           "items": {"type": "object", "required": ["a", "b"],
+                     "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}},
+        one={"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+             "items": {"type": "object", "properties": {"k": {"type": "string", "default": "x"}}}})
+
+    def test_duplicates(self):
+        self.assertEqual(check(self.SCHEMA, P), [])
+        s = Structural.parse(self.SCHEMA)
+        body = {"s": ["x", "y", "x", "x"], "m": [{"a": "1", "b": 1}, {"a": "1", "b": 1}],
+                "one": [{}, {}]}
+        self.assertEqual(texts(s.validate_lists(body)), [
+            's[2]: Duplicate value: "x"',
+            'm[1]: Duplicate value: {"a":"1","b":1}',
+            "one[1]: Duplicate value: {}"])
+        # on update, only when the old object had none
+        self.assertEqual(s.validate_lists(body, body), [])
+
+    def test_blocking_errors_skip_rules(self):
+        schema = obj(x={"type": "integer", "x-kubernetes-validations": [{"rule": "self > 0"}]})
+        s = Structural.parse(schema)
+        self.assertEqual(texts(s.validate_object({"x": "a"})), [
+            'x: Invalid value: "string": x in body must be of type integer: "string"',
+            ": Invalid value: null: some validation rules were not checked because the object "
+            "was invalid; correct the existing errors to complete validation"])
+        self.assertEqual(texts(s.validate_object({"x": 0})), [
+            "x: Invalid value: 0: failed rule: self > 0"])
 
 
 class PruneDefaultTests(SynchronousTestCase):

@@ -6,7 +6,7 @@ and ``Structural`` (what the CRD handler does with custom objects through it).
     s = Structural.parse(schema)       # once check() found nothing
     unknown = s.prune(obj)             # ["spec.foo"]: fieldValidation's unknown fields
     s.default(obj)                     # on read and on write, after pruning
-    causes = s.validate(obj) + s.validate_rules(obj, old)
+    causes = s.validate_object(obj, old)   # values, embedded metadata, lists, rules
     struct = s.to_model("Widget")      # the project's schema language
 
 See docs/customresources-schema.md for what is supported and what differs from
@@ -19,8 +19,8 @@ from typing import Optional
 
 import attrs
 
-from platformd.apiextensions.schema import checks, cost, defaulting, objectmeta, pruning, rules
-from platformd.apiextensions.schema import values
+from platformd.apiextensions.schema import causes, checks, cost, defaulting, listtype
+from platformd.apiextensions.schema import objectmeta, pruning, rules, values
 from platformd.apiextensions.schema.node import Node
 from platformd.model import schema as model
 
@@ -72,6 +72,45 @@ class Structural:
         ``prune``: a null left there (non-nullable with a default) takes the default."""
         defaulting.default(obj, self.root)
 
+    def validate_lists(self, obj, old=None) -> list:
+        """``set`` and ``map`` lists' duplicates (``listtype``); on update only when the
+        old object had none, as upstream."""
+        if old is not None and listtype.validate("", self.root, old):
+            return []
+        return listtype.validate("", self.root, obj)
+
+    def validate_object(self, obj, old=None) -> list:
+        """
+        Everything upstream's custom resource strategy checks below ObjectMeta, in its
+        order: values, embedded resources, lists, then the rules unless an earlier cause
+        is blocking (not supported, required, too long, too many, wrong type), which
+        adds ``Invalid value: null: some validation rules were not checked because the
+        object was invalid; correct the existing errors to complete validation``.
+        """
+        out = self.validate(obj, old)
+        out.extend(self.validate_lists(obj, old))
+        if not self.root_has_rules():
+            return out
+        if any(c.reason in _BLOCKING for c in out):
+            out.append(causes.invalid("", None, "some validation rules were not checked "
+                                      "because the object was invalid; correct the existing "
+                                      "errors to complete validation"))
+            return out
+        out.extend(self.validate_rules(obj, old))
+        return out
+
+    def root_has_rules(self) -> bool:
+        """Whether any node has x-kubernetes-validations (upstream has no CEL validator
+        otherwise)."""
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node.rules:
+                return True
+            stack.extend(node.properties.values())
+            stack.extend(n for n in (node.items, node.additional) if n is not None)
+        return False
+
     def validate_rules(self, obj, old=None, path: str = "") -> list:
         """The ``x-kubernetes-validations`` causes for ``obj`` (``old``: on update)."""
         return rules.validate(self.root, obj, old, path, root=True)
@@ -95,6 +134,10 @@ class Structural:
         node = _model(self.root, kind_name, root=True)
         assert isinstance(node, model.Struct)
         return node
+
+
+_BLOCKING = frozenset(("FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong",
+                       "FieldValueTooMany", "FieldValueTypeInvalid"))
 
 
 def _rule_costs(node: Node, path: str, root: bool, uncorrelatable: Optional[str],
