@@ -32,7 +32,6 @@ from platformd import cel
 from platformd.apiextensions.schema import causes, celtypes, cost
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index
-from platformd.goformat.gotext import go_quote
 from platformd.protos.cel.expr import checked_pb2
 
 #: The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound to
