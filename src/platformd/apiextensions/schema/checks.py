@@ -351,7 +351,7 @@ class _Options:
 def _standard(s: dict, path: str, opts: _Options) -> list:
     out = []
     kind = s.get("type") or ""
-    if kind and kind not in _TYPES and kind != "null":
+    if kind and kind not in _TYPES:
         out.append(not_supported(child(path, "type"), kind, _TYPES))
     if "default" in s and opts.defaults_reason is not None:
         out.append(forbidden(child(path, "default"), "must not be set " + opts.defaults_reason))
@@ -431,15 +431,19 @@ def _shape(s: Optional[dict], path: str, opts: _Options, is_root: bool, schema_e
             for i, item in enumerate(items):
                 _shape(item, index(child(path, "items"), i), sub, False, below, cel_errs, None,
                        None)
+    after: list = []
     if s.get("x-kubernetes-preserve-unknown-fields") is False:
-        mine.append(invalid(child(path, "x-kubernetes-preserve-unknown-fields"), False,
-                            "must be true or undefined"))
-    mine.extend(_list_and_map_types(s, path))
-    mine.extend(_map_list_keys(s, path))
-    mine.extend(_rule_fields(s, path))
+        after.append(invalid(child(path, "x-kubernetes-preserve-unknown-fields"), False,
+                             "must be true or undefined"))
+    after.extend(_list_and_map_types(s, path))
+    after.extend(_map_list_keys(s, path))
+    after.extend(_rule_fields(s, path))
+    # upstream's order: this node's first checks, its children's, then the rest
     schema_errs.extend(mine)
     schema_errs.extend(below)
-    if s.get("x-kubernetes-validations") and not mine and not below and total is not None:
+    schema_errs.extend(after)
+    if s.get("x-kubernetes-validations") and not mine and not below and not after and \
+            total is not None:
         cel_errs.extend(rules.compile_causes(Node(s), path, is_root or bool(
             s.get("x-kubernetes-embedded-resource")), opts.uncorrelatable, total, cardinality))
 
