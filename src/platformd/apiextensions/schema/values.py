@@ -468,7 +468,8 @@ def _enum(schema: dict, data, name: str) -> Result:
     if not enum:
         return result
     wanted = _canonical(data)
-    if not any(_canonical(e) == wanted for e in enum):
+    # Go compares after converting the value to each enum value's type: null never matches
+    if data is None or not any(e is not None and _canonical(e) == wanted for e in enum):
         result.errors.append(Error("enum", name, f"{_where(name)} should be one of "
                                    f"{go_value(list(enum))}", value=data, values=enum))
     return result
