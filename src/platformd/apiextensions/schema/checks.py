@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from platformd.apiextensions.schema import causes, cost, rules, values
+from platformd.apiextensions.schema import causes, cost, objectmeta, rules, values
 from platformd.apiextensions.schema.causes import forbidden, invalid, not_supported, required
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index, key
@@ -315,7 +315,10 @@ def _defaults(s: Node, path: str, root: bool = False, inside_meta: bool = False)
             pruning.prune(pruned, s, embedded)
             if pruned != value:
                 out.append(invalid(where, value, "must not have unknown fields"))
-        errs = values.validate_value(s.raw, value, where)
+        errs = objectmeta.validate_resource(where, value, s) if embedded and not inside_meta \
+            else objectmeta.validate(where, value, s)
+        if not errs:
+            errs = values.validate_value(s.raw, value, where)
         if errs:
             out.extend(errs)
         elif s.rules:

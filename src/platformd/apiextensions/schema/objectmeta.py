@@ -38,6 +38,16 @@ def validate(path: str, value, schema: Node | None) -> list:
     return out
 
 
+def validate_resource(path: str, value, schema: Node) -> list:
+    """``objectmeta.Validate`` with ``isResourceRoot``: ``value`` itself is an embedded
+    resource too (a default of an embedded resource's schema)."""
+    out: list = []
+    if isinstance(value, dict):
+        out.extend(_embedded(path, value))
+    _walk(path, value, schema, out, root=True)
+    return out
+
+
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
