@@ -120,6 +120,12 @@ class CheckTests(SynchronousTestCase):
             f"{P}.properties[metadata].default: Forbidden: must not be set in top-level "
             "metadata"])
 
+    def test_default_must_pass_rules(self):
+        schema = obj(x={"type": "integer", "default": 0,
+                        "x-kubernetes-validations": [{"rule": "self > 0"}]})
+        self.assertEqual(texts(check(schema, P)), [
+            f"{P}.properties[x].default: Invalid value: 0: failed rule: self > 0"])
+
     def test_rule_fields_and_compilation(self):
         schema = obj(spec={"type": "object", "x-kubernetes-validations": [
             {"rule": " "}, {"rule": "1 +", "message": "m"}, {"rule": "'a'"},

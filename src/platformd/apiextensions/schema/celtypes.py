@@ -221,24 +221,18 @@ _PROTO_SCALARS: dict = {("string", ""): _F.TYPE_STRING, ("integer", ""): _F.TYPE
 
 # -- values ----------------------------------------------------------------------------
 
-_CONVERTS: dict = {}
-
-
 def _converts(node: Optional[Node]) -> bool:
-    """Whether values of ``node`` need converting (escaped names, formats, doubles)."""
+    """Whether values of ``node`` need converting (escaped names, formats, doubles);
+    kept on the node."""
     if node is None:
         return False
-    known = _CONVERTS.get(id(node))
-    if known is not None:
-        return known[1]
-    _CONVERTS[id(node)] = (node, False)  # a recursion guard; schemas are trees
-    result = node.type == "number" or node.type == "string" and node.format in (
-        "date-time", "duration", "byte") or any(
-        _needs_escape(k) for k in node.properties) or any(
-        _converts(p) for p in node.properties.values()) or _converts(node.items) or \
-        _converts(node.additional)
-    _CONVERTS[id(node)] = (node, result)
-    return result
+    if node.cel_converts is None:
+        node.cel_converts = node.type == "number" or node.type == "string" and \
+            node.format in ("date-time", "duration", "byte") or any(
+            _needs_escape(k) for k in node.properties) or any(
+            _converts(p) for p in node.properties.values()) or _converts(node.items) or \
+            _converts(node.additional)
+    return node.cel_converts
 
 
 _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")

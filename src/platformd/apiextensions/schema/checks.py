@@ -322,7 +322,7 @@ def _defaults(s: Node, path: str, root: bool = False, inside_meta: bool = False)
         if errs:
             out.extend(errs)
         elif s.rules:
-            out.extend(rules.validate(s, value, value, where, root=embedded, default=True))
+            out.extend(rules.validate_default(s, value, where))
     if s.items is not None:
         out.extend(_defaults(s.items, child(path, "items"), inside_meta=inside_meta))
     for name, prop in s.properties.items():

@@ -19,7 +19,7 @@ class Node:
     __slots__ = ("type", "format", "nullable", "default", "description", "properties",
                  "items", "additional", "additional_allows", "preserve_unknown",
                  "embedded", "int_or_string", "list_type", "list_map_keys", "map_type",
-                 "rules", "raw")
+                 "rules", "raw", "cel_converts")
 
     def __init__(self, raw: dict):
         self.raw = raw
@@ -45,6 +45,8 @@ class Node:
         self.list_map_keys: tuple = tuple(raw.get("x-kubernetes-list-map-keys") or ())
         self.map_type: Optional[str] = raw.get("x-kubernetes-map-type")
         self.rules: list = list(raw.get("x-kubernetes-validations") or ())
+        #: whether rules see values of this node converted (``celtypes.cel_value``)
+        self.cel_converts: Optional[bool] = None
 
     @property
     def has_default(self) -> bool:

@@ -284,11 +284,21 @@ def _message_of(rule: dict) -> str:
 
 
 def validate(node: Node, value, old, path: str, root: bool = False,
-             default: bool = False) -> list:
+             ratchet: bool = True) -> list:
     """The causes of ``node``'s rules, and its descendants', for ``value`` (``old``: its
-    previous version, None on create)."""
+    previous version, None on create); ``ratchet``: a rule without oldSelf failing on
+    a value equal to its old one is let through (CRDValidationRatcheting)."""
     out: list = []
-    _walk(node, value, old, path, out, has_old=old is not None)
+    _walk(node, value, old, path, out, old is not None, ratchet)
+    return out
+
+
+def validate_default(node: Node, value, path: str) -> list:
+    """A default's rules, as ``defaulting.ValidateDefaults`` runs them: with the default
+    as its own old value (no ratcheting), then, if that passed, as on create."""
+    out = validate(node, value, value, path, ratchet=False)
+    if not out:
+        out = validate(node, value, None, path)
     return out
 
 
@@ -296,11 +306,12 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _walk(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
+def _walk(node: Node, value, old, path: str, out: list, has_old: bool,
+          ratchet: bool = True) -> None:
     if value is None:
         return
     if node.rules:
-        _evaluate(node, value, old if has_old else None, path, out, has_old)
+        _evaluate(node, value, old if has_old else None, path, out, has_old, ratchet)
     if isinstance(value, dict):
         old_map = old if has_old and isinstance(old, dict) else None
         for key, item in value.items():
@@ -315,7 +326,7 @@ def _walk(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
             correlated = False
             if old_map is not None and key in old_map and node.map_type != "atomic":
                 previous, correlated = old_map[key], True
-            _walk(sub, item, previous, where, out, correlated)
+            _walk(sub, item, previous, where, out, correlated, ratchet)
     elif isinstance(value, list) and node.items is not None:
         olds: dict = {}
         if has_old and isinstance(old, list) and node.list_type == "map":
@@ -325,7 +336,8 @@ def _walk(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
         for i, item in enumerate(value):
             previous = olds.get(_map_key(item, node)) if isinstance(item, dict) and olds \
                 else None
-            _walk(node.items, item, previous, f"{path}[{i}]", out, previous is not None)
+            _walk(node.items, item, previous, f"{path}[{i}]", out, previous is not None,
+                  ratchet)
 
 
 def _map_key(item: dict, node: Node) -> tuple:
@@ -336,7 +348,8 @@ def _map_key(item: dict, node: Node) -> tuple:
 MAX_MESSAGE = 5 * 1024
 
 
-def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> None:
+def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
+              ratchet: bool = True) -> None:
     variables: Optional[dict] = None
     for rule in node.rules:
         source = rule.get("rule") or ""
@@ -366,7 +379,7 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool) -> No
             continue
         if result is True:
             continue
-        if not uses_old_self and has_old and old == value:
+        if ratchet and not uses_old_self and has_old and old == value:
             # CRDValidationRatcheting: an unchanged value keeps passing (upstream warns)
             continue
         where = path
