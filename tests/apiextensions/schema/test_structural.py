@@ -453,6 +453,7 @@ class ModelTests(SynchronousTestCase):
         struct = Structural.parse(SCHEMA).to_model("io.example.v1.Widget")
         self.assertIsInstance(struct, model.Struct)
         self.assertNotIn("metadata", struct.props)
+        self.assertEqual(list(struct.props), ["spec"])
         spec = struct.props["spec"].node
         self.assertEqual(spec.props["items"].node.list_type, "map")
         self.assertEqual(spec.props["items"].node.map_keys, ("k",))

@@ -130,7 +130,12 @@ class Structural:
         return out
 
     def to_model(self, kind_name: str) -> model.Struct:
-        """The root as the project's schema language (see ``_model``)."""
+        """
+        The root as the project's schema language (see ``_model``), named ``kind_name``,
+        without ``apiVersion``, ``kind`` and ``metadata``: its ``props`` are a
+        ``ResourceType``'s ``fields`` (which adds TypeMeta and ObjectMeta), its
+        ``preserve_unknown`` the root's.
+        """
         node = _model(self.root, kind_name, root=True)
         assert isinstance(node, model.Struct)
         return node
@@ -221,8 +226,8 @@ def _model(node: Node, name: str, root: bool = False):
     required = set(node.raw.get("required") or ())
     props = {}
     for key, prop in node.properties.items():
-        if root and key == "metadata":
-            continue
+        if root and key in ("apiVersion", "kind", "metadata"):
+            continue  # TypeMeta and ObjectMeta: ResourceType adds its own
         props[key] = model.Prop(_model(prop, f"{name}.{key}"), prop.description,
                                 key in required)
     preserve = node.preserve_unknown or (not kind and not node.properties) or \

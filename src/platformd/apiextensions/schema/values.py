@@ -501,7 +501,7 @@ def _object(schema: dict, data, name: str, old=NO_OLD) -> Result:
         for key in data:
             if key not in properties:
                 result.errors.append(Error("other", name, f"{name}.{key} in {IN} is a forbidden "
-                                           "property"))
+                                           "property", value=key))
     elif isinstance(additional, dict):
         for key, value in data.items():
             if key not in properties:
