@@ -40,6 +40,27 @@ class CheckTests(SynchronousTestCase):
             f"{P}.nullable: Forbidden: nullable cannot be true at the root",
             f'{P}.type: Invalid value: "string": must be object at the root'])
 
+    def test_status_subresource_root(self):
+        schema = {"type": "object", "properties": {}, "anyOf": [{"required": ["spec"]}]}
+        self.assertEqual(texts(check(schema, P, status_enabled=True)), [
+            f'{P}: Invalid value: {{"anyOf":[{{"required":["spec"]}}],"properties":{{}},'
+            '"type":"object"}: only [Description Type Format Title Maximum ExclusiveMaximum '
+            "Minimum ExclusiveMinimum MaxLength MinLength Pattern MaxItems MinItems "
+            "UniqueItems MultipleOf Required Items Properties ExternalDocs Example "
+            "XPreserveUnknownFields XValidations] fields are allowed at the root of the "
+            "schema if the status subresource is enabled"])
+        self.assertEqual(check(schema, P), [])
+
+    def test_formats(self):
+        s = Structural.parse(obj(t={"type": "string", "format": "date-time"},
+                                 u={"type": "string", "format": "uuid"},
+                                 x={"type": "string", "format": "no-such-format"}))
+        self.assertEqual(texts(s.validate({"t": "yesterday", "u": "x", "x": "anything"})), [
+            't: Invalid value: "yesterday": t in body must be of type date-time: "yesterday"',
+            'u: Invalid value: "x": u in body must be of type uuid: "x"'])
+        self.assertEqual(s.validate({"t": "2024-01-02T03:04:05Z",
+                                     "u": "123e4567-e89b-12d3-a456-426614174000"}), [])
+
     def test_items_required(self):
         self.assertIn(f"{P}.properties[l].items: Required value: must be specified",
                       texts(check(obj(l={"type": "array"}), P)))

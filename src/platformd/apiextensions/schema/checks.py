@@ -203,7 +203,7 @@ def _metadata(s: dict, check_metadata: bool, level: str, path: str, out: list) -
     if check_metadata and s.get("type") != "object":
         out.append(invalid(child(path, "type"), s.get("type") or "", "must be object"))
     if level == _ROOT:
-        rest = {k: v for k, v in s.items() if k not in ("type", "default")}
+        rest = {k: v for k, v in s.items() if k not in ("type", "default") and not _zero(v)}
         props = rest.get("properties") or {}
         names = set(props)
         if names and names <= {"name", "generateName"}:
@@ -213,6 +213,13 @@ def _metadata(s: dict, check_metadata: bool, level: str, path: str, out: list) -
         if rest:
             out.append(forbidden(path, "must not specify anything other than name and "
                                  "generateName, but metadata is implicitly specified"))
+
+
+def _zero(value) -> bool:
+    """Whether ``value`` is its Go field's zero value (false, "", empty; not 0, which
+    only a pointer field holds)."""
+    return value is None or value is False or (isinstance(value, (str, list, dict)) and
+                                                not value)
 
 
 def _value_validation(s: dict, skip_any_of: bool, skip_first: bool, level: str, path: str,
