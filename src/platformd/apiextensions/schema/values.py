@@ -19,15 +19,15 @@ not support are ignored (``StripUnsupportedFormatsPostProcessor``).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import ipaddress
 import math
 import re
+import unicodedata
 from typing import Optional
 
 from platformd.apiextensions.schema import causes
+from platformd.goformat.durations import go_parse_duration
 from platformd.goformat.gotext import go_value
 
 IN = "body"
@@ -92,10 +92,74 @@ def _invalid_type(name: str, expected: str, value) -> Error:
     return Error("type", name, message, value=value)
 
 
-# -- formats ---------------------------------------------------------------------------
+# -- formats (kube-openapi's strfmt registry) -------------------------------------------
 
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-_HOSTNAME = re.compile(r"^([a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*$")
+_TIME = re.compile(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
+_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+
+
+def _date(text: str) -> bool:
+    """``time.Parse("2006-01-02", text)``."""
+    match = _DATE.match(text)
+    if not match:
+        return False
+    try:
+        datetime.date(*map(int, match.groups()))
+    except ValueError:
+        return False
+    return True
+
+
+def _datetime(text: str) -> bool:
+    """strfmt's ``IsDateTime``: a date, ``t``, a time with a zone, split on ``t``."""
+    if len(text) < 4:
+        return False
+    parts = text.lower().split("t")
+    if len(parts) < 2 or not _date(parts[0]):
+        return False
+    match = _TIME.match(parts[1])
+    if not match:
+        return False
+    return match.group(1) <= "23" and match.group(2) <= "59" and match.group(3) <= "59"
+
+
+def _sloppy(text: str) -> str:
+    """An IPv4 part of ``text`` without leading zeros (``netutils.ParseIPSloppy``)."""
+    head, _, tail = text.rpartition(":")
+    if "." not in tail:
+        return text
+    parts = tail.split(".")
+    if any(not p.isdigit() or not p.isascii() for p in parts):
+        return text
+    tail = ".".join(str(int(p)) if len(p) < 10 else p for p in parts)
+    return f"{head}:{tail}" if head or text.startswith(":") else tail
+
+
+def _ip(text: str):
+    try:
+        return ipaddress.ip_address(_sloppy(text))
+    except ValueError:
+        return None
+
+
+def _ipv4(text: str) -> bool:
+    return "%" not in text and _ip(text) is not None and "." in text
+
+
+def _ipv6(text: str) -> bool:
+    return "%" not in text and _ip(text) is not None and ":" in text
+
+
+def _cidr(text: str) -> bool:
+    address, slash, bits = text.partition("/")
+    if not slash or not bits.isdigit() or not bits.isascii():
+        return False
+    ip = _ip(address)
+    return ip is not None and "%" not in address and int(bits) <= ip.max_prefixlen
+
+
+_BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|"
+                     r"[A-Za-z0-9+/]{4})$")
 _SHORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LONG_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _UUID = {
@@ -106,74 +170,78 @@ _UUID = {
     "uuid5": re.compile(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?"
                         r"[0-9a-f]{12}$"),
 }
-_MAC = re.compile(r"^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$|^([0-9a-fA-F]{4}\.){2}[0-9a-fA-F]{4}$")
+_MAC = re.compile(r"^(?:[0-9a-fA-F]{2}(?:[:-][0-9a-fA-F]{2}){5}|[0-9a-fA-F]{2}(?:[:-][0-9a-fA-F]"
+                  r"{2}){7}|[0-9a-fA-F]{2}(?:[:-][0-9a-fA-F]{2}){19}|[0-9a-fA-F]{4}(?:\."
+                  r"[0-9a-fA-F]{4}){2}|[0-9a-fA-F]{4}(?:\.[0-9a-fA-F]{4}){3}|[0-9a-fA-F]{4}"
+                  r"(?:\.[0-9a-fA-F]{4}){9})$")
 _HEXCOLOR = re.compile(r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")
 _SSN = re.compile(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$")
-_BSON = re.compile(r"^[0-9a-f]{24}$")
+_BSON = re.compile(r"^[0-9a-fA-F]{24}$")
+_HOST = re.compile(r"^([a0]((-?[a0]{0,62})?)|([a0](([a0-]{0,61}[a0])?)(\.)){1,}([a]){2,63})$")
 
 
-def _datetime(text: str) -> bool:
-    if not _RFC3339.match(text):
+def _host_class(char: str) -> str:
+    """A hostname character as strfmt's pattern classes it: letters (\\p{L}) ``a``,
+    digits and symbols (\\p{S}) ``0``, ``-`` and ``.`` themselves."""
+    if char in "-.":
+        return char
+    if char.isascii():
+        return "a" if char.isalpha() else "0" if char.isdigit() else "!"
+    category = unicodedata.category(char)
+    return "a" if category[0] == "L" else "0" if category[0] == "S" else "!"
+
+
+def _hostname(text: str) -> bool:
+    """strfmt's ``IsHostname``."""
+    if not _HOST.match("".join(map(_host_class, text))) or len(text.encode()) > 255:
         return False
+    return all(len(part.encode()) <= 63 for part in text.split("."))
+
+
+_DURATION_PART = re.compile(r"((\d+)\s*([A-Za-zµ]+))")
+_UNITS = (("ns", "nano"), ("us", "µs", "micro"), ("ms", "milli"), ("s", "sec"),
+          ("m", "min"), ("h", "hr", "hour"), ("d", "day"), ("w", "wk", "week"))
+
+
+def _duration(text: str) -> bool:
+    """strfmt's ``ParseDuration``: Go's, else numbers with units anywhere in the text."""
     try:
-        datetime.datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00")
-                                        .replace("t", "T"))
+        go_parse_duration(text)
+        return True
     except ValueError:
+        pass
+    for match in _DURATION_PART.finditer(text):
+        unit = match.group(3).strip().lower()
+        for variants in _UNITS:
+            last = len(variants) - 1
+            if any(i == last and unit.startswith(v) or v.lower() == unit
+                   for i, v in enumerate(variants)):
+                return True
+    return False
+
+
+def _uri(text: str) -> bool:
+    """``url.ParseRequestURI``, roughly: an absolute URI or an absolute path."""
+    if not text or " " in text:
         return False
-    return True
+    return text.startswith("/") or bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", text))
 
-
-def _date(text: str) -> bool:
-    try:
-        datetime.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", text))
-
-
-def _ip(version: int):
-    def check(text: str) -> bool:
-        try:
-            return ipaddress.ip_address(text).version == version or (
-                version == 6 and ":" in text)
-        except ValueError:
-            return False
-    return check
-
-
-def _cidr(text: str) -> bool:
-    try:
-        ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        return False
-    return "/" in text
-
-
-def _byte(text: str) -> bool:
-    try:
-        base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return True
-
-
-_DURATION = re.compile(r"^(-?\d+(\.\d+)?\s*(ns|us|µs|ms|s|m|h|d|w)\s*)+$")
 
 #: The string formats upstream's CRD validation checks (``supportedVersionedFormats``,
-#: go-openapi's ``strfmt`` checkers); formats with no checker here pass.
+#: strfmt's checkers); isbn, isbn10, isbn13, creditcard, rgbcolor and email pass here.
 FORMATS = {
     "date-time": _datetime, "datetime": _datetime, "date": _date,
-    "byte": _byte, "ipv4": _ip(4), "ipv6": _ip(6), "cidr": _cidr,
+    "byte": lambda t: bool(_BASE64.match(t)), "ipv4": _ipv4, "ipv6": _ipv6, "cidr": _cidr,
     "mac": lambda t: bool(_MAC.match(t)),
     "uuid": lambda t: bool(_UUID["uuid"].match(t)),
     "uuid3": lambda t: bool(_UUID["uuid3"].match(t)),
     "uuid4": lambda t: bool(_UUID["uuid4"].match(t)),
     "uuid5": lambda t: bool(_UUID["uuid5"].match(t)),
-    "hostname": lambda t: bool(_HOSTNAME.match(t)) and len(t) <= 255,
+    "hostname": _hostname, "uri": _uri,
     "hexcolor": lambda t: bool(_HEXCOLOR.match(t)),
     "ssn": lambda t: bool(_SSN.match(t)),
     "bsonobjectid": lambda t: bool(_BSON.match(t)),
-    "duration": lambda t: bool(_DURATION.match(t)),
+    "duration": _duration,
     "k8s-short-name": lambda t: len(t) <= 63 and bool(_SHORT_NAME.match(t)),
     "k8s-long-name": lambda t: len(t) <= 253 and bool(_LONG_NAME.match(t)),
     "password": lambda t: True,
