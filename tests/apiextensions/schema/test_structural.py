@@ -61,6 +61,20 @@ class CheckTests(SynchronousTestCase):
         self.assertEqual(s.validate({"t": "2024-01-02T03:04:05Z",
                                      "u": "123e4567-e89b-12d3-a456-426614174000"}), [])
 
+    def test_patterns_as_re2(self):
+        schema = obj(a={"type": "string", "pattern": "(ab"},
+                     b={"type": "string", "pattern": "(?=x)y"},
+                     c={"type": "string", "pattern": "^\\pL+\\z"})
+        self.assertEqual(texts(check(schema, P)), [
+            f'{P}.properties[a].pattern: Invalid value: "(ab": must be a valid regular '
+            "expression, but isn't: error parsing regexp: missing closing ): `(ab`",
+            f'{P}.properties[b].pattern: Invalid value: "(?=x)y": must be a valid regular '
+            "expression, but isn't: error parsing regexp: invalid or unsupported Perl syntax: "
+            "`(?=`"])
+        s = Structural.parse(obj(c={"type": "string", "pattern": "^\\pL+\\z"}))
+        self.assertEqual(s.validate({"c": "héllo"}), [])
+        self.assertEqual(len(s.validate({"c": "h1"})), 1)
+
     def test_items_required(self):
         self.assertIn(f"{P}.properties[l].items: Required value: must be specified",
                       texts(check(obj(l={"type": "array"}), P)))

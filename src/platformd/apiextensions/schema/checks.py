@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from platformd.apiextensions.schema import causes, cost, objectmeta, rules, values
+from platformd.apiextensions.schema import causes, cost, objectmeta, regexps, rules, values
 from platformd.apiextensions.schema.causes import forbidden, invalid, not_supported, required
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index, key
@@ -242,12 +242,8 @@ def _value_validation(s: dict, skip_any_of: bool, skip_first: bool, level: str, 
 
 
 def _regexp_problem(pattern: str) -> Optional[str]:
-    """Go's ``regexp.Compile`` error, roughly: Python's ``re`` stands in for RE2."""
-    try:
-        re.compile(pattern)
-    except re.error as error:
-        return f"error parsing regexp: {error.msg}: `{pattern}`"
-    return None
+    """Go's ``regexp.Compile`` error (RE2), None when it compiles (``regexps``)."""
+    return regexps.problem(pattern)
 
 
 def _nested(v: dict, skip_any_of: bool, level: str, path: str, out: list) -> None:

@@ -26,7 +26,7 @@ import re
 import unicodedata
 from typing import Optional
 
-from platformd.apiextensions.schema import causes
+from platformd.apiextensions.schema import causes, regexps
 from platformd.goformat.durations import go_parse_duration
 from platformd.goformat.gotext import go_value
 
@@ -413,17 +413,8 @@ def _string(schema: dict, data, name: str) -> Result:
     return result
 
 
-_PATTERNS: dict = {}
-
-
 def _search(pattern: str, text: str) -> bool:
-    compiled = _PATTERNS.get(pattern)
-    if compiled is None:
-        try:
-            compiled = _PATTERNS[pattern] = re.compile(pattern)
-        except re.error:
-            return True
-    return compiled.search(text) is not None
+    return regexps.search(pattern, text)
 
 
 def _format(schema: dict, data, name: str) -> Result:
