@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.apiextensions.schema import cost
 from platformd.apiextensions.schema.structural import INT_OR_STRING, Structural, check
+from platformd.goformat import gonumbers
 from platformd.model import schema as model
 
 P = "spec.versions[0].schema.openAPIV3Schema"
@@ -503,3 +504,5 @@ class ModelTests(SynchronousTestCase):
         out = struct.decode({"spec": {"replicas": "x", "zz": 1}}, "", ctx)
         self.assertEqual(out, {"spec": {"replicas": "x"}})
         self.assertEqual(ctx.texts(), ['unknown field "spec.zz"'])
+        big = struct.decode({"spec": {"replicas": gonumbers.BigNumber("1e30")}}, "", ctx)
+        self.assertEqual(big, {"spec": {"replicas": 1e30}})

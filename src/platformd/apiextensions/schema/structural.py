@@ -22,6 +22,7 @@ import attrs
 from platformd.apiextensions.schema import causes, checks, cost, defaulting, listtype
 from platformd.apiextensions.schema import objectmeta, pruning, rules, values
 from platformd.apiextensions.schema.node import Node
+from platformd.goformat import gonumbers
 from platformd.model import schema as model
 
 
@@ -172,6 +173,21 @@ def _rule_costs(node: Node, path: str, root: bool, uncorrelatable: Optional[str]
 # unchanged for ``Structural.validate`` to report.
 
 
+def _unstructured(value, path: str):
+    """A value kept as it came, as Go's decoder fills an ``interface{}``: a number past
+    int64 is the float64 it is closest to, one past float64 a decoding error."""
+    if isinstance(value, gonumbers.BigNumber):
+        as_float = value.as_float()
+        if as_float is None:
+            raise model.DecodeError(path, "float64", value, numeric=True)
+        return as_float
+    if isinstance(value, dict):
+        return {k: _unstructured(v, model.join(path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unstructured(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
 @attrs.frozen
 class LenientScalar(model.Scalar):
     """A scalar; ``int-or-string`` (format) and ``nullable`` are kept for readers."""
@@ -179,14 +195,14 @@ class LenientScalar(model.Scalar):
     nullable: bool = False
 
     def decode(self, value, path, ctx):
-        return value
+        return _unstructured(value, path)
 
 
 @attrs.frozen
 class LenientMap(model.MapOf):
     def decode(self, value, path, ctx):
         if not isinstance(value, dict):
-            return value
+            return _unstructured(value, path)
         return super().decode(value, path, ctx)
 
 
@@ -194,7 +210,7 @@ class LenientMap(model.MapOf):
 class LenientList(model.ListOf):
     def decode(self, value, path, ctx):
         if not isinstance(value, list):
-            return value
+            return _unstructured(value, path)
         return super().decode(value, path, ctx)
 
 
@@ -202,7 +218,7 @@ class LenientList(model.ListOf):
 class LenientStruct(model.Struct):
     def decode(self, value, path, ctx):
         if not isinstance(value, dict):
-            return value
+            return _unstructured(value, path)
         return super().decode(value, path, ctx)
 
 
