@@ -7,7 +7,7 @@ knows every field: ``self.nope`` is ``undefined field 'nope'`` and ``self.replic
 Each object with properties is a proto2 message (``has()`` is true for a set field),
 its fields the escaped property names (``foo-bar`` → ``foo__dash__bar``, ``in`` →
 ``__in__``; names that cannot be escaped are left out, as upstream); strings are
-``string`` (``date-time`` a ``google.protobuf.Timestamp``, ``duration`` a
+``string`` (``date-time`` and ``date`` a ``google.protobuf.Timestamp``, ``duration`` a
 ``google.protobuf.Duration``, ``byte`` ``bytes``), integers ``int64``, numbers
 ``double``, booleans ``bool``; lists ``repeated`` and maps ``map<string, V>`` (a list or
 map of lists or maps has ``dyn`` elements: protobuf cannot nest them); int-or-string and
@@ -210,11 +210,13 @@ def has_type(node: Node) -> bool:
 _SCALARS = {("string", ""): cel.STRING, ("integer", ""): cel.INT,
             ("number", ""): cel.message_type("double"), ("boolean", ""): cel.BOOL,
             ("string", "date-time"): cel.message_type("timestamp"),
+            ("string", "date"): cel.message_type("timestamp"),
             ("string", "duration"): cel.message_type("duration"),
             ("string", "byte"): cel.message_type("bytes")}
 _PROTO_SCALARS: dict = {("string", ""): _F.TYPE_STRING, ("integer", ""): _F.TYPE_INT64,
                         ("number", ""): _F.TYPE_DOUBLE, ("boolean", ""): _F.TYPE_BOOL,
                         ("string", "date-time"): ".google.protobuf.Timestamp",
+                        ("string", "date"): ".google.protobuf.Timestamp",
                         ("string", "duration"): ".google.protobuf.Duration",
                         ("string", "byte"): _F.TYPE_BYTES}
 
@@ -228,7 +230,7 @@ def _converts(node: Optional[Node]) -> bool:
         return False
     if node.cel_converts is None:
         node.cel_converts = node.type == "number" or node.type == "string" and \
-            node.format in ("date-time", "duration", "byte") or any(
+            node.format in ("date-time", "date", "duration", "byte") or any(
             _needs_escape(k) for k in node.properties) or any(
             _converts(p) for p in node.properties.values()) or _converts(node.items) or \
             _converts(node.additional)
@@ -261,6 +263,9 @@ def cel_value(node: Optional[Node], value):
     if node.type == "string" and isinstance(value, str):
         if node.format == "date-time":
             return _timestamp(value)
+        if node.format == "date":
+            return _timestamp(value + "T00:00:00Z") if re.fullmatch(
+                r"\d{4}-\d{2}-\d{2}", value) else value
         if node.format == "duration":
             return _duration(value)
         if node.format == "byte":

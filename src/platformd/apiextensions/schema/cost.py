@@ -65,14 +65,16 @@ class Decl:
     object's fields by CEL name, a list's or map's element type, a map's key type.
     """
 
-    __slots__ = ("max_elements", "min_size", "fields", "elem", "key")
+    __slots__ = ("max_elements", "min_size", "fields", "elem", "key", "is_object")
 
     def __init__(self, max_elements: int = 0, min_size: int = 1, fields=None, elem=None,
-                 key=None):
+                 key=None, is_object: bool = False):
         self.max_elements, self.min_size = max_elements, min_size
         self.fields: dict = fields or {}
         self.elem: Optional[Decl] = elem
         self.key: Optional[Decl] = key
+        #: an object type (a struct to CEL, even without fields)
+        self.is_object = is_object
 
 
 def _string_per_request(node: Node) -> int:
@@ -127,7 +129,7 @@ def decl(node: Optional[Node], resource_root: bool = False) -> Optional[Decl]:
                 fields[escaped] = field
             if name in required and not prop.has_default:
                 min_size += len(name) + field.min_size + 4
-        return Decl(0, min_size, fields)
+        return Decl(0, min_size, fields, is_object=True)
     if kind == "string":
         limit = raw.get("maxLength")
         if node.format == "byte":
@@ -322,8 +324,8 @@ class _Coster:
     def _path(self, e) -> list:
         return self.paths.get(e.id) or []
 
-    def _estimate_size(self, path: list) -> Optional[int]:
-        """upstream's ``sizeEstimator.EstimateSize``: walk the DeclType along the path."""
+    def _decl_at(self, path: list) -> Optional[Decl]:
+        """The DeclType along ``path`` from ``self`` (upstream's ``sizeEstimator`` walk)."""
         if not path or self.root is None:
             return None
         node: Optional[Decl] = self.root
@@ -337,7 +339,12 @@ class _Coster:
                 node = node.fields.get(name)
             if node is None:
                 return None
-        return node.max_elements if node is not None else None
+        return node
+
+    def _estimate_size(self, path: list) -> Optional[int]:
+        """upstream's ``sizeEstimator.EstimateSize``: the DeclType's ``MaxElements``."""
+        found = self._decl_at(path)
+        return found.max_elements if found is not None else None
 
     def size(self, e) -> Optional[int]:
         """``computeSize``: None is unknown."""
@@ -416,7 +423,14 @@ class _Coster:
         if select.test_only:
             return self.cost(select.operand)  # PresenceTestHasCost(false)
         total = self.cost(select.operand)
-        if self._kind(select.operand) in ("map_type", "message_type", "type_param"):
+        kind = self._kind(select.operand)
+        if kind == "dyn":
+            # the declared type is dyn where protobuf cannot nest a map or an object in
+            # a list or map (celtypes); upstream's is the schema's
+            found = self._decl_at(self._path(select.operand))
+            if found is not None and (found.is_object or found.key is not None):
+                kind = "map_type"
+        if kind in ("map_type", "message_type", "type_param"):
             total = _add(total, 1)
         self.paths[e.id] = self._path(select.operand) + [select.field]
         return total
