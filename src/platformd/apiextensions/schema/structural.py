@@ -41,6 +41,7 @@ class Structural:
 
     def __init__(self, root: Node):
         self.root = root
+        self._has_rules: Optional[bool] = None
 
     @classmethod
     def parse(cls, openapi_schema: dict) -> "Structural":
@@ -103,14 +104,17 @@ class Structural:
     def root_has_rules(self) -> bool:
         """Whether any node has x-kubernetes-validations (upstream has no CEL validator
         otherwise)."""
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            if node.rules:
-                return True
-            stack.extend(node.properties.values())
-            stack.extend(n for n in (node.items, node.additional) if n is not None)
-        return False
+        if self._has_rules is None:
+            self._has_rules = False
+            stack = [self.root]
+            while stack:
+                node = stack.pop()
+                if node.rules:
+                    self._has_rules = True
+                    break
+                stack.extend(node.properties.values())
+                stack.extend(n for n in (node.items, node.additional) if n is not None)
+        return self._has_rules
 
     def validate_rules(self, obj, old=None, path: str = "") -> list:
         """The ``x-kubernetes-validations`` causes for ``obj`` (``old``: on update)."""
