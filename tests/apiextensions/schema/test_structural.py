@@ -457,6 +457,27 @@ class RuleTests(SynchronousTestCase):
         self.assertIn("compilation failed: ERROR: <input>:1:14: undefined field 'labels'",
                       causes[2])
 
+    def test_keywords_as_field_names(self):
+        """upstream's "valid for escaping" and "invalid for escaping" compilation cases:
+        a keyword property is both __if__ and if; self itself is the object."""
+        schema = {"type": "object", "properties": {
+            "namespace": {"type": "array", "items": {"type": "array",
+                                                     "items": {"type": "string"}}},
+            "if": {"type": "integer"}, "self": {"type": "integer"}},
+            "x-kubernetes-validations": [
+                {"rule": "size(self.__namespace__[0]) == 10", "message": "m"},
+                {"rule": "self.__if__ == 10"}, {"rule": "self.self == 10"},
+                {"rule": "size(self.namespace[0]) == 10", "message": "m"},
+                {"rule": "self.if == 10"}, {"rule": "self == 10"}]}
+        causes = texts(check(schema, P))
+        self.assertEqual(len(causes), 1, causes)
+        self.assertIn(f"{P}.x-kubernetes-validations[5].rule: Invalid value: ", causes[0])
+        self.assertIn("found no matching overload for '_==_'", causes[0])
+        del schema["x-kubernetes-validations"][5]
+        s = Structural.parse(schema)
+        self.assertEqual(s.validate_rules({"namespace": [["a" * 10]], "if": 10, "self": 10}),
+                         [])
+
     def test_escaping_and_formats(self):
         s = self.rules({"rule": "self.foo__dash__bar == 1 && self.__in__ == 'x' && "
                                 "self.t > timestamp('2020-01-01T00:00:00Z') && "

@@ -5,8 +5,9 @@ knows every field: ``self.nope`` is ``undefined field 'nope'`` and ``self.replic
 'x'`` a type error when the CRD is written, as upstream.
 
 Each object with properties is a proto2 message (``has()`` is true for a set field),
-its fields the escaped property names (``foo-bar`` → ``foo__dash__bar``, ``in`` →
-``__in__``; names that cannot be escaped are left out, as upstream); strings are
+its fields the escaped property names (``foo-bar`` → ``foo__dash__bar``, ``if`` →
+``__if__``, and a CEL keyword by its own name too: ``self.if``; names that cannot be
+escaped are left out, as upstream); strings are
 ``string`` (``date-time`` and ``date`` a ``google.protobuf.Timestamp``, ``duration`` a
 ``google.protobuf.Duration``, ``byte`` ``bytes``), integers ``int64``, numbers
 ``double``, booleans ``bool``; lists ``repeated`` and maps ``map<string, V>`` (a list or
@@ -120,65 +121,77 @@ class Declarations:
         return self._cel_type(node)
 
     def _message(self, node: Node, resource: bool) -> str:
+        """The message of an object's fields; its full name.  The messages its fields
+        use are added first: a reference into a repeated field of the file is not kept
+        across additions to it."""
         self._count += 1
         name = f"M{self._count}"
-        message = self.file.message_type.add(name=name)
         props = resource_properties(node) if resource else node.properties
-        number = 0
+        fields = []
         for prop_name, prop in props.items():
             field_name = escape(prop_name)
             if field_name is None or not has_type(prop):
                 continue  # upstream leaves such fields out of the type
-            number += 1
+            spec = self._field(prop)
+            # a CEL keyword is also a field by its own name (self.if), as upstream since
+            # 1.32 (recognizeKeywordAsFieldName)
+            for each in (field_name, prop_name) if prop_name in _RESERVED else (field_name,):
+                fields.append((each, spec))
+        message = self.file.message_type.add(name=name)
+        for number, (field_name, (label, kind, type_name, entry)) in enumerate(fields, 1):
+            if entry is not None:
+                value_kind, value_type = entry
+                nested = message.nested_type.add(name=_map_entry_name(field_name))
+                nested.options.map_entry = True
+                nested.field.add(name="key", number=1, type=_F.TYPE_STRING,
+                                 label=_F.LABEL_OPTIONAL)
+                value = nested.field.add(name="value", number=2, type=value_kind,
+                                         label=_F.LABEL_OPTIONAL)
+                if value_type:
+                    value.type_name = value_type
+                type_name = f".{PACKAGE}.{name}.{nested.name}"
             field = message.field.add(name=field_name, number=number, json_name=field_name,
-                                      label=_F.LABEL_OPTIONAL)
-            self._field(message, field, prop)
+                                      label=label, type=kind)
+            if type_name:
+                field.type_name = type_name
         return f"{PACKAGE}.{name}"
 
-    def _field(self, message, field, prop: Node) -> None:
+    def _field(self, prop: Node) -> tuple:
+        """(label, type, type name, map entry's (value type, value type name) or None)."""
         kind = prop.type
         if prop.int_or_string:
-            field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
-        elif kind == "array":
-            field.label = _F.LABEL_REPEATED
+            return _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, ".google.protobuf.Value", None
+        if kind == "array":
             items = prop.items
             assert items is not None
             if items.int_or_string or items.type == "array":
-                field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
+                element = (_F.TYPE_MESSAGE, ".google.protobuf.Value")
             elif items.type == "object" and items.additional is not None:
-                field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Struct"
+                element = (_F.TYPE_MESSAGE, ".google.protobuf.Struct")
             else:
-                self._scalar_or_message(field, items)
-        elif kind == "object" and prop.additional is not None:
+                element = self._scalar_or_message(items)
+            return (_F.LABEL_REPEATED, *element, None)
+        if kind == "object" and prop.additional is not None:
             values = prop.additional
-            entry = message.nested_type.add(name=_map_entry_name(field.name))
-            entry.options.map_entry = True
-            entry.field.add(name="key", number=1, type=_F.TYPE_STRING,
-                            label=_F.LABEL_OPTIONAL)
-            value = entry.field.add(name="value", number=2, label=_F.LABEL_OPTIONAL)
             if values.int_or_string or values.type == "array" or \
                     values.type == "object" and values.additional is not None:
-                value.type, value.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
+                entry = (_F.TYPE_MESSAGE, ".google.protobuf.Value")
             else:
-                self._scalar_or_message(value, values)
-            field.type, field.label = _F.TYPE_MESSAGE, _F.LABEL_REPEATED
-            field.type_name = f".{PACKAGE}.{message.name}.{entry.name}"
-        else:
-            self._scalar_or_message(field, prop)
+                entry = self._scalar_or_message(values)
+            return _F.LABEL_REPEATED, _F.TYPE_MESSAGE, "", entry
+        return (_F.LABEL_OPTIONAL, *self._scalar_or_message(prop), None)
 
-    def _scalar_or_message(self, field, node: Node) -> None:
+    def _scalar_or_message(self, node: Node) -> tuple:
+        """(type, type name) of a scalar or an object."""
         if node.type == "object":
-            field.type = _F.TYPE_MESSAGE
-            field.type_name = "." + self._message(node, node.embedded)
-            return
+            return _F.TYPE_MESSAGE, "." + self._message(node, node.embedded)
         kind = _PROTO_SCALARS.get((node.type, node.format)) or \
             _PROTO_SCALARS.get((node.type, ""))
         if kind is None:
-            field.type, field.type_name = _F.TYPE_MESSAGE, ".google.protobuf.Value"
-        elif isinstance(kind, str):
-            field.type, field.type_name = _F.TYPE_MESSAGE, kind
-        else:
-            field.type = kind
+            return _F.TYPE_MESSAGE, ".google.protobuf.Value"
+        if isinstance(kind, str):
+            return _F.TYPE_MESSAGE, kind
+        return kind, ""
 
 
 def _map_entry_name(field: str) -> str:
@@ -253,6 +266,8 @@ def cel_value(node: Optional[Node], value):
                 if name is None:
                     continue
                 out[name] = cel_value(prop, item)
+                if key in _RESERVED:
+                    out[key] = out[name]
             else:
                 out[key] = cel_value(node.additional, item)
         return out

@@ -127,6 +127,7 @@ def decl(node: Optional[Node], resource_root: bool = False) -> Optional[Decl]:
             escaped = escape(name)
             if escaped is not None:
                 fields[escaped] = field
+                fields[name] = field  # a keyword by its own name too (celtypes)
             if name in required and not prop.has_default:
                 min_size += len(name) + field.min_size + 4
         return Decl(0, min_size, fields, is_object=True)
