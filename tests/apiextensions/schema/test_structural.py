@@ -475,7 +475,7 @@ class RuleTests(SynchronousTestCase):
         self.assertIn("found no matching overload for '_==_'", causes[0])
         del schema["x-kubernetes-validations"][5]
         s = Structural.parse(schema)
-        self.assertEqual(s.validate_rules({"namespace": [["a" * 10]], "if": 10, "self": 10}),
+        self.assertEqual(s.validate_rules({"namespace": [["a"] * 10], "if": 10, "self": 10}),
                          [])
 
     def test_escaping_and_formats(self):
