@@ -4,16 +4,19 @@
 ``ValidateCustomResourceDefinitionOpenAPISchema``) and evaluating them against an object
 and its previous version (``cel/validation.go``).
 
-``self`` and ``oldSelf`` are declared ``dyn`` in the one CEL environment
-(``platformd.cel``) and bound to the plain JSON values: a misspelt field is an
-evaluation error (``no such key: x evaluating rule: ...``), not a compile error as with
-upstream's schema-typed variables.  A rule's result must be a bool (``cel expression
-must evaluate to a bool``; a ``dyn`` result is accepted and checked when evaluated),
-a messageExpression's a string.
+Compilation type-checks a rule against its schema: ``self`` and ``oldSelf`` are the
+protobuf messages ``celtypes`` declares, so a misspelt field is ``undefined field 'x'``
+and a type error ``found no matching overload`` when the CRD is written, as upstream.
+A rule's result must be a bool (``cel expression must evaluate to a bool``), a
+messageExpression's a string.  Evaluation compiles the rule again, unchecked, over
+``dyn`` variables bound to the object's values (``celtypes.cel_value``): a field absent
+from the object is ``no such key: x evaluating rule: ...``, as upstream.
 
 Evaluation follows upstream: rules using ``oldSelf`` (transition rules) run only where an
 old value correlates (same property, same map key, same map-list key), optionalOldSelf
-rules too (cel-expr-python's environment has no optional types); a false rule gives
+rules too (platformd's CEL environment has no optional types, so such a rule compiles
+only if it uses none); a rule without ``oldSelf`` failing on a value equal to its old
+one is let through (ratcheting); a false rule gives
 ``fieldErrorForReason`` of its message, its messageExpression's value, or ``failed rule:
 <rule>``, at the node's path plus ``fieldPath``; an object's or list's value is omitted
 from the message, a scalar's shown.  The static cost (``cost``) is enforced when the CRD
