@@ -326,6 +326,25 @@ class ValidateTests(SynchronousTestCase):
             "spec.name: Invalid value: \"ABCD\": spec.name in body should match '^[a-z]+$'"])
         self.assertEqual(len(self.s.validate(new)), 3)
 
+    def test_numbers_as_kube_openapi(self):
+        """A limit that fits the schema's type applies to an integer natively, truncated
+        (int64(limit)); a value out of its format's range is reported at the root."""
+        s = Structural.parse(obj(
+            i={"type": "integer", "format": "int32", "multipleOf": 2, "minimum": 0},
+            n={"type": "number", "multipleOf": 0.1, "maximum": 10.5},
+            m={"type": "integer", "multipleOf": 0.5}))
+        self.assertEqual(texts(s.validate({"i": -1})), [
+            "i: Invalid value: -1: i in body should be a multiple of 2",
+            "i: Invalid value: -1: i in body should be greater than or equal to 0"])
+        self.assertEqual(texts(s.validate({"i": 3000000000})), [
+            ': Invalid value: "": Checked value must be of type integer with format int32 in i'])
+        self.assertEqual(s.validate({"n": 0.3, "m": 3}), [])
+        self.assertEqual(texts(s.validate({"n": 0.35})), [
+            "n: Invalid value: 0.35: n in body should be a multiple of 0.1"])
+        self.assertEqual(texts(s.validate({"n": 11})), [
+            "n: Invalid value: 0: factor MultipleOf declared for n must be positive: 0",
+            "n: Invalid value: 11: n in body should be less than or equal to 10"])
+
     def test_junctions(self):
         s = Structural.parse(obj(x={"type": "integer", "anyOf": [{"minimum": 5},
                                                                 {"maximum": 1}]}))

@@ -428,41 +428,119 @@ def _format(schema: dict, data, name: str) -> Result:
     return result
 
 
-def _number_text(limit, data) -> str:
-    if isinstance(data, int) and float(limit).is_integer():
-        return str(int(limit))
-    return go_value(float(limit))
+_MAX_JSON_FLOAT = float((1 << 53) - 1)
+_EPSILON = 1e-9
+_TINY = 5e-324  # math.SmallestNonzeroFloat64
+
+
+def _json_integer(f: float) -> bool:
+    """swag's ``IsFloat64AJSONInteger``."""
+    if math.isnan(f) or math.isinf(f) or f < -_MAX_JSON_FLOAT or f > _MAX_JSON_FLOAT:
+        return False
+    g = float(int(f)) if f >= 0 else 9223372036854775808.0  # Go's uint64(f) on amd64
+    diff = abs(f - g)
+    if f == g or f == float(int(f)):
+        return True
+    if f == 0 or g == 0 or diff < _TINY:
+        return diff < _EPSILON * _TINY
+    return diff / min(abs(f) + abs(g), 1.7976931348623157e308) < _EPSILON
+
+
+def _go_float_text(value: float) -> str:
+    """``strconv.FormatFloat(value, 'f', -1, 64)`` (swag's ``FormatFloat64``)."""
+    text = repr(float(value))
+    if "e" in text or "E" in text:
+        from decimal import Decimal
+        text = format(Decimal(text), "f")
+    return text.removesuffix(".0")
+
+
+_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
+
+
+def _in_range(value, schema: dict) -> bool:
+    """``IsValueValidAgainstRange``: ``value`` converts to the schema's type and format
+    without loss (integers: the text of the value parses as an int of the format;
+    numbers of format float: within float32's range)."""
+    kind, fmt = schema.get("type") or "", effective_format(schema)
+    if kind == "integer":
+        text = str(value) if isinstance(value, int) else _go_float_text(value)
+        try:
+            number = int(text)
+        except ValueError:
+            return False
+        low, high = _RANGES.get(fmt, _RANGES["int64"])
+        return low <= number <= high
+    if fmt == "float":
+        return abs(float(value)) <= 3.4028234663852886e38
+    return True
+
+
+def _range_error(prefix: str, schema: dict, name: str) -> Error:
+    kind, fmt = schema.get("type") or "", effective_format(schema)
+    if fmt:
+        text = f"{prefix} value must be of type {kind} with format {fmt} in {name}"
+    else:
+        text = f"{prefix} value must be of type {kind} (default format) in {name}"
+    return Error("plain", "", text)
+
+
+def _go_int(value: float) -> int:
+    """Go's ``int64(f)``: truncation toward zero."""
+    return int(value)
 
 
 def _number(schema: dict, data, name: str) -> Result:
+    """kube-openapi's ``numberValidator``: a limit that fits the schema's type and
+    format is applied natively (to an integer as an integer: ``int64(limit)``), else as
+    float64s; multipleOf, then minimum, then maximum."""
     result = Result()
     if isinstance(data, bool) or not isinstance(data, (int, float)):
         return result
+    if not _in_range(data, schema):
+        result.errors.append(_range_error("Checked", schema, name))
+    native_int = isinstance(data, int)
     multiple = schema.get("multipleOf")
-    if multiple:
-        quotient = data / multiple
-        if isinstance(data, int) and isinstance(multiple, int) or float(multiple).is_integer() \
-                and isinstance(data, int):
-            ok = data % int(multiple) == 0
+    if multiple is not None:
+        if _in_range(multiple, schema) and native_int:
+            factor = _go_int(multiple)
+            if factor <= 0:
+                result.errors.append(Error("other", name, f"factor MultipleOf declared for "
+                                           f"{name} must be positive: {factor}", value=factor))
+            elif (abs(data) // factor) * factor != abs(data):  # Go: data/factor*factor
+                result.errors.append(Error("other", name, f"{_where(name)} should be a multiple "
+                                           f"of {factor}", value=data))
         else:
-            ok = math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9)
-        if not ok:
-            result.errors.append(Error("other", name, f"{_where(name)} should be a multiple of "
-                                       f"{_number_text(multiple, data)}", value=data))
-    maximum = schema.get("maximum")
-    if maximum is not None:
-        exclusive = bool(schema.get("exclusiveMaximum"))
-        if data > maximum or exclusive and data == maximum:
-            words = "less than" if exclusive else "less than or equal to"
-            result.errors.append(Error("other", name, f"{_where(name)} should be {words} "
-                                       f"{_number_text(maximum, data)}", value=data))
-    minimum = schema.get("minimum")
-    if minimum is not None:
-        exclusive = bool(schema.get("exclusiveMinimum"))
-        if data < minimum or exclusive and data == minimum:
-            words = "greater than" if exclusive else "greater than or equal to"
-            result.errors.append(Error("other", name, f"{_where(name)} should be {words} "
-                                       f"{_number_text(minimum, data)}", value=data))
+            factor_f = float(multiple)
+            if factor_f <= 0:
+                result.errors.append(Error("other", name, f"factor MultipleOf declared for "
+                                           f"{name} must be positive: {go_value(factor_f)}",
+                                           value=factor_f))
+            else:
+                quotient = 1 / factor_f * data if factor_f < 1 else data / factor_f
+                if not _json_integer(quotient):
+                    result.errors.append(Error("other", name, f"{_where(name)} should be a "
+                                               f"multiple of {go_value(factor_f)}", value=data))
+    for key, exclusive_key, words in (
+            ("minimum", "exclusiveMinimum", ("greater than", "greater than or equal to")),
+            ("maximum", "exclusiveMaximum", ("less than", "less than or equal to"))):
+        limit = schema.get(key)
+        if limit is None:
+            continue
+        exclusive = bool(schema.get(exclusive_key))
+        if _in_range(limit, schema) and native_int:
+            bound: float = _go_int(limit)
+            shown = str(_go_int(limit))
+        else:
+            bound, shown = float(limit), go_value(float(limit))
+        if key == "minimum":
+            failed = data < bound or exclusive and data == bound
+        else:
+            failed = data > bound or exclusive and data == bound
+        if failed:
+            result.errors.append(Error("other", name, f"{_where(name)} should be "
+                                       f"{words[0] if exclusive else words[1]} {shown}",
+                                       value=data))
     return result
 
 
@@ -584,6 +662,10 @@ def to_causes(path: str, result: Result) -> list:
     """``kubeOpenAPIResultToFieldErrors``: each error at ``path`` + its name."""
     out = []
     for error in result.errors:
+        if error.code == "plain":
+            # not an errors.Validation: reported at the root, as upstream
+            out.append(causes.invalid(path, "", error.message))
+            continue
         where = path
         if error.name and error.name != ".":
             name = error.name.removeprefix(".")
