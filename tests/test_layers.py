@@ -24,7 +24,7 @@ LAYERS = (
      "__version__", "protos", "metrics", "informing"},
     {"files"},
     {"model", "storage", "codecs", "edge", "options"},
-    {"tracing", "egress"},
+    {"tracing", "egress", "apiextensions"},
     {"auth", "cache", "patch", "audit"},
     {"admission"},
     {"context"},

@@ -24,9 +24,10 @@ PROTO_ROOT = "proto"
 #: The Python package the code is generated into, and its directory.
 PACKAGE = "platformd.protos"
 PACKAGE_DIR = os.path.join("src", "platformd", "protos")
-#: The first path segment of every .proto: ours, etcd's v3 API (proto/etcd/README.md) and
-#: konnectivity's client protocol (proto/konnectivity/README.md).
-PROTO_NAMESPACES = ("platform", "etcd", "konnectivity")
+#: The first path segment of every .proto: ours, etcd's v3 API (proto/etcd/README.md),
+#: konnectivity's client protocol (proto/konnectivity/README.md) and CEL's checked
+#: expressions (proto/cel/README.md).
+PROTO_NAMESPACES = ("platform", "etcd", "konnectivity", "cel")
 
 
 def repository_root() -> str:

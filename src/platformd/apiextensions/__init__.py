@@ -1,0 +1,1 @@
+"""CustomResourceDefinitions: their kind, their schemas (``schema``), the serving of custom objects."""

@@ -1,0 +1,1 @@
+"""CustomResourceDefinition schemas: structural checks, defaulting, pruning, validation, rules (``structural``)."""

@@ -1,0 +1,419 @@
+"""
+``x-kubernetes-validations``: compiling a node's rules (upstream's
+``pkg/apiserver/schema/cel/compilation.go`` with the checks of
+``ValidateCustomResourceDefinitionOpenAPISchema``) and evaluating them against an object
+and its previous version (``cel/validation.go``).
+
+Compilation type-checks a rule against its schema: ``self`` and ``oldSelf`` are the
+protobuf messages ``celtypes`` declares, so a misspelt field is ``undefined field 'x'``
+and a type error ``found no matching overload`` when the CRD is written, as upstream.
+A rule's result must be a bool (``cel expression must evaluate to a bool``), a
+messageExpression's a string.  Evaluation compiles the rule again, unchecked, over
+``dyn`` variables bound to the object's values (``celtypes.cel_value``): a field absent
+from the object is ``no such key: x evaluating rule: ...``, as upstream.
+
+Evaluation follows upstream: rules using ``oldSelf`` (transition rules) run only where an
+old value correlates (same property, same map key, same map-list key), optionalOldSelf
+rules too (platformd's CEL environment has no optional types, so such a rule compiles
+only if it uses none); a rule without ``oldSelf`` failing on a value equal to its old
+one is let through (ratcheting); a false rule gives
+``fieldErrorForReason`` of its message, its messageExpression's value, or ``failed rule:
+<rule>``, at the node's path plus ``fieldPath``; an object's or list's value is omitted
+from the message, a scalar's shown.  The static cost (``cost``) is enforced when the CRD
+is written; cel-expr-python measures no cost at run time, so neither ``PerCallLimit``
+nor ``RuntimeCELCostBudget`` is enforced when objects are validated.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from google.protobuf import any_pb2
+
+from platformd import cel
+from platformd.apiextensions.schema import causes, celtypes, cost
+from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema.paths import child, index
+from platformd.protos.cel.expr import checked_pb2
+
+#: The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound to
+#: ``celtypes.cel_value`` of the object.
+_ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
+_RUNTIME: dict = {}
+_RUNTIME_LIMIT = 4096
+
+
+def _runtime(source: str):
+    """
+    ``source`` compiled for evaluation, and whether it uses ``oldSelf``.  A rule that
+    type-checked against its schema (``compile_causes``) is compiled here without
+    checking: cel-cpp's checker refuses some expressions over ``dyn`` that are fine over
+    the schema's types (a comprehension over ``self.m['k']``), and the values are
+    dynamic anyway.  ``platformd.cel`` offers no unchecked compile, so its environment's
+    is called directly; ``None`` when the source does not parse.
+    """
+    found = _RUNTIME.get(source)
+    if found is not None:
+        return found
+    try:
+        compiled = _ENV._env.compile(source, disable_check=True)
+    except Exception:
+        return None, False
+    parsed = checked_pb2.ParsedExpr()
+    envelope = any_pb2.Any()
+    envelope.ParseFromString(compiled.serialize())
+    parsed.ParseFromString(envelope.value)
+    found = (cel.Program(source, compiled), _names(parsed.expr, "oldSelf"))
+    if len(_RUNTIME) >= _RUNTIME_LIMIT:
+        _RUNTIME.clear()
+    _RUNTIME[source] = found
+    return found
+
+
+def _names(expr, name: str) -> bool:
+    """Whether the parsed ``expr`` refers to the variable ``name``."""
+    kind = expr.WhichOneof("expr_kind")
+    if kind == "ident_expr":
+        return expr.ident_expr.name == name
+    if kind == "select_expr":
+        return _names(expr.select_expr.operand, name)
+    if kind == "call_expr":
+        call = expr.call_expr
+        return call.HasField("target") and _names(call.target, name) or any(
+            _names(a, name) for a in call.args)
+    if kind == "list_expr":
+        return any(_names(e, name) for e in expr.list_expr.elements)
+    if kind == "struct_expr":
+        return any(_names(e.value, name) or e.WhichOneof("key_kind") == "map_key" and
+                   _names(e.map_key, name) for e in expr.struct_expr.entries)
+    if kind == "comprehension_expr":
+        c = expr.comprehension_expr
+        if name in (c.iter_var, c.iter_var2, c.accu_var):
+            return _names(c.iter_range, name) or _names(c.accu_init, name)
+        return any(_names(e, name) for e in (c.iter_range, c.accu_init, c.loop_condition,
+                                             c.loop_step, c.result))
+    return False
+
+_STRUCT = re.compile(r"(undefined field '[^']*') not found in struct '[^']*'")
+
+
+def _compile(source: str, env: cel.Environment = _ENV):
+    try:
+        return env.compile(source), None
+    except cel.CompileError as error:
+        # cel-cpp names the message; cel-go does not
+        return None, _STRUCT.sub(r"\1", str(error))
+
+
+def _uses_old_self(program) -> bool:
+    tree = cost.checked(program._compiled.serialize())
+    return any(ref.name == "oldSelf" for ref in tree.reference_map.values())
+
+
+def _result_type(program) -> str:
+    return cel.type_name(program._compiled.return_type())
+
+
+def _go_rule(rule: dict):
+    """The internal ValidationRule as field.Error prints it (Go field names, no tags)."""
+    from platformd.model.fielderrors import go_json
+    return go_json({"Rule": rule.get("rule", ""), "Message": rule.get("message", ""),
+                    "MessageExpression": rule.get("messageExpression", ""),
+                    "Reason": rule.get("reason"), "FieldPath": rule.get("fieldPath", ""),
+                    "OptionalOldSelf": rule.get("optionalOldSelf")})
+
+
+def _cardinality_for(node: Node, cardinality: Optional[int], resource_root: bool) -> int:
+    if cardinality is not None:
+        return cardinality
+    return cost.unbounded_cardinality(node, resource_root)
+
+
+def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: Optional[str],
+                   total: cost.Total, cardinality: Optional[int]) -> list:
+    """The compile errors and estimated-cost errors of ``node``'s rules, type-checked
+    against the schema (``celtypes``)."""
+    out: list = []
+    times = _cardinality_for(node, cardinality, resource_root)
+    env = celtypes.Declarations(node, resource_root).environment()
+    for i, rule in enumerate(node.rules):
+        where = index(child(path, "x-kubernetes-validations"), i)
+        source = rule.get("rule") or ""
+        if not source.strip():
+            continue
+        program, problem = _compile(source, env)
+        estimated = 0
+        if program is not None:
+            if _result_type(program) != "bool":
+                problem = "cel expression must evaluate to a bool"
+            else:
+                estimated = cost.guarded_product(
+                    cost.estimate(program._compiled.serialize(), node, resource_root), times)
+        if estimated > cost.LIMIT:
+            out.append(causes.forbidden(child(where, "rule"), cost.message(
+                "estimated rule cost", estimated, cost.LIMIT)))
+        total.observe(child(where, "rule"), estimated)
+        if problem is not None:
+            out.append(causes.invalid(child(where, "rule"), _go_rule(rule), problem))
+            continue
+        expression = rule.get("messageExpression") or ""
+        if expression:
+            message_program, message_problem = _compile(expression, env)
+            if message_program is None:
+                out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
+                                          "messageExpression " + (message_problem or "")))
+            elif _result_type(message_program) != "string":
+                out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
+                                          "messageExpression must evaluate to a string"))
+            else:
+                message_cost = cost.guarded_product(
+                    cost.estimate(message_program._compiled.serialize(), node,
+                                  resource_root), times)
+                if message_cost > cost.LIMIT:
+                    out.append(causes.forbidden(child(where, "messageExpression"), cost.message(
+                        "estimated messageExpression cost", message_cost, cost.LIMIT)))
+                total.observe(child(where, "messageExpression"), message_cost)
+        assert program is not None
+        if _uses_old_self(program):
+            if uncorrelatable is not None:
+                out.append(causes.invalid(child(where, "rule"), source, "oldSelf cannot be used "
+                                          "on the uncorrelatable portion of the schema within "
+                                          f"{uncorrelatable}"))
+        elif rule.get("optionalOldSelf") is not None:
+            out.append(causes.invalid(child(where, "optionalOldSelf"), rule["optionalOldSelf"],
+                                      "may not be set if oldSelf is not used in rule"))
+    return out
+
+
+# -- fieldPath -------------------------------------------------------------------------
+
+def _tokens(text: str) -> list:
+    """upstream's scanner: ``.``, ``[``, ``]`` alone, single-quoted strings whole, the
+    text between them."""
+    out, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char == "'":
+            j = i + 1
+            while j < len(text) and not (text[j] == "'" and text[j - 1] != "\\"):
+                j += 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif char in ".[]":
+            out.append(char)
+            i += 1
+        else:
+            j = i
+            while j < len(text) and text[j] not in ".[]":
+                j += 1
+            out.append(text[i:j])
+            i = j
+    return out
+
+
+_UNESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+              "v": "\v", "'": "'", '"': '"', "\\": "\\"}
+
+
+def field_path(text: str, node: Node) -> Optional[str]:
+    """
+    ``ValidFieldPath``: the field path (``spec.x``, ``labels[key]``) that ``text``
+    (``.spec.x``, ``['labels'].key``) names in ``node``'s schema, None when it names
+    none.  Lists cannot be indexed.
+    """
+    tokens = _tokens(text)
+    out = ""
+    current = node
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "[":
+            if i + 2 >= len(tokens) or tokens[i + 2] != "]":
+                return None
+            quoted = tokens[i + 1]
+            if len(quoted) < 2 or quoted[0] != "'" or quoted[-1] != "'":
+                return None
+            try:
+                name = re.sub(r"\\(.)", lambda m: _UNESCAPES[m.group(1)], quoted[1:-1])
+            except KeyError:
+                return None
+            i += 3
+        elif token == ".":
+            if i + 1 >= len(tokens):
+                return None
+            name = tokens[i + 1]
+            i += 2
+        else:
+            return None
+        if current.properties:
+            found = current.properties.get(name)
+            if found is None:
+                return None
+            out = f"{out}.{name}" if out else name
+            current = found
+        elif current.additional_allows:
+            out = f"{out}[{name}]"
+            if current.additional is None:
+                return out if i >= len(tokens) else None
+            current = current.additional
+        else:
+            return None
+    return out or None
+
+
+# -- evaluation ------------------------------------------------------------------------
+
+
+def _reason_cause(path: str, node: Node, value, detail: str, reason: Optional[str]):
+    shown = value
+    if reason == "FieldValueForbidden":
+        return causes.forbidden(path, detail)
+    if reason == "FieldValueRequired":
+        return causes.required(path, detail)
+    if node.type in ("object", "array"):
+        kind = "FieldValueDuplicate" if reason == "FieldValueDuplicate" else "FieldValueInvalid"
+        word = "Duplicate value" if kind == "FieldValueDuplicate" else "Invalid value"
+        body = word if kind == "FieldValueDuplicate" else f"{word}: {detail}"
+        return causes.Cause(kind, body, path)
+    if reason == "FieldValueDuplicate":
+        return causes.duplicate(path, shown)
+    return causes.invalid(path, shown, detail)
+
+
+def _message_of(rule: dict) -> str:
+    message = rule.get("message") or ""
+    return message.strip() if message else (rule.get("rule") or "").strip()
+
+
+def validate(node: Node, value, old, path: str, root: bool = False,
+             ratchet: bool = True) -> list:
+    """The causes of ``node``'s rules, and its descendants', for ``value`` (``old``: its
+    previous version, None on create); ``ratchet``: a rule without oldSelf failing on
+    a value equal to its old one is let through (CRDValidationRatcheting)."""
+    out: list = []
+    _walk(node, value, old, path, out, old is not None, ratchet)
+    return out
+
+
+def validate_default(node: Node, value, path: str) -> list:
+    """A default's rules, as ``defaulting.ValidateDefaults`` runs them: with the default
+    as its own old value (no ratcheting), then, if that passed, as on create."""
+    out = validate(node, value, value, path, ratchet=False)
+    if not out:
+        out = validate(node, value, None, path)
+    return out
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _walk(node: Node, value, old, path: str, out: list, has_old: bool,
+          ratchet: bool = True) -> None:
+    if value is None:
+        return
+    if node.rules:
+        _evaluate(node, value, old if has_old else None, path, out, has_old, ratchet)
+    if isinstance(value, dict):
+        old_map = old if has_old and isinstance(old, dict) else None
+        for key, item in value.items():
+            sub = node.properties.get(key)
+            where = _join(path, key)
+            if sub is None:
+                sub = node.additional
+                where = f"{path}[{key}]"
+            if sub is None:
+                continue
+            previous = None
+            correlated = False
+            if old_map is not None and key in old_map and node.map_type != "atomic":
+                previous, correlated = old_map[key], True
+            _walk(sub, item, previous, where, out, correlated, ratchet)
+    elif isinstance(value, list) and node.items is not None:
+        olds: dict = {}
+        if has_old and isinstance(old, list) and node.list_type == "map":
+            for item in old:
+                if isinstance(item, dict):
+                    olds[_map_key(item, node)] = item
+        for i, item in enumerate(value):
+            previous = olds.get(_map_key(item, node)) if isinstance(item, dict) and olds \
+                else None
+            _walk(node.items, item, previous, f"{path}[{i}]", out, previous is not None,
+                  ratchet)
+
+
+def _map_key(item: dict, node: Node) -> tuple:
+    return tuple(repr(item.get(k)) for k in node.list_map_keys)
+
+
+#: ``MaxEvaluatedMessageExpressionSizeBytes``.
+MAX_MESSAGE = 5 * 1024
+
+
+def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
+              ratchet: bool = True) -> None:
+    variables: Optional[dict] = None
+    for rule in node.rules:
+        source = rule.get("rule") or ""
+        if not source.strip():
+            continue
+        program, uses_old_self = _runtime(source)
+        if program is None:
+            out.append(causes.invalid(path, node.type, "rule compile error: compilation "
+                                      "failed"))
+            continue
+        if uses_old_self and not has_old:
+            continue
+        if variables is None:
+            variables = {"self": celtypes.cel_value(node, value)}
+            if has_old:
+                variables["oldSelf"] = celtypes.cel_value(node, old)
+        try:
+            result = program.evaluate(variables)
+        except cel.EvaluationError as error:
+            text = str(error)
+            if text.startswith("no such overload") or text.startswith("No matching overload"):
+                problem = (f"'{text}': call arguments did not match a supported operator, "
+                          f"function or macro signature for rule: {_message_of(rule)}")
+            else:
+                problem = f"{text} evaluating rule: {_message_of(rule)}"
+            out.append(causes.invalid(path, node.type, problem))
+            continue
+        if result is True:
+            continue
+        if ratchet and not uses_old_self and has_old and old == value:
+            # CRDValidationRatcheting: an unchanged value keeps passing (upstream warns)
+            continue
+        where = path
+        relative = rule.get("fieldPath")
+        if relative:
+            normalized = field_path(relative, node)
+            if normalized:
+                where = _join(path, normalized)
+        detail: Optional[str] = None
+        expression = rule.get("messageExpression") or ""
+        if expression:
+            detail = _message(expression, variables)
+        if detail is None:
+            message = rule.get("message") or ""
+            detail = message.strip() if message else f"failed rule: {source.strip()}"
+        out.append(_reason_cause(where, node, value, detail, rule.get("reason")))
+
+
+def _message(expression: str, variables: dict) -> Optional[str]:
+    """A messageExpression's message; None (the rule's message is used) when it fails,
+    is empty, too long or spans lines, as upstream (which logs why)."""
+    program, _uses_old_self = _runtime(expression)
+    if program is None:
+        return None
+    try:
+        text = program.evaluate(variables)
+    except cel.EvaluationError:
+        return None
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if not text or len(text.encode()) > MAX_MESSAGE or "\n" in text:
+        return None
+    return text
