@@ -39,7 +39,10 @@ def _builds():
     from platformd.auth.rbac.authorizer import RBACAuthorizer
     from platformd.auth.serviceaccount import ServiceAccountAuthenticator
     from platformd.auth.tokencache import CachedTokenAuthenticator
+    from platformd.apiextensions.schema.cost import SchemaSizes, decl
+    from platformd.apiextensions.schema.node import Node
     from platformd.cache.informers import FakeInformer, FakeLister, Informers
+    from platformd.cel.cost import UnknownSizes
     from platformd.cache.reads import CacheReader
     from platformd.context import RequestContext
     from platformd.registry import core
@@ -81,6 +84,8 @@ def _builds():
         authorizers.PrivilegedGroups: authorizers.PrivilegedGroups,
         authorizers.AuthorizerChain: lambda: authorizers.AuthorizerChain([]),
         RBACAuthorizer: lambda: RBACAuthorizer(None, Clock()),
+        SchemaSizes: lambda: SchemaSizes(decl(Node({"type": "string", "maxLength": 8}))),
+        UnknownSizes: UnknownSizes,
         EscalationCheck: lambda: EscalationCheck(None),
         ServiceHooks: lambda: ServiceHooks(Allocators(MemoryStorage(Clock()))),
         RequestContext: lambda: RequestContext(None),

@@ -19,9 +19,9 @@ ROOT = os.path.dirname(platformd.__file__)
 #: Lowest first.  A unit (a package below platformd, or a top-level module) may import
 #: only units of lower layers.
 LAYERS = (
-    {"goformat"},
+    {"goformat", "protos"},
     {"process", "util", "errors", "featuregates", "requestinfo", "cel",
-     "__version__", "protos", "metrics", "informing"},
+     "__version__", "metrics", "informing"},
     {"files"},
     {"model", "storage", "codecs", "edge", "options"},
     {"tracing", "egress", "apiextensions"},

@@ -23,7 +23,9 @@ CEL, as upstream's ``authentication/cel`` compiler: claim expressions see ``clai
 ``groups``, ``extra``: authentication/v1 UserInfo).  Result types: claim validation and
 user validation rules ``bool``; username and uid ``string`` (or ``dyn``, checked when
 evaluated); groups and extra values ``string`` or a list (or ``dyn``), checked when
-evaluated.
+evaluated.  No cost is estimated or limited: upstream's ``authentication/cel`` compiler
+estimates none and ``ValidateAuthenticationConfiguration`` checks none (see
+``platformd.cel`` on runtime budgets).
 """
 
 from __future__ import annotations

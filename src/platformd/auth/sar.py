@@ -11,7 +11,9 @@ or ``v1beta1`` (whose spec calls the groups ``group``).
 matchConditions are CEL over the variable ``request``: the v1 spec, typed as upstream
 declares it (``platform.SubjectAccessReviewSpec``: ``resourceAttributes`` unset for
 non-resource requests and ``nonResourceAttributes`` unset for resource requests; every
-string field present, even empty; ``extra`` a map of string lists).
+string field present, even empty; ``extra`` a map of string lists).  No cost is
+estimated or limited: upstream's ``authorization/cel`` compiler estimates none and
+``ValidateAuthorizationConfiguration`` checks none (see ``platformd.cel``).
 """
 
 from __future__ import annotations

@@ -28,17 +28,42 @@ is ``must evaluate to bool but got string`` (``must evaluate to one of [bool str
 several, as the authentication compiler words it); an evaluation error is cel-cpp's, with
 the commonest reworded as cel-go's (``no such key: x``, ``division by zero``).
 
-Limits: no CEL cost is estimated or tracked (cel-expr-python exposes neither upstream's
-cost estimator nor a runtime budget); the library's parser limits apply to every
-environment (an expression of more than 100,000 code points, or nested too deep, does
-not compile).  The configurations' own limits (how many conditions, how long a value
-expression) are checked by their validation.
+Limits.  Costs are static only.  ``cost`` is cel-go's estimator (``checker/cost.go``)
+over the checked AST (``Program.checked()``, ``Program.estimated_cost(sizes)``), with
+what it cannot know of sizes asked of an ``ISizeEstimator`` (the seam of cel-go's
+``checker.CostEstimator``).  Upstream's limits are named below with their sources; the
+one user upstream checks an estimate for at configuration time is CRD validation rules
+(``STATIC_ESTIMATED_COST_LIMIT`` per rule and messageExpression times its cardinality,
+``STATIC_ESTIMATED_CRD_COST_LIMIT`` per schema, with the schema's sizes:
+``apiextensions/schema/cost.py``).  Upstream's compilers for admission
+(``admission/plugin/cel/compile.go``: webhooks' matchConditions and
+ValidatingAdmissionPolicy),
+authentication (``authentication/cel/compile.go``: claim and user mappings and
+validation rules) and authorization (``authorization/cel/compile.go``: webhooks'
+matchConditions) estimate no cost, and their configurations' validation checks none; so
+neither does platformd.  Upstream bounds admission's expressions and CRD rules at run
+time instead: ``PER_CALL_LIMIT`` per evaluation (interrupted every ``CHECK_FREQUENCY``
+comprehension iterations) and ``RUNTIME_CEL_COST_BUDGET`` per policy binding or custom
+resource; the authentication and authorization compilers make their programs with no
+cost option at all.
 
-Submodules: ``matchconditions`` (any-false-skips evaluation of webhooks' conditions, for
-authorization and admission) and ``admission`` (the environments admission webhooks and
-ValidatingAdmissionPolicy share with their kinds' validation).  The environments with
-one user are next to it: JWT claims and user rules in ``auth/authnconfig.py``,
-authorization webhooks' ``request`` in ``auth/sar.py``.
+Those runtime budgets are not enforced here, for any user: cel-expr-python neither
+counts the cost of an evaluation nor can interrupt one (no ``ActualCost``, no cost limit
+or interrupt option in its ``NewEnv``/``eval``).  Enforcing them would need cel-cpp's
+``RuntimeOptions`` cost tracking exposed through the bindings (an evaluation listener or
+``max_cost``-style option that aborts with an error past a limit, and the cost actually
+spent returned with the value), or evaluating in a worker that can be killed at a
+deadline.  Until then the static limits bound what a CRD rule may do, and an
+expensive admission or authentication expression runs to its end.  The library's parser
+limits apply to every environment (an expression of more than 100,000 code points, or
+nested too deep, does not compile).  The configurations' own limits (how many
+conditions, how long a value expression) are checked by their validation.
+
+Submodules: ``cost`` (the estimator), ``matchconditions`` (any-false-skips evaluation
+of webhooks' conditions, for authorization and admission) and ``admission`` (the
+environments admission webhooks and ValidatingAdmissionPolicy share with their kinds'
+validation).  The environments with one user are next to it: JWT claims and user rules
+in ``auth/authnconfig.py``, authorization webhooks' ``request`` in ``auth/sar.py``.
 """
 
 from __future__ import annotations
@@ -49,6 +74,33 @@ from typing import Any
 import attrs
 from cel_expr_python import cel as _cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
+
+from platformd.cel import cost as _cost
+
+# -- upstream's limits ------------------------------------------------------------------
+# k8s.io/apiserver/pkg/apis/cel/config.go:
+
+#: ``PerCallLimit``: the runtime cost of one evaluation (roughly 0.1 s).  Not enforced
+#: here (see Limits above).
+PER_CALL_LIMIT = 1_000_000
+#: ``RuntimeCELCostBudget``: the runtime cost of all of a ValidatingAdmissionPolicy
+#: binding's or a custom resource's expressions (roughly 1 s).  Not enforced here.
+RUNTIME_CEL_COST_BUDGET = 10_000_000
+#: ``CheckFrequency``: comprehension iterations between checks for interruption.
+CHECK_FREQUENCY = 100
+#: ``MaxRequestSizeBytes``: the largest request, which bounds every unbounded list, map
+#: and string of a CRD schema in the estimator.
+MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
+#: ``MaxEvaluatedMessageExpressionSizeBytes``: the longest messageExpression result.
+MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
+
+# k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation/validation.go:
+
+#: ``StaticEstimatedCostLimit``: the estimated cost of one rule or messageExpression of
+#: a CRD schema (times its cardinality).
+STATIC_ESTIMATED_COST_LIMIT = 10_000_000
+#: ``StaticEstimatedCRDCostLimit``: the estimated costs of all of a schema's rules.
+STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
 
 BOOL = _cel.Type.BOOL
 STRING = _cel.Type.STRING
@@ -118,6 +170,16 @@ class Program:
         if result.type() == _cel.Type.ERROR:
             raise EvaluationError(_go_error(result.value()))
         return result.plain_value()
+
+    def checked(self):
+        """The checked AST: a ``cel.expr.CheckedExpr`` (every node's type, every call's
+        overloads, every identifier's declaration)."""
+        return _cost.checked(self._compiled.serialize())
+
+    def estimated_cost(self, sizes=_cost.UNKNOWN_SIZES) -> int:
+        """The most one evaluation may cost (``cost.estimate``), the sizes of variables'
+        values asked of ``sizes`` (a ``cost.ISizeEstimator``; by default all unknown)."""
+        return _cost.estimate(self.checked(), sizes)
 
 
 class Environment:

@@ -10,6 +10,13 @@ Every variable is dynamic (upstream types ``object``, ``oldObject`` and ``params
 the OpenAPI schema and ``request`` as ``AdmissionRequest``): a misspelled field is an
 evaluation error, not a compile error (see docs/admission.md).  Each environment is made
 on first use.
+
+No cost is estimated or limited at configuration time: upstream's
+``admission/plugin/cel/compile.go`` estimates none and the admissionregistration
+validation (``pkg/apis/admissionregistration/validation``) checks none for webhooks'
+matchConditions or a policy's expressions; upstream bounds them at run time only
+(``PerCallLimit`` per expression, ``RuntimeCELCostBudget`` per binding), which
+cel-expr-python cannot do (see ``platformd.cel``).
 """
 
 from __future__ import annotations

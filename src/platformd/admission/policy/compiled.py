@@ -5,7 +5,10 @@ annotations, each an ``Expression`` compiled once per object version in the poli
 environment (``cel.admission``: ``object``, ``oldObject``, ``request``, ``params``,
 ``namespaceObject``, ``variables``), the one validation checked it in.  An expression
 that does not compile (stored before a CEL change) fails when evaluated, as upstream's
-``compilation error: ...``.
+``compilation error: ...``.  No runtime cost budget (upstream's ``PerCallLimit`` per
+expression, ``RuntimeCELCostBudget`` per binding, ``running out of cost budget``): the
+library cannot count or interrupt an evaluation (see ``platformd.cel``); nor any static
+one, as upstream.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from platformd.cel import STATIC_ESTIMATED_CRD_COST_LIMIT
 from platformd.apiextensions.schema import causes, cost, objectmeta, regexps, rules, values
 from platformd.apiextensions.schema.causes import forbidden, invalid, not_supported, required
 from platformd.apiextensions.schema.node import Node
@@ -70,13 +71,14 @@ def check(schema: dict, path: str, status_enabled: bool = False) -> list:
     _shape(schema, path, _Options(), True, shape, cel, context, 1)
     out.extend(shape)
     out.extend(cel)
-    if context is not None and context.total > cost.CRD_LIMIT:
+    if context is not None and context.total > STATIC_ESTIMATED_CRD_COST_LIMIT:
         for where in context.most_expensive():
             out.append(forbidden(where, "contributed to estimated rule cost total exceeding "
                                  "cost limit for entire OpenAPIv3 schema"))
         out.append(forbidden(path, cost.message("x-kubernetes-validations estimated rule cost "
                                                 "total for entire OpenAPIv3 schema",
-                                                context.total, cost.CRD_LIMIT)))
+                                                context.total,
+                                                STATIC_ESTIMATED_CRD_COST_LIMIT)))
     return out
 
 

@@ -107,7 +107,7 @@ def _compile(source: str, env: cel.Environment = _ENV):
 
 
 def _uses_old_self(program) -> bool:
-    tree = cost.checked(program._compiled.serialize())
+    tree = program.checked()
     return any(ref.name == "oldSelf" for ref in tree.reference_map.values())
 
 
@@ -149,10 +149,10 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
                 problem = "cel expression must evaluate to a bool"
             else:
                 estimated = cost.guarded_product(
-                    cost.estimate(program._compiled.serialize(), node, resource_root), times)
-        if estimated > cost.LIMIT:
+                    cost.estimate(program, node, resource_root), times)
+        if estimated > cel.STATIC_ESTIMATED_COST_LIMIT:
             out.append(causes.forbidden(child(where, "rule"), cost.message(
-                "estimated rule cost", estimated, cost.LIMIT)))
+                "estimated rule cost", estimated, cel.STATIC_ESTIMATED_COST_LIMIT)))
         total.observe(child(where, "rule"), estimated)
         if problem is not None:
             out.append(causes.invalid(child(where, "rule"), _go_rule(rule), problem))
@@ -168,11 +168,11 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
                                           "messageExpression must evaluate to a string"))
             else:
                 message_cost = cost.guarded_product(
-                    cost.estimate(message_program._compiled.serialize(), node,
-                                  resource_root), times)
-                if message_cost > cost.LIMIT:
+                    cost.estimate(message_program, node, resource_root), times)
+                if message_cost > cel.STATIC_ESTIMATED_COST_LIMIT:
                     out.append(causes.forbidden(child(where, "messageExpression"), cost.message(
-                        "estimated messageExpression cost", message_cost, cost.LIMIT)))
+                        "estimated messageExpression cost", message_cost,
+                        cel.STATIC_ESTIMATED_COST_LIMIT)))
                 total.observe(child(where, "messageExpression"), message_cost)
         assert program is not None
         if _uses_old_self(program):

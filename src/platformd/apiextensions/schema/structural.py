@@ -19,6 +19,7 @@ from typing import Optional
 
 import attrs
 
+from platformd import cel
 from platformd.apiextensions.schema import causes, checks, cost, defaulting, listtype
 from platformd.apiextensions.schema import objectmeta, pruning, rules, values
 from platformd.apiextensions.schema.node import Node
@@ -125,13 +126,13 @@ class Structural:
         total = cost.Total()
         out: list = []
         _rule_costs(self.root, path, True, None, total, 1, out)
-        if total.total > cost.CRD_LIMIT:
+        if total.total > cel.STATIC_ESTIMATED_CRD_COST_LIMIT:
             for where in total.most_expensive():
                 out.append(checks.forbidden(where, "contributed to estimated rule cost total "
                                             "exceeding cost limit for entire OpenAPIv3 schema"))
             out.append(checks.forbidden(path, cost.message(
                 "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
-                total.total, cost.CRD_LIMIT)))
+                total.total, cel.STATIC_ESTIMATED_CRD_COST_LIMIT)))
         return out
 
     def to_model(self, kind_name: str) -> model.Struct:
