@@ -125,6 +125,106 @@ class InformerTests(SynchronousTestCase):
         self.assertEqual([e.name for e in lister.list("a", selector)], ["one"])
 
 
+class ListerVersionTests(SynchronousTestCase):
+    """
+    A lister keeps its lists per kind version (``KindCache.version``): every change of
+    the kind's objects is seen by the next list, never a stale one.
+    """
+
+    setUp = InformerTests.setUp
+    put = InformerTests.put
+
+    def names(self, namespace=None):
+        return [e.name for e in self.informer.lister.list(namespace)]
+
+    def test_write_then_list(self):
+        """A create, an update and a delete are seen by the list right after them."""
+        self.successResultOf(self.cache.start())
+        self.assertEqual(self.names(), [])
+        self.assertEqual(self.names("a"), [])
+        self.put("a", "one")
+        self.assertEqual(self.names(), ["one"])
+        self.assertEqual(self.names("a"), ["one"])
+        self.put("a", "one", {"x": "y"})
+        [entry] = self.informer.lister.list()
+        self.assertEqual(entry.obj["metadata"]["labels"], {"x": "y"})
+        self.put("b", "two")
+        self.assertEqual(self.names(), ["one", "two"])
+        self.assertEqual(self.names("a"), ["one"])
+        self.successResultOf(self.storage.delete(core.CONFIG_MAP.storage_key("a", "one")))
+        self.assertEqual(self.names(), ["two"])
+        self.assertEqual(self.names("a"), [])
+
+    def test_unchanged_kind_kept(self):
+        """With no change in between, the objects are not gathered again; each caller
+        still gets a list of its own."""
+        self.put("a", "one")
+        self.successResultOf(self.cache.start())
+        kind_cache = self.cache.for_kind(core.CONFIG_MAP)
+        first = self.informer.lister.list()
+        gathered = []
+        real = kind_cache.current
+        kind_cache.current = lambda prefix: gathered.append(prefix) or real(prefix)
+        second = self.informer.lister.list()
+        self.assertEqual(gathered, [])
+        self.assertEqual(second, first)
+        self.assertIsNot(second, first)
+        second.clear()
+        self.assertEqual(self.names(), ["one"])
+        self.put("a", "two")
+        self.assertEqual(self.names(), ["one", "two"])
+        self.assertEqual(len(gathered), 1)
+
+    def test_version_bumped_by_every_change(self):
+        """A load, an event, a relist's changes and the kind's removal each move the
+        kind's version on; an event of another kind does not."""
+        kind_cache = self.cache.for_kind(core.CONFIG_MAP)
+        self.put("a", "one")
+        before = kind_cache.version
+        self.successResultOf(self.cache.start())
+        self.assertGreater(kind_cache.version, before)
+        before = kind_cache.version
+        self.put("a", "two")
+        self.assertGreater(kind_cache.version, before)
+        before = kind_cache.version
+        self.successResultOf(self.storage.create(
+            core.SECRET.storage_key("a", "s"), b'{"metadata":{"name":"s"}}'))
+        self.assertEqual(kind_cache.version, before)
+        kind_cache.remove()
+        self.assertGreater(kind_cache.version, before)
+
+    def test_relist_invalidates(self):
+        """A relist after a lost storage watch (writes the watch never delivered) is seen
+        by the next list."""
+        self.put("a", "one")
+        self.successResultOf(self.cache.start())
+        self.assertEqual(self.names(), ["one"])
+        watch = self.cache._watch
+        self.storage._watchers.discard(watch)
+        self.put("a", "two")
+        self.successResultOf(self.storage.delete(core.CONFIG_MAP.storage_key("a", "one")))
+        self.assertEqual(self.names(), ["one"])  # the cache has not heard yet
+        watch.fail(RuntimeError("connection lost"))
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        self.assertEqual(self.names(), ["two"])
+
+    def test_load_at_start_invalidates(self):
+        """A list taken before the cache loads (empty) is not kept past the load."""
+        self.put("a", "one")
+        self.assertEqual(self.names(), [])
+        self.successResultOf(self.cache.start())
+        self.assertEqual(self.names(), ["one"])
+
+    def test_selector_lists_follow_too(self):
+        """Lists with a label selector are filtered from the kept list, current too."""
+        self.successResultOf(self.cache.start())
+        selector = compile_selector({"matchLabels": {"tier": "x"}})
+        self.assertEqual(self.informer.lister.list(selector=selector), [])
+        self.put("a", "one", {"tier": "x"})
+        self.assertEqual([e.name for e in self.informer.lister.list(selector=selector)],
+                         ["one"])
+
+
 class FakeInformerTests(SynchronousTestCase):
     """The fake behaves as the informer does, driven by hand."""
 

@@ -241,6 +241,7 @@ class MemoryTests(Harness, SynchronousTestCase):
         recorder = Recorder()
         informer.add_handler(recorder.handlers)
         self.assertFalse(informer.has_synced())
+        self.assertEqual(informer.lister.list(), [])  # kept, for the kind's version
         # Meanwhile: writes of the kind (and of others) go on.
         during = [self.put(WIDGET, "new", "one"), self.put(WIDGET, "changed", "two", v="2"),
                   self.delete(WIDGET, "gone", "one"), self.put(core.CONFIG_MAP, "cm", "one"),
@@ -252,6 +253,8 @@ class MemoryTests(Harness, SynchronousTestCase):
         self.assertTrue(informer.has_synced())
         self.assertEqual(sorted(recorder.seen),
                          [("add", "changed"), ("add", "kept"), ("add", "new")])
+        # The load moved the kind's version on: the lister's kept (empty) list is gone.
+        self.assertEqual([e.name for e in informer.lister.list()], ["kept", "new", "changed"])
         self.assert_consistent(self.successResultOf(self.storage.range(WIDGET.storage_prefix)),
                                WIDGET)
         changed = self.cache.for_kind(WIDGET).get(WIDGET.storage_key("two", "changed"))

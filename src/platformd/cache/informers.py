@@ -65,21 +65,46 @@ def _selected(entries, selector) -> list:
     return found
 
 
+#: A lister keeps lists of at most this many objects (``Lister``).
+KEPT_LIST_LIMIT = 1000
+
+
 @implementer(ILister)
 class Lister:
-    """An ``ILister`` over one ``KindCache``."""
+    """
+    An ``ILister`` over one ``KindCache``.  A list without a selector is kept per
+    namespace for the kind's ``version`` (which every change of its objects bumps), so
+    the readers that list on every request (admission's webhook and policy
+    configurations) do not rebuild it from the keys each time; each call gets a list of
+    its own.
+    """
 
     def __init__(self, kind_cache):
         self._cache = kind_cache
         self._kind = kind_cache.kind
+        #: namespace (None: every one) -> (the kind's version, its objects in key order).
+        self._lists: dict = {}
 
     def get(self, namespace, name):
         return self._cache.get(self._kind.storage_key(namespace, name))
 
     def list(self, namespace=None, selector=None):
-        kind = self._kind
-        prefix = kind.namespace_prefix(namespace) if namespace else kind.storage_prefix
-        return _selected(self._cache.current(prefix), selector)
+        namespace = namespace or None
+        cache = self._cache
+        kept = self._lists.get(namespace)
+        if kept is None or kept[0] != cache.version:
+            kind = self._kind
+            prefix = kind.namespace_prefix(namespace) if namespace else kind.storage_prefix
+            kept = (cache.version, cache.current(prefix))
+            if len(kept[1]) <= KEPT_LIST_LIMIT:  # no old versions of a large kind held
+                if len(self._lists) >= 64:
+                    self._lists.clear()
+                self._lists[namespace] = kept
+        return _selected(kept[1], selector)
+
+    def forget(self) -> None:
+        """Drop the kept lists (the kind was removed)."""
+        self._lists.clear()
 
 
 @implementer(IInformer)
@@ -135,6 +160,7 @@ class Informer:
     def _stop(self) -> None:
         """The kind is no longer served: tell every handler, once."""
         self._stopped = True
+        self.lister.forget()
         registrations, self._registrations = self._registrations, []
         for registration in registrations:
             # Not even the rest of an event being delivered (removed by a handler).

@@ -235,6 +235,10 @@ class KindCache:
         self._failures = RateLimitedLog(log, clock=clock)
         self._objects: dict = {}
         self._keys: list = []
+        #: Bumped by every change of the objects (a load, an event applied, a relist's
+        #: changes, the kind's removal): whatever was derived from them at one version
+        #: (a lister's list, ``Lister``) is current while the version is unchanged.
+        self.version = 0
         #: Recent events, oldest first (see module docstring).
         self.history: deque = deque()
         #: Watchers by namespace ("" for watchers of every namespace): only those that
@@ -285,6 +289,7 @@ class KindCache:
         """The objects as of ``revision`` are in: serve, and tell who waits."""
         self.initializations += 1
         self.horizon = revision
+        self.version += 1
         self.loaded = True
         waiting, self._on_loaded = self._on_loaded, []
         for f in waiting:
@@ -307,6 +312,7 @@ class KindCache:
         told, self._on_removed = self._on_removed, []
         self._objects.clear()
         self._keys.clear()
+        self.version += 1
         self.history.clear()
         self.watchers.clear()
         self._listeners.clear()
@@ -355,11 +361,13 @@ class KindCache:
         if event.type == DELETE:
             if old is None:
                 return
+            self.version += 1
             del self._objects[key]
             del self._keys[bisect_left(self._keys, key)]
             self._publish(CacheEvent(DELETED, None, old, event.revision, self.clock.seconds()))
             return
         new = self._admit(event.kv)
+        self.version += 1
         self._objects[key] = new
         if old is None:
             insort(self._keys, key)
@@ -368,6 +376,7 @@ class KindCache:
 
     def load(self, kv) -> None:
         self.init_events += 1
+        self.version += 1
         self._objects[kv.key] = self._admit(kv)
         insort(self._keys, kv.key)
 
