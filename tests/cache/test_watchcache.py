@@ -1,5 +1,6 @@
 """The watch cache: loading, following the storage watch, relisting after a lost watch."""
 
+import orjson
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -45,6 +46,46 @@ class WatchCacheTests(CacheTestCase):
         self.successResultOf(self.storage.create(KEY, b'{"metadata":{"name":"c"}}'))
         entry = self.kind.get(KEY)
         self.assertIs(entry.json, entry.json)
+
+    def test_one_byte_form_per_version(self):
+        """
+        An object version holds its stored bytes until its JSON is asked for, then the
+        JSON alone: ``raw`` is still the stored bytes, ``obj`` and a deletion's copy
+        (``at``) carry the right resourceVersion.
+        """
+        stored = b'{"metadata":{"name":"c","uid":"u"},"data":{"k":"v"}}'
+        self.successResultOf(self.cache.start())
+        kv = self.successResultOf(self.storage.create(KEY, stored))
+        entry = self.kind.get(KEY)
+        self.assertEqual(entry.raw, stored)
+        body = entry.json
+        self.assertEqual(orjson.loads(body)["metadata"]["resourceVersion"], str(kv.mod_revision))
+        self.assertIs(entry._data, body)  # the stored bytes are let go
+        self.assertIs(entry.json, body)
+        self.assertEqual(entry.raw, stored)
+        self.assertEqual(entry.obj["metadata"]["resourceVersion"], str(kv.mod_revision))
+        gone = entry.at(kv.mod_revision + 5)
+        self.assertEqual(gone.raw, stored)
+        self.assertEqual(orjson.loads(gone.json)["metadata"]["resourceVersion"],
+                         str(kv.mod_revision + 5))
+        self.assertEqual(gone.obj["metadata"]["resourceVersion"], str(kv.mod_revision + 5))
+        self.assertEqual(gone.obj["data"], {"k": "v"})
+        self.assertEqual(entry.mutable(), orjson.loads(body))
+
+    def test_frames_made_on_demand(self):
+        """An event holds no frames until one is asked for; each is made once."""
+        self.successResultOf(self.cache.start())
+        self.successResultOf(self.storage.create(KEY, b'{"metadata":{"name":"c"}}'))
+        [event] = self.kind.history
+        self.assertIsNone(event._frames)
+        calls = []
+
+        def encode(type_, entry):
+            calls.append(type_)
+            return b"frame"
+        self.assertEqual(event.frame(ADDED, "json", encode), b"frame")
+        self.assertEqual(event.frame(ADDED, "json", encode), b"frame")
+        self.assertEqual(calls, [ADDED])
 
     def test_relist_after_lost_watch(self):
         """When the backend ends the watch, the cache lists again and reports the gap."""

@@ -50,24 +50,47 @@ class CorruptObjectError(Exception):
     """Stored bytes that do not decode to an object (see unsafe delete, issue 4)."""
 
 
+#: What a ``CachedObject``'s one byte form is (``_form``).
+_STORED, _JSON, _OTHER_JSON = 0, 1, 2
+
+
 class CachedObject:
     """
     One version of one object.  ``obj`` is shared and must not be mutated: take
     ``mutable()`` for a private copy.  Encodings are computed on first use and kept.
+
+    One byte form is held at a time (``_data``): the stored bytes until the response
+    JSON is first asked for, then the JSON bytes alone (the stored bytes plus
+    ``resourceVersion``: keeping both doubled an object's memory once it had been read);
+    ``raw`` is then derived again on the rare occasions it is asked for.
     """
 
-    __slots__ = ("key", "revision", "create_revision", "raw", "_obj", "_json", "_encodings",
-                 "_views")
+    __slots__ = ("key", "revision", "create_revision", "_data", "_form", "_obj",
+                 "_encodings", "_views")
 
     def __init__(self, key: str, raw: bytes, revision: int, create_revision: int):
         self.key = key
-        self.raw = bytes(memoryview(raw)) if isinstance(raw, bytes) else raw
+        self._data = bytes(memoryview(raw)) if isinstance(raw, bytes) else raw
+        #: What ``_data`` is: the stored bytes (``_STORED``), this version's JSON (``_JSON``), or
+        #: the JSON of another version (``_OTHER_JSON``: ``at``), with its resourceVersion.
+        self._form = _STORED
         self.revision = revision
-        self.create_revision = create_revision
+        # One int object for both when they are equal (every object's first version).
+        self.create_revision = revision if create_revision == revision else create_revision
         self._obj: Optional[dict] = None
-        self._json: Optional[bytes] = None
         self._encodings: Optional[dict] = None
         self._views: Optional[dict] = None
+
+    @property
+    def raw(self) -> bytes:
+        """The stored bytes (without ``resourceVersion``)."""
+        if self._form == _STORED:
+            return self._data
+        obj = orjson.loads(self._data)
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("resourceVersion", None)
+        return orjson.dumps(obj)
 
     @property
     def obj(self) -> dict:
@@ -77,7 +100,7 @@ class CachedObject:
 
     def _decode(self) -> dict:
         try:
-            obj = orjson.loads(self._json if self._json is not None else self.raw)
+            obj = orjson.loads(self._data)
         except orjson.JSONDecodeError as e:
             raise CorruptObjectError(f"{self.key}: {e}") from None
         if not isinstance(obj, dict):
@@ -90,12 +113,15 @@ class CachedObject:
         """
         The response bytes.  Computed without keeping the decoded dict when nothing has
         asked for it yet (a dict costs several times the bytes), and copied to an
-        exact-size object (orjson's output buffer is over-allocated).
+        exact-size object (orjson's output buffer is over-allocated); they replace the
+        stored bytes (see the class docstring).
         """
-        if self._json is None:
-            obj = self._obj if self._obj is not None else self._decode()
-            self._json = bytes(memoryview(orjson.dumps(obj)))
-        return self._json
+        if self._form == _JSON:
+            return self._data
+        obj = self._obj if self._obj is not None else self._decode()
+        data = self._data = bytes(memoryview(orjson.dumps(obj)))
+        self._form = _JSON
+        return data
 
     def encoded(self, media: str, encode: Callable) -> bytes:
         """
@@ -127,7 +153,12 @@ class CachedObject:
 
     def at(self, revision: int) -> "CachedObject":
         """The same content stamped with another resourceVersion (a deletion's)."""
-        return CachedObject(self.key, self.raw, revision, self.create_revision)
+        gone = CachedObject(self.key, self._data, revision, self.create_revision)
+        if self._form != _STORED:
+            # JSON bytes with another resourceVersion: decoding stamps this one, and
+            # ``raw`` (without one) is derived from them.
+            gone._form = _OTHER_JSON
+        return gone
 
     @property
     def name(self) -> str:
@@ -163,7 +194,9 @@ class CacheEvent:
         self.old = old
         self.revision = revision
         self.time = time
-        self._frames: dict = {}
+        #: (type, media) -> the encoded event; made at the first frame (most events in
+        #: the history are never framed: no watcher).
+        self._frames: Optional[dict] = None
         self._gone: Optional[CachedObject] = None
         self._views: Optional[dict] = None
 
@@ -192,10 +225,13 @@ class CacheEvent:
 
     def frame(self, type_: str, media: str, encode: Callable) -> bytes:
         """This event as a watch event of ``type_``, encoded by ``encode(type_, object)``."""
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = {}
         cache_key = (type_, media)
-        frame = self._frames.get(cache_key)
+        frame = frames.get(cache_key)
         if frame is None:
-            frame = self._frames[cache_key] = encode(type_, self.object_for(type_))
+            frame = frames[cache_key] = encode(type_, self.object_for(type_))
         return frame
 
 
