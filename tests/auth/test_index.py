@@ -99,6 +99,49 @@ class IndexTests(SynchronousTestCase):
         self.assertEqual(self.index.bindings, {})
 
 
+class SharingTests(SynchronousTestCase):
+    """
+    The index keeps a binding's subjects shared with other bindings naming the same
+    subject (a dict of the same strings), and no per-binding containers it does not
+    need: what it decides is unchanged.
+    """
+
+    def test_equal_subjects_shared(self):
+        caches = FakeCaches()
+        index = caches.index()
+        index.start()
+        self.addCleanup(index.stop)
+        caches.put(role("r", rule(["list"], [""], ["pods"]), namespace="dev"),
+                   binding("a", "Role", "r", subject("Group", "devs"), subject("User", "jane"),
+                           namespace="dev"),
+                   binding("b", "Role", "r", subject("Group", "devs"), namespace="dev"),
+                   binding("c", "Role", "r", {**subject("Group", "devs"), "extra": "x"},
+                           namespace="dev"))
+        a, b, c = (next(v for v in index.bindings.values() if v.name == n) for n in "abc")
+        self.assertIs(a.subjects[0], b.subjects[0])
+        self.assertEqual(a.subjects[0], subject("Group", "devs"))
+        self.assertIsNot(c.subjects[0], a.subjects[0])  # other fields: its own
+        self.assertEqual(c.subjects[0]["extra"], "x")
+        self.assertEqual((b.subject_errors, b.scope_errors, b.memo), ((), (), None))
+        authorizer = RBACAuthorizer(index, Clock())
+        self.assertEqual(ask(authorizer, BOB, PODS).verdict, ALLOW)
+        self.assertEqual(ask(authorizer, JANE, PODS).verdict, ALLOW)
+        self.assertEqual(ask(authorizer, user("eve"), PODS).verdict, NO_OPINION)
+
+    def test_errors_still_reported(self):
+        """A subject of an unknown kind is a scope-wide error; a User with a namespace an
+        error for that user, as before."""
+        caches = FakeCaches()
+        index = caches.index()
+        index.start()
+        self.addCleanup(index.stop)
+        caches.put(binding("b", "Role", "r", subject("Robot", "r2"),
+                           {**subject("User", "jane"), "namespace": "dev"}, namespace="dev"))
+        [b] = index.bindings.values()
+        self.assertEqual(len(b.scope_errors), 1)
+        self.assertEqual(len(b.subject_errors), 1)
+
+
 class WatchCacheTests(SynchronousTestCase):
     """Through the in-memory server: objects written over HTTP reach the index."""
 

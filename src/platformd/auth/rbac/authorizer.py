@@ -84,9 +84,12 @@ class RBACAuthorizer:
 def _allowed(binding, user) -> Decision:
     """Allow, ``RBAC: allowed by <binding>``: made once per binding version and subject."""
     subject = binding.first_subject(user)
-    decision = binding.memo.get(subject)
+    memo = binding.memo
+    if memo is None:
+        memo = binding.memo = {}
+    decision = memo.get(subject)
     if decision is None:
-        decision = binding.memo[subject] = Decision(
+        decision = memo[subject] = Decision(
             ALLOW, "RBAC: allowed by " + binding.describe(subject))
     return decision
 

@@ -24,7 +24,8 @@ Following the watch cache needs no import of it: ``from_informers`` asks
 
 from __future__ import annotations
 
-from typing import Optional
+import sys
+from typing import Optional, Sequence
 
 import orjson
 from twisted.logger import Logger
@@ -53,6 +54,38 @@ class Role:
         self.compiled = tuple(compile_rule(r) for r in self.rules)
 
 
+#: Subjects as the index keeps them, shared between bindings naming the same one
+#: (``_shared_subject``), by their fields' values; at most ``_SUBJECTS_LIMIT``, then
+#: forgotten all at once (the bindings keep theirs).
+_SUBJECTS: dict = {}
+_SUBJECTS_LIMIT = 65536
+_SUBJECT_FIELDS = ("kind", "apiGroup", "name", "namespace")
+
+
+def _intern(value):
+    return sys.intern(value) if type(value) is str else value
+
+
+def _shared_subject(subject: dict) -> dict:
+    """
+    ``subject`` or an equal one already kept: thousands of bindings name the same
+    groups and service accounts, and a dict of short strings costs ~0.4 KiB.  Only
+    subjects of strings and of the four fields are shared (never mutated: read-only
+    here, as the bindings are).
+    """
+    values = tuple(subject.get(field) for field in _SUBJECT_FIELDS)
+    if len(subject) != sum(v is not None for v in values) or \
+            any(v is not None and type(v) is not str for v in values):
+        return subject
+    found = _SUBJECTS.get(values)
+    if found is None:
+        if len(_SUBJECTS) >= _SUBJECTS_LIMIT:
+            _SUBJECTS.clear()
+        found = _SUBJECTS[tuple(_intern(v) for v in values)] = {
+            _intern(k): _intern(v) for k, v in subject.items()}
+    return found
+
+
 class Binding:
     """A RoleBinding (``namespace`` set) or ClusterRoleBinding, as the index keeps it."""
 
@@ -62,27 +95,29 @@ class Binding:
     def __init__(self, key: str, name: str, namespace: str, obj: dict):
         self.key = key
         self.name = name
-        self.namespace = namespace
+        self.namespace = _intern(namespace)
         role_ref = obj.get("roleRef") or {}
-        self.role_kind = role_ref.get("kind", "")
-        self.role_name = role_ref.get("name", "")
-        self.subjects = tuple(s for s in obj.get("subjects") or () if isinstance(s, dict))
+        self.role_kind = _intern(role_ref.get("kind", ""))
+        self.role_name = _intern(role_ref.get("name", ""))
+        self.subjects = tuple(_shared_subject(s) for s in obj.get("subjects") or ()
+                              if isinstance(s, dict))
         #: Errors of subjects that still name someone (a User or Group with a
-        #: namespace): reported to the users they apply to.
-        self.subject_errors = []
+        #: namespace): reported to the users they apply to.  (Empty: one shared tuple,
+        #: as for ``scope_errors``: most bindings have none.)
+        self.subject_errors: Sequence = ()
         #: Errors of subjects that name nobody (an unknown kind): reported scope-wide.
-        self.scope_errors = []
+        self.scope_errors: Sequence = ()
         #: What readers derive from this version of the binding (the authorizer's
-        #: decisions per subject), dropped with it.
-        self.memo: dict = {}
+        #: decisions per subject), dropped with it; made when first needed.
+        self.memo: Optional[dict] = None
         for subject in self.subjects:
             error = sj.subject_error(subject)
             if error is None:
                 continue
             if subject.get("kind") in (sj.USER, sj.GROUP):
-                self.subject_errors.append((subject, error))
+                self.subject_errors = [*self.subject_errors, (subject, error)]
             else:
-                self.scope_errors.append(error)
+                self.scope_errors = [*self.scope_errors, error]
 
     @property
     def kind(self) -> str:
