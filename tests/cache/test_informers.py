@@ -215,6 +215,20 @@ class ListerVersionTests(SynchronousTestCase):
         self.successResultOf(self.cache.start())
         self.assertEqual(self.names(), ["one"])
 
+    def test_another_version_follows(self):
+        """A lister of a kind served from another's storage (events.k8s.io Events over
+        core Events) follows that kind's changes."""
+        from platformd.registry.kinds import eventsv1
+        self.successResultOf(self.cache.start())
+        lister = self.informers.for_kind(eventsv1.KIND).lister
+        self.assertEqual(lister.list(), [])
+        key = core.EVENT.storage_key("a", "e1")
+        self.successResultOf(self.storage.create(key, orjson.dumps(
+            {"metadata": {"name": "e1", "namespace": "a"}, "reason": "Started"})))
+        [entry] = lister.list()
+        self.assertEqual(entry.obj["metadata"]["name"], "e1")
+        self.assertEqual(entry.obj["apiVersion"], eventsv1.KIND.api_version)
+
     def test_selector_lists_follow_too(self):
         """Lists with a label selector are filtered from the kept list, current too."""
         self.successResultOf(self.cache.start())

@@ -88,6 +88,11 @@ class ConvertedKindCache:
         return self.base.horizon
 
     @property
+    def version(self) -> int:
+        """The storage kind's (a lister's kept lists follow its changes)."""
+        return self.base.version
+
+    @property
     def removed(self) -> bool:
         return self.base.removed
 
