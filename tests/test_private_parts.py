@@ -69,7 +69,7 @@ class TwistedInternalsTests(SynchronousTestCase):
         need(_util, "OpenSSL._util", "ffi", "lib")
         need(getattr(_util, "lib", None), "OpenSSL._util.lib", "SSL_write", "SSL_read",
              "SSL_get_error", "SSL_ERROR_WANT_READ", "BIO_read", "BIO_write",
-             "ERR_clear_error")
+             "ERR_clear_error", "SSL_set_mode", "SSL_MODE_RELEASE_BUFFERS")
         need(getattr(_util, "ffi", None), "OpenSSL._util.ffi", "new", "buffer")
         # ``write`` is an instance attribute, the gatherer's, set again on close.
         if "write" not in vars(tls):

@@ -15,7 +15,6 @@ import ssl
 import warnings
 
 import attrs
-from OpenSSL import SSL
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -252,13 +251,6 @@ class LoopbackTLSTests(TestCase):
             second = await deferToThread(get, port, context, first.session)
             self.assertEqual((version, first.resumed, second.resumed), (version, False, True))
             self.assertEqual(second.identity, ["admin", ["system:masters"]])
-
-    def test_idle_buffers_released(self):
-        """Connections let their record buffers go while idle (``MODE_RELEASE_BUFFERS``:
-        an idle watch or kept-alive client holds ~34 KiB less)."""
-        options = server_tls_options(self.paths.serving_cert, self.paths.serving_key)
-        mode = options.context.set_mode(0)  # adds nothing; answers the mode
-        self.assertTrue(mode & SSL.MODE_RELEASE_BUFFERS)
 
     async def test_intermediate_chain(self):
         """The file's intermediates are sent: a client trusting only the root connects."""

@@ -25,7 +25,9 @@ from zope.interface import implementer
 
 from platformd.files.pki import ensure_pki
 from platformd.edge.tlscontext import server_tls_options
-from platformd.edge.tlstransport import DIRECT_WRITE, RECORD, PlatformTLSTransport, send_now
+from platformd.edge.tlstransport import (
+    DIRECT_WRITE, RECORD, PlatformTLSTransport, release_idle_buffers, send_now,
+)
 
 
 @implementer(IPushProducer)
@@ -124,6 +126,39 @@ class PlatformTLSTransportTests(TestCase):
         start.set()
         received = await deferToThread(read_all, port, self.ca_cert, start)
         self.assertEqual(received, b"".join(joined(data) for data, _ in parts))
+
+    async def test_idle_buffers_released(self):
+        """
+        ``release_idle_buffers`` (a watch's connection) sets OpenSSL's
+        ``SSL_MODE_RELEASE_BUFFERS`` on that connection only; what it sends afterwards
+        still arrives whole and in order.  Nothing on a transport without TLS.
+        """
+        from OpenSSL._util import lib
+        modes = []
+        big = bytes(range(256)) * 200
+        parts = [b"a" * 10, big, b"b", big[:RECORD], b"c" * 3]
+
+        class Channel:
+            def __init__(self, transport):
+                self.transport = transport
+
+        def script(transport):
+            ssl_ = transport._tlsConnection._ssl
+            modes.append(lib.SSL_set_mode(ssl_, 0) & lib.SSL_MODE_RELEASE_BUFFERS)
+            release_idle_buffers(Channel(transport))
+            modes.append(lib.SSL_set_mode(ssl_, 0) & lib.SSL_MODE_RELEASE_BUFFERS)
+            for data in parts:
+                transport.write_now(data)
+            transport.write(b"d")
+            transport.loseConnection()
+
+        port, _ = self.serve(script)
+        start = threading.Event()
+        start.set()
+        received = await deferToThread(read_all, port, self.ca_cert, start)
+        self.assertEqual(received, b"".join(parts) + b"d")
+        self.assertEqual(modes, [0, lib.SSL_MODE_RELEASE_BUFFERS])
+        release_idle_buffers(Channel(object()))  # plain TCP (tests): nothing to do
 
     async def test_large_writes_not_gathered(self):
         """

@@ -37,7 +37,7 @@ from platformd.codecs import cborcodec, protobufcodec
 from platformd.codecs.jsoncodec import JSON, dumps
 from platformd.util.deferreds import then
 from platformd.util.ratelog import RateLimitedLog, origin
-from platformd.edge.tlstransport import abort_stream, immediate_writer
+from platformd.edge.tlstransport import abort_stream, immediate_writer, release_idle_buffers
 
 log = Logger()
 
@@ -203,6 +203,8 @@ class WatchStream:
         responses.start(request, 200, encoder.content_type)
         request.registerProducer(self, True)
         request.write(b"")  # the headers go out now; events follow as they come
+        # Idle most of the time: its connection holds no record buffers meanwhile.
+        release_idle_buffers(request.channel)
         # Events are written straight to the transport, already framed as HTTP chunks:
         # the framing of a shared event is computed once for every watcher, and each
         # delivery skips twisted.web's per-write bookkeeping.

@@ -86,9 +86,6 @@ def server_tls_options(cert_file, key_file, client_ca_file=None,
     context.set_session_id(_SESSION_ID_CONTEXT)
     context.set_alpn_select_callback(_alpn_choice((HTTP_2, HTTP_1_1) if http2 else (HTTP_1_1,)))
     context.set_cipher_list(_TLS12_CIPHERS)
-    # A connection's record buffers (~34 KiB) are let go while it is idle (most of the
-    # time for a watch, or a kept-alive client), and taken again for its next record.
-    context.set_mode(SSL.MODE_RELEASE_BUFFERS)
     return ServerTLS(context)
 
 
