@@ -156,8 +156,18 @@ def report() -> dict:
         add("history: deques", kc.history, stop)
     from platformd.cache import informers as inf
     stop = (wc.KindCache, wc.WatchCache, inf.Informer, inf.Lister)
-    for o in _instances("WatchStream"):
-        add("watches: WatchStream (+request, transport)", o, stop)
+    streams = _instances("WatchStream")
+    for o in streams:
+        # The stream's own state first (its scope, options, timers, registration), the
+        # request, its connection and what the server shares left out.
+        from twisted.internet import reactor
+        shared = [o.request, o.server, o.encoder, o.kind, o._metrics, o._write, reactor,
+                  o.server.clock]
+        sizer.stop.update(id(x) for x in shared)
+        add("watches: the stream's own state", o, stop)
+        sizer.stop.difference_update(id(x) for x in shared)
+    for o in streams:
+        add("watches: the request (+channel, transport)", o.request, stop)
     for o in _instances("RBACIndex"):
         for attr in ("roles", "cluster_roles", "bindings", "namespaces", "cluster_scope"):
             add("RBAC index", getattr(o, attr), stop)
