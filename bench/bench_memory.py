@@ -245,7 +245,7 @@ def phase_creates(server: Server, creates: int, tmp: str) -> dict:
             f.write(WRK_CREATE_LUA % {"chunk": chunk,
                                       "path": f"{RBAC}/namespaces/default/rolebindings",
                                       "token": TOKEN})
-        seconds = max(1.0, min(20.0, (creates - done) / rate))
+        seconds = int(max(1, min(20, (creates - done) / rate + 0.5)))  # wrk: whole seconds
         r = wrk_run(["-c16", "-s", lua], seconds, f"https://127.0.0.1:{server.port}")
         done += r["requests"] - r["bad"]
         rate = max(50.0, r["rate"])
