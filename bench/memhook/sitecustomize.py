@@ -129,7 +129,10 @@ def report() -> dict:
     for kc in kinds:
         # Current objects, part by part.
         for entry in kc._objects.values():
-            add("objects: stored bytes (raw)", entry.raw)
+            if hasattr(entry, "_data"):  # one byte form (stored bytes or JSON)
+                add("objects: bytes (one form: stored or JSON)", entry._data)
+            else:
+                add("objects: stored bytes (raw)", entry.raw)
             for attr, name in (("_json", "objects: JSON bytes"),
                                ("_obj", "objects: decoded dicts"),
                                ("_encodings", "objects: other encodings"),
@@ -157,12 +160,13 @@ def report() -> dict:
     from platformd.cache import informers as inf
     stop = (wc.KindCache, wc.WatchCache, inf.Informer, inf.Lister)
     streams = _instances("WatchStream")
+    # (the stream's Deferred reaches the handler's closures: the app, the authorizer)
     for o in streams:
         # The stream's own state first (its scope, options, timers, registration), the
         # request, its connection and what the server shares left out.
         from twisted.internet import reactor
         shared = [o.request, o.server, o.encoder, o.kind, o._metrics, o._write, reactor,
-                  o.server.clock]
+                  o.server.clock, o.done]
         sizer.stop.update(id(x) for x in shared)
         add("watches: the stream's own state", o, stop)
         sizer.stop.difference_update(id(x) for x in shared)
