@@ -1,0 +1,83 @@
+"""
+The one seam between the definitions and the structural-schema library
+(``apiextensions/schema/``: validation with upstream's messages, pruning, defaulting,
+CEL rules, conversion to ``model.schema``).  Everything else reaches a version's schema
+through ``checked`` (at a definition's write) and ``for_version`` (a served version's
+``VersionSchema``).
+
+``STRUCTURAL`` switches the library on.  Off (until it is merged), the stand-in is
+permissive: every schema is accepted and every object kept whole, as
+``x-kubernetes-preserve-unknown-fields: true`` everywhere would.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from platformd.model.schema import Struct
+
+#: Whether the structural-schema library is used (the lead switches it on at merge).
+STRUCTURAL = False
+
+
+def _library():
+    from platformd.apiextensions.schema import structural  # type: ignore[attr-defined]
+    return structural
+
+
+def checked(openapi: Optional[dict], path: str) -> list:
+    """Causes for ``openapi`` (a version's ``openAPIV3Schema``, reported at ``path``) as a
+    definition's schema: structural, and its CEL rules within their cost."""
+    if not STRUCTURAL or openapi is None:
+        return []
+    structural = _library()
+    causes = list(structural.check(openapi, path))
+    if not causes:
+        causes.extend(structural.Structural.parse(openapi).rule_cost_causes(path))
+    return causes
+
+
+class VersionSchema:
+    """One served version's schema, as the served kind uses it."""
+
+    def __init__(self, openapi: Optional[dict]):
+        self.openapi = openapi or {}
+        self._structural = _library().Structural.parse(self.openapi) if STRUCTURAL else None
+
+    def model(self, kind_name: str) -> Struct:
+        """The kind's fields for decoding, OpenAPI and apply (besides apiVersion, kind and
+        metadata, which ``ResourceType`` adds)."""
+        if self._structural is not None:
+            return self._structural.to_model(kind_name)
+        return Struct(kind_name, {}, doc=self.openapi.get("description") or "",
+                      preserve_unknown=True)
+
+    def admit(self, obj: dict) -> list:
+        """Prune unknown fields (their JSON paths returned) and default, in place."""
+        if self._structural is None:
+            return []
+        unknown = self._structural.prune(obj)
+        self._structural.default(obj)
+        return unknown
+
+    def default(self, obj: dict) -> None:
+        if self._structural is not None:
+            self._structural.default(obj)
+
+    def validate(self, obj: dict) -> list:
+        if self._structural is None:
+            return []
+        return list(self._structural.validate(obj)) + list(
+            self._structural.validate_rules(obj, None))
+
+    def validate_update(self, new: dict, old: dict) -> list:
+        if self._structural is None:
+            return []
+        return list(self._structural.validate_rules(new, old))
+
+
+def props_of(model: Struct) -> dict:
+    """A model's fields without the three every kind has (``ResourceType`` adds them)."""
+    return {k: v for k, v in model.props.items()
+            if k not in ("apiVersion", "kind", "metadata")}
+

@@ -1,0 +1,179 @@
+"""
+CustomResourceDefinitions end to end on the in-memory server: the definition's
+validation and status (names accepted, established, conflicts), the kind served within
+one flush (discovery, OpenAPI, routes), custom objects (every verb, status
+subresource, tables, encodings), and deletion (the cleanup finalizer).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.stub import StubServer
+
+CRDS = "/apis/apiextensions.platform.io/v1/customresourcedefinitions"
+
+
+def definition(plural="widgets", group="example.com", kind="Widget", scope="Namespaced",
+               versions=None, short_names=("wd",), categories=("all",), status=True,
+               columns=None) -> dict:
+    version = {
+        "name": "v1", "served": True, "storage": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
+    }
+    if status:
+        version["subresources"] = {"status": {}}
+    if columns is not None:
+        version["additionalPrinterColumns"] = columns
+    return {
+        "apiVersion": "apiextensions.platform.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": scope,
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind,
+                           "shortNames": list(short_names), "categories": list(categories)},
+                 "versions": versions if versions is not None else [version]},
+    }
+
+
+class Base(SynchronousTestCase):
+    def setUp(self):
+        self.stub = StubServer()
+        self.addCleanup(self.stub.stop)
+        self.admin = self.stub.client()
+
+    def create_crd(self, crd=None, **kw):
+        crd = crd or definition(**kw)
+        r = self.admin.post(CRDS, crd)
+        self.assertEqual(r.code, 201, r.body)
+        self.stub.flush()
+        return self.admin.get(f"{CRDS}/{crd['metadata']['name']}").json()
+
+
+class DefinitionTests(Base):
+    def test_established(self):
+        crd = self.create_crd()
+        conditions = {c["type"]: c for c in crd["status"]["conditions"]}
+        self.assertEqual(conditions["NamesAccepted"]["status"], "True")
+        self.assertEqual(conditions["NamesAccepted"]["reason"], "NoConflicts")
+        self.assertEqual(conditions["Established"]["status"], "True")
+        self.assertEqual(conditions["Established"]["reason"], "InitialNamesAccepted")
+        self.assertEqual(crd["status"]["acceptedNames"]["kind"], "Widget")
+        self.assertEqual(crd["status"]["acceptedNames"]["listKind"], "WidgetList")
+        self.assertEqual(crd["status"]["storedVersions"], ["v1"])
+        self.assertEqual(crd["spec"]["conversion"], {"strategy": "None"})
+        self.assertEqual(crd["metadata"]["generation"], 1)
+
+    def test_invalid(self):
+        crd = definition()
+        crd["metadata"]["name"] = "other.example.com"
+        crd["spec"]["group"] = "example"
+        crd["spec"]["versions"][0]["storage"] = False
+        r = self.admin.post(CRDS, crd)
+        self.assertEqual(r.code, 422, r.body)
+        causes = [(c["field"], c["message"]) for c in r.json()["details"]["causes"]]
+        self.assertIn(("metadata.name",
+                       'Invalid value: "other.example.com": must be spec.names.plural+"."+spec.group'),
+                      causes)
+        self.assertIn(("spec.group",
+                       'Invalid value: "example": should be a domain with at least one dot'),
+                      causes)
+        self.assertIn("spec.versions", [f for f, _ in causes])
+        self.assertTrue(any("must have exactly one version marked as storage version" in m
+                            for _, m in causes))
+
+    def test_names_conflict(self):
+        self.create_crd()
+        other = definition(plural="gadgets", kind="Gadget", short_names=("wd",))
+        crd = self.create_crd(other)
+        conditions = {c["type"]: c for c in crd["status"]["conditions"]}
+        self.assertEqual(conditions["NamesAccepted"]["status"], "False")
+        self.assertEqual(conditions["NamesAccepted"]["reason"], "ShortNamesConflict")
+        self.assertEqual(conditions["NamesAccepted"]["message"], '"wd" is already in use')
+        self.assertEqual(conditions["Established"]["status"], "False")
+        self.assertEqual(conditions["Established"]["reason"], "NotAccepted")
+
+    def test_discovery_and_openapi(self):
+        self.create_crd()
+        groups = self.admin.get("/apis").json()
+        self.assertIn("example.com", [g["name"] for g in groups["groups"]])
+        resources = self.admin.get("/apis/example.com/v1").json()["resources"]
+        widgets = [r for r in resources if r["name"] == "widgets"][0]
+        self.assertEqual(widgets["kind"], "Widget")
+        self.assertEqual(widgets["shortNames"], ["wd"])
+        self.assertEqual(widgets["categories"], ["all"])
+        self.assertTrue(widgets["namespaced"])
+        self.assertIn("widgets/status", [r["name"] for r in resources])
+        v2 = self.admin.get("/openapi/v2").json()
+        self.assertIn("com.example.v1.Widget", v2["definitions"])
+        self.assertIn("apis/example.com/v1", self.admin.get("/openapi/v3").json()["paths"])
+
+
+class ObjectTests(Base):
+    def setUp(self):
+        super().setUp()
+        self.create_crd(columns=[
+            {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+            {"name": "Color", "type": "string", "jsonPath": ".spec.color", "priority": 1}])
+        self.path = "/apis/example.com/v1/namespaces/default/widgets"
+
+    def test_crud(self):
+        r = self.admin.post(self.path, {"apiVersion": "example.com/v1", "kind": "Widget",
+                                        "metadata": {"name": "a"},
+                                        "spec": {"size": 3, "color": "red"},
+                                        "status": {"ready": True}})
+        self.assertEqual(r.code, 201, r.body)
+        obj = r.json()
+        self.assertEqual(obj["spec"], {"size": 3, "color": "red"})
+        self.assertNotIn("status", obj)  # the status subresource's
+        self.assertEqual(obj["metadata"]["generation"], 1)
+        r = self.admin.get(self.path + "/a")
+        self.assertEqual(r.json()["spec"]["size"], 3)
+        r = self.admin.patch(self.path + "/a", {"spec": {"size": 4}})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["metadata"]["generation"], 2)
+        r = self.admin.patch(self.path + "/a/status", {"status": {"ready": True}})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["status"], {"ready": True})
+        self.assertEqual(r.json()["metadata"]["generation"], 2)
+        r = self.admin.patch(self.path + "/a", {"spec": {"size": 5}},
+                             content_type="application/strategic-merge-patch+json")
+        self.assertEqual(r.code, 415, r.body)
+        r = self.admin.get(self.path)
+        self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["a"])
+        self.assertEqual(r.json()["kind"], "WidgetList")
+        r = self.admin.get(self.path, headers={
+            "Accept": "application/json;as=Table;g=meta.platform.io;v=v1"})
+        table = r.json()
+        self.assertEqual([c["name"] for c in table["columnDefinitions"]],
+                         ["Name", "Size", "Color"])
+        self.assertEqual(table["rows"][0]["cells"], ["a", 4, "red"])
+        r = self.admin.get(self.path + "/a", headers={
+            "Accept": "application/vnd.platform.protobuf"})
+        self.assertEqual(r.code, 406, r.body)
+        r = self.admin.delete(self.path + "/a")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(self.admin.get(self.path + "/a").code, 404)
+
+
+class DeletionTests(Base):
+    def test_delete_definition_deletes_objects(self):
+        self.create_crd()
+        path = "/apis/example.com/v1/namespaces/default/widgets"
+        for name in ("a", "b"):
+            self.assertEqual(self.admin.post(path, {"metadata": {"name": name}}).code, 201)
+        watch = self.stub.client().watch(path + "?watch=1")
+        r = self.admin.delete(f"{CRDS}/widgets.example.com")
+        self.assertEqual(r.code, 200, r.body)
+        self.stub.flush()
+        self.assertEqual(self.admin.get(f"{CRDS}/widgets.example.com").code, 404)
+        self.assertEqual(self.admin.get(path).code, 404)
+        self.assertNotIn("example.com", [g["name"] for g in self.admin.get("/apis").json()["groups"]])
+        self.assertTrue(watch.ended)
+        self.assertEqual(watch.types(), ["DELETED", "DELETED"])
+        # Created again: clean.
+        self.create_crd()
+        self.assertEqual(self.admin.get(path).json()["items"], [])
