@@ -173,7 +173,7 @@ class DeletionTests(Base):
         self.assertEqual(self.admin.get(path).code, 404)
         self.assertNotIn("example.com", [g["name"] for g in self.admin.get("/apis").json()["groups"]])
         self.assertTrue(watch.ended)
-        self.assertEqual(watch.types(), ["DELETED", "DELETED"])
+        self.assertEqual(watch.types(), ["ADDED", "ADDED", "DELETED", "DELETED"])
         # Created again: clean.
         self.create_crd()
         self.assertEqual(self.admin.get(path).json()["items"], [])
