@@ -7,8 +7,6 @@ subresource, tables, encodings), and deletion (the cleanup finalizer).
 
 from __future__ import annotations
 
-import copy
-
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.stub import StubServer

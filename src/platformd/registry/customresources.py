@@ -31,7 +31,6 @@ def definition_prefix(group: str, version: str) -> str:
 
 def kinds_for(crd: dict) -> list:
     """A ``ResourceType`` per served version of ``crd`` (storage version first)."""
-    spec = crd.get("spec") or {}
     storage = crdnames.storage_version(crd)
     versions = sorted(crdnames.served_versions(crd), key=lambda v: v.get("name") != storage)
     return [kind_for(crd, version) for version in versions]
