@@ -175,3 +175,45 @@ class DeletionTests(Base):
         # Created again: clean.
         self.create_crd()
         self.assertEqual(self.admin.get(path).json()["items"], [])
+
+
+class ScaleTests(Base):
+    def setUp(self):
+        super().setUp()
+        crd = definition()
+        crd["spec"]["versions"][0]["subresources"]["scale"] = {
+            "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector"}
+        self.create_crd(crd)
+        self.path = "/apis/example.com/v1/namespaces/default/widgets"
+        self.assertEqual(self.admin.post(self.path, {
+            "metadata": {"name": "a"}, "spec": {"replicas": 2}}).code, 201)
+        self.admin.put(self.path + "/a/status", {
+            "metadata": {"name": "a"}, "spec": {"replicas": 2},
+            "status": {"replicas": 1, "selector": "app=a"}})
+
+    def test_get_put_patch(self):
+        r = self.admin.get(self.path + "/a/scale")
+        self.assertEqual(r.code, 200, r.body)
+        scale = r.json()
+        self.assertEqual((scale["kind"], scale["apiVersion"]), ("Scale", "autoscaling/v1"))
+        self.assertEqual(scale["spec"], {"replicas": 2})
+        self.assertEqual(scale["status"], {"replicas": 1, "selector": "app=a"})
+        scale["spec"]["replicas"] = 5
+        r = self.admin.put(self.path + "/a/scale", scale)
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["spec"], {"replicas": 5})
+        self.assertEqual(self.admin.get(self.path + "/a").json()["spec"]["replicas"], 5)
+        r = self.admin.put(self.path + "/a/scale", scale)  # stale resourceVersion
+        self.assertEqual(r.code, 409, r.body)
+        r = self.admin.patch(self.path + "/a/scale", {"spec": {"replicas": 7}})
+        self.assertEqual(r.code, 200, r.body)
+        obj = self.admin.get(self.path + "/a").json()
+        self.assertEqual(obj["spec"]["replicas"], 7)
+        self.assertEqual(obj["metadata"]["generation"], 3)
+        resources = self.admin.get("/apis/example.com/v1").json()["resources"]
+        entry = [r for r in resources if r["name"] == "widgets/scale"][0]
+        self.assertEqual((entry["group"], entry["version"], entry["kind"]),
+                         ("autoscaling", "v1", "Scale"))
+        r = self.admin.patch(self.path + "/a/scale", {"spec": {"replicas": -1}})
+        self.assertEqual(r.code, 422, r.body)

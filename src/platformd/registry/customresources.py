@@ -59,7 +59,8 @@ def kind_for(crd: dict, version: dict) -> ResourceType:
         prepare_for_create=strategy.prepare_for_create,
         prepare_for_update=strategy.prepare_for_update, strategic=False,
         definition_prefix=prefix, columns=columns(version.get("additionalPrinterColumns")),
-        preserve_unknown=model.preserve_unknown, presence={})
+        preserve_unknown=model.preserve_unknown, presence={},
+        scale=subresources.get("scale"))
 
 
 class _Strategy:

@@ -138,6 +138,9 @@ class ResourceType:
     #: ``ResourceType`` a POST to ``{plural}/{name}/{subresource}`` is decoded as and
     #: answered by (``api/reviews.serve_subresource``): ``serviceaccounts/token``.
     subresources: dict = attrs.field(factory=dict)
+    #: The ``scale`` subresource (``autoscaling/v1`` Scale) of a custom resource: its
+    #: ``specReplicasPath``, ``statusReplicasPath`` and ``labelSelectorPath``; None: none.
+    scale: Optional[dict] = None
     #: Whether top-level fields the kind does not name are kept (a custom resource whose
     #: schema preserves unknown fields at its root).
     preserve_unknown: bool = False
