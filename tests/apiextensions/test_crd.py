@@ -7,6 +7,8 @@ subresource, tables, encodings), and deletion (the cleanup finalizer).
 
 from __future__ import annotations
 
+import copy
+
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.stub import StubServer
@@ -217,3 +219,35 @@ class ScaleTests(Base):
                          ("autoscaling", "v1", "Scale"))
         r = self.admin.patch(self.path + "/a/scale", {"spec": {"replicas": -1}})
         self.assertEqual(r.code, 422, r.body)
+
+
+class VersionTests(Base):
+    def test_two_versions_conversion_none(self):
+        crd = definition()
+        v1 = crd["spec"]["versions"][0]
+        v2 = copy.deepcopy(v1)
+        v2["name"], v2["storage"], v1["storage"] = "v2", False, True
+        crd["spec"]["versions"].append(v2)
+        self.create_crd(crd)
+        group = self.admin.get("/apis/example.com").json()
+        self.assertEqual([v["version"] for v in group["versions"]], ["v2", "v1"])
+        self.assertEqual(group["preferredVersion"]["version"], "v2")
+        v1_path = "/apis/example.com/v1/namespaces/default/widgets"
+        v2_path = "/apis/example.com/v2/namespaces/default/widgets"
+        watch = self.stub.client().watch(v1_path + "?watch=1")
+        r = self.admin.post(v2_path, {"apiVersion": "example.com/v2", "kind": "Widget",
+                                      "metadata": {"name": "a"}, "spec": {"size": 1}})
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["apiVersion"], "example.com/v2")
+        stored = self.stub.components.storage
+        raw = self.successResultOf(stored.get("/registry/widgets.example.com/default/a"))
+        self.assertIn(b'"apiVersion":"example.com/v1"', raw.value)
+        self.assertEqual(self.admin.get(v1_path + "/a").json()["apiVersion"], "example.com/v1")
+        self.assertEqual(self.admin.get(v2_path + "/a").json()["apiVersion"], "example.com/v2")
+        self.assertEqual([i["apiVersion"] for i in self.admin.get(v2_path).json()["items"]],
+                         ["example.com/v2"])
+        r = self.admin.patch(v2_path + "/a", {"spec": {"size": 2}})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(self.admin.get(v1_path + "/a").json()["spec"], {"size": 2})
+        self.stub.flush()
+        self.assertEqual(watch.types(), ["ADDED", "MODIFIED"])

@@ -46,7 +46,7 @@ from platformd.context import internal
 from platformd.controllers.queue import WorkQueue, default_rate_limiter
 from platformd.controllers.worker import Controller, work
 from platformd.model.times import rfc3339
-from platformd.registry.customresources import kinds_for
+from platformd.registry.customresources import api_version_converter, kinds_for, storage_kind
 from platformd.registry.interfaces import IWriteCheck
 from platformd.registry.store import GenericStore
 from platformd.util.ratelog import RateLimitedLog
@@ -231,6 +231,15 @@ class CustomResourceController(Controller):
 
     @inlineCallbacks
     def _serve(self, name: str, crd: dict):
+        """
+        Serve the definition's versions: its storage version's kind loaded into the
+        watch cache (its objects shown in that version), each other served version a
+        version view of it (``WatchCache.add_version``; conversion ``None`` rewrites
+        ``apiVersion``) whose store writes in the storage version; each served version
+        gets a store and is added to the catalog.  A changed definition is served
+        afresh (as upstream's ``crdHandler`` drops a changed definition's storage: its
+        open watches end and clients watch again).
+        """
         source = _source(crd)
         served = self.served.get(name)
         uid = crd["metadata"].get("uid", "")
@@ -238,36 +247,34 @@ class CustomResourceController(Controller):
         if served is not None and served.uid == uid and served.source == source:
             served.check.terminating = terminating
             return
+        if served is not None:
+            self._unserve(name)
         spec = crd.get("spec") or {}
         accepted = (crd.get("status") or {}).get("acceptedNames") or {}
         check = Terminating(spec.get("group") or "", accepted.get("plural") or "")
         check.terminating = terminating
-        # A kind can be served under one storage prefix only (the watch cache's limit):
-        # the storage version, when served, else the first served version.
-        kinds = kinds_for(crd)[:1]
-        old = served.kinds if served is not None and served.uid == uid else []
-        if served is not None and served.uid != uid:
-            self._unserve(name)
-        keep = {k.gvr for k in kinds} & {k.gvr for k in old}
-        for kind in old:
-            if kind.gvr not in keep:
-                self._stop_serving(kind)
+        stored = storage_kind(crd)
+        kinds = kinds_for(crd)
+        if any(self.catalog.lookup(*k.gvr) is not None for k in [stored] + kinds):
+            return  # served by another definition (or built in): not this one
+        try:
+            yield self.cache.add_kind(stored, api_version_converter(stored.api_version))
+        except ValueError:
+            return  # its storage prefix is served under another definition
+        if self.served.get(name) is not None:
+            return  # served meanwhile by another sync
+        cached = [stored]
         for kind in kinds:
-            if kind.gvr in keep:
-                previous = next(k for k in old if k.gvr == kind.gvr)
-                self.catalog.remove(previous)
-            elif self.catalog.lookup(*kind.gvr) is not None:
-                continue  # another definition serves it
-            else:
-                try:
-                    yield self.cache.add_kind(kind)
-                except ValueError:
-                    continue  # its storage prefix is served under another version
-            self.stores[kind.gvr] = GenericStore(kind, self.storage, self.cache, self.clock,
-                                                 self.admission, check)
+            if kind.gvr != stored.gvr:
+                self.cache.add_version(kind, api_version_converter(kind.api_version))
+                cached.append(kind)
+            self.stores[kind.gvr] = GenericStore(
+                kind, self.storage, self.cache, self.clock, self.admission, check,
+                stored_as=None if kind.gvr == stored.gvr else stored.api_version)
+        for kind in kinds:
             self.catalog.add(kind)
-            self._follow_content(kind)
-        self.served[name] = _Served(uid, source, kinds, check)
+        self._follow_content(stored)
+        self.served[name] = _Served(uid, source, cached, check)
 
     def _follow_content(self, kind) -> None:
         """Each deletion of one of the kind's objects queues its definition (cleanup)."""
@@ -300,7 +307,7 @@ class CustomResourceController(Controller):
         served = self.served.pop(name, None)
         if served is None:
             return
-        for kind in served.kinds:
+        for kind in reversed(served.kinds):  # the version views, then the stored kind
             self._stop_serving(kind)
 
     # -- deletion ------------------------------------------------------------------------
@@ -320,8 +327,9 @@ class CustomResourceController(Controller):
                 "message": "CustomResource deletion is in progress"}])
             return  # its update queues it again
         remaining = 0
-        for kind in (served.kinds if served is not None else []):
-            store = self.stores.get(kind.gvr)
+        for kind in (served.kinds[:1] if served is not None else []):
+            store = self.stores.get(kind.gvr) or GenericStore(
+                kind, self.storage, self.cache, self.clock, self.admission)
             if store is None:
                 continue
             for entry in store.list(None):

@@ -12,6 +12,8 @@ every change but metadata's (and status's, when it is a subresource).
 
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from platformd.apiextensions import jsonpath, names as crdnames
@@ -30,10 +32,52 @@ def definition_prefix(group: str, version: str) -> str:
 
 
 def kinds_for(crd: dict) -> list:
-    """A ``ResourceType`` per served version of ``crd`` (storage version first)."""
-    storage = crdnames.storage_version(crd)
-    versions = sorted(crdnames.served_versions(crd), key=lambda v: v.get("name") != storage)
+    """A ``ResourceType`` per served version of ``crd``, in upstream's version priority
+    (the first is the group's preferred version)."""
+    versions = sorted(crdnames.served_versions(crd), key=lambda v: version_priority(
+        v.get("name") or ""))
     return [kind_for(crd, version) for version in versions]
+
+
+def storage_kind(crd: dict) -> ResourceType:
+    """The kind of the storage version (served or not: its objects are cached)."""
+    for version in (crd.get("spec") or {}).get("versions") or ():
+        if version.get("storage"):
+            return kind_for(crd, version)
+    raise ValueError("no storage version")
+
+
+_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?\Z")
+
+
+def version_priority(name: str) -> tuple:
+    """apimachinery's ``CompareKubeAwareVersionStrings`` as a sort key: GA before beta
+    before alpha, higher numbers first, then other names alphabetically."""
+    m = _KUBE_VERSION.match(name)
+    if m is None:
+        return (3, 0, 0, name)
+    major, level, minor = int(m.group(1)), m.group(2), int(m.group(3) or 0)
+    return ({None: 0, "beta": 1, "alpha": 2}[level], -major, -minor, name)
+
+
+def api_version_converter(api_version: str):
+    """Conversion strategy ``None``: the stored bytes with ``apiVersion`` rewritten (the
+    field keeps its place; bytes already of ``api_version`` are left as they are)."""
+    marker = orjson.dumps({"apiVersion": api_version})[1:-1]
+
+    def convert(raw: bytes) -> bytes:
+        # Objects are stored kind and apiVersion first (managedFields name versions too).
+        at = raw.find(b'"apiVersion":')
+        if at >= 0 and raw.startswith(marker, at):
+            return raw
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return raw  # reported as corrupt when read
+        if isinstance(obj, dict):
+            obj["apiVersion"] = api_version
+        return orjson.dumps(obj)
+    return convert
 
 
 def kind_for(crd: dict, version: dict) -> ResourceType:
