@@ -12,6 +12,7 @@ permissive: every schema is accepted and every object kept whole, as
 
 from __future__ import annotations
 
+import importlib
 from typing import Optional
 
 from platformd.model.schema import Struct
@@ -21,8 +22,9 @@ STRUCTURAL = False
 
 
 def _library():
-    from platformd.apiextensions.schema import structural  # type: ignore[attr-defined]
-    return structural
+    """``platformd.apiextensions.schema.structural`` (imported by name: it is the
+    library's, merged separately)."""
+    return importlib.import_module("platformd.apiextensions.schema.structural")
 
 
 def checked(openapi: Optional[dict], path: str) -> list:

@@ -135,10 +135,13 @@ class CustomResourceController(Controller):
                     crdnames.condition_true(crd, crdnames.NAMES_ACCEPTED)
                     or crdnames.condition_true(crd, crdnames.ESTABLISHED)):
                 d = self._serve(entry.name, crd)
-                d.addErrback(lambda f, n=entry.name: log.failure(
-                    "serving CustomResourceDefinition {name} failed", f, name=n))
+                d.addErrback(self._serving_failed, entry.name)
                 loads.append(d)
         return DeferredList(loads)
+
+    @staticmethod
+    def _serving_failed(failure, name: str) -> None:
+        log.failure("serving CustomResourceDefinition {name} failed", failure, name=name)
 
     def _deleted(self, old) -> None:
         if self.queue is None:
@@ -147,6 +150,8 @@ class CustomResourceController(Controller):
         self._requeue_group(old.obj)
 
     def _requeue_group(self, crd: dict) -> None:
+        if self.queue is None:
+            return
         group = (crd.get("spec") or {}).get("group")
         name = (crd.get("metadata") or {}).get("name")
         for entry in self.crds.lister.list():
