@@ -11,6 +11,8 @@ import copy
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from platformd.auth.authorizers import AuthorizerChain, PrivilegedGroups
+from platformd.compose import Authorization
 from tests.stub import StubServer
 
 CRDS = "/apis/apiextensions.platform.io/v1/customresourcedefinitions"
@@ -251,3 +253,158 @@ class VersionTests(Base):
         self.assertEqual(self.admin.get(v1_path + "/a").json()["spec"], {"size": 2})
         self.stub.flush()
         self.assertEqual(watch.types(), ["ADDED", "MODIFIED"])
+
+
+class ObjectFeatureTests(Base):
+    """Every verb and list feature works on custom objects as on built-in ones."""
+
+    path = "/apis/example.com/v1/namespaces/default/widgets"
+
+    def setUp(self):
+        super().setUp()
+        self.create_crd()
+
+    def make(self, *names, labels=None):
+        for name in names:
+            r = self.admin.post(self.path, {"metadata": {"name": name, "labels": labels or {}},
+                                            "spec": {"n": name}})
+            self.assertEqual(r.code, 201, r.body)
+
+    def test_apply_and_json_patch(self):
+        r = self.admin.patch(self.path + "/a?fieldManager=me", {
+            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"},
+            "spec": {"size": 1, "tags": ["x"]}}, content_type="application/apply-patch+yaml")
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["metadata"]["managedFields"][0]["manager"], "me")
+        r = self.admin.patch(self.path + "/a", [{"op": "replace", "path": "/spec/size",
+                                                 "value": 2}],
+                             content_type="application/json-patch+json")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["spec"], {"size": 2, "tags": ["x"]})
+        r = self.admin.patch(self.path + "/a?fieldManager=other", {
+            "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"},
+            "spec": {"tags": ["y"]}}, content_type="application/apply-patch+yaml")
+        self.assertEqual(r.code, 409, r.body)
+
+    def test_selectors_paging_deletecollection(self):
+        self.make("a", "b", labels={"team": "x"})
+        self.make("c", labels={"team": "y"})
+        names = lambda r: [i["metadata"]["name"] for i in r.json()["items"]]  # noqa: E731
+        self.assertEqual(names(self.admin.get(self.path + "?labelSelector=team%3Dx")), ["a", "b"])
+        self.assertEqual(names(self.admin.get(self.path + "?fieldSelector=metadata.name%3Dc")),
+                         ["c"])
+        self.assertEqual(names(self.admin.get(
+            "/apis/example.com/v1/widgets?fieldSelector=metadata.namespace%3Ddefault")),
+            ["a", "b", "c"])
+        r = self.admin.get(self.path + "?fieldSelector=spec.n%3Dc")
+        self.assertEqual(r.code, 400, r.body)
+        page = self.admin.get(self.path + "?limit=2").json()
+        self.assertEqual(len(page["items"]), 2)
+        rest = self.admin.get(self.path + "?limit=2&continue=" + page["metadata"]["continue"])
+        self.assertEqual(names(rest), ["c"])
+        r = self.admin.delete(self.path + "?labelSelector=team%3Dx")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(names(self.admin.get(self.path)), ["c"])
+
+    def test_encodings_and_views(self):
+        self.make("a")
+        r = self.admin.get(self.path + "/a", headers={"Accept": "application/yaml"})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertIn(b"apiVersion: example.com/v1", r.body)
+        r = self.admin.get(self.path, headers={
+            "Accept": "application/json;as=PartialObjectMetadataList;g=meta.platform.io;v=v1"})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["items"][0]["metadata"]["name"], "a")
+        self.assertNotIn("spec", r.json()["items"][0])
+        r = self.admin.get(self.path + "/a", headers={
+            "Accept": "application/vnd.platform.protobuf, application/json"})
+        self.assertEqual(r.header("content-type"), "application/json")
+        r = self.admin.request("POST", self.path, b"\x6b\x38\x73\x00",
+                               content_type="application/vnd.platform.protobuf")
+        self.assertEqual(r.code, 415, r.body)
+        self.assertEqual(r.json()["message"], "the body of the request was in an unknown "
+                         "format - accepted media types include: application/json, "
+                         "application/yaml")
+
+    def test_rbac(self):
+        stub = StubServer(rbac_policy=True, authorization=lambda internals: Authorization(
+            AuthorizerChain([PrivilegedGroups(), internals.rbac])))
+        self.addCleanup(stub.stop)
+        self.stub, self.admin = stub, stub.client()
+        self.create_crd()
+        self.make("a")
+        user = self.stub.client("jane", groups=())
+        self.assertEqual(user.get(self.path).code, 403)
+        r = self.admin.post("/apis/rbac.authorization.platform.io/v1/namespaces/default/roles", {
+            "metadata": {"name": "widgets"},
+            "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"],
+                       "verbs": ["get", "list"]}]})
+        self.assertEqual(r.code, 201, r.body)
+        r = self.admin.post(
+            "/apis/rbac.authorization.platform.io/v1/namespaces/default/rolebindings", {
+                "metadata": {"name": "jane"},
+                "roleRef": {"apiGroup": "rbac.authorization.platform.io", "kind": "Role",
+                            "name": "widgets"},
+                "subjects": [{"kind": "User", "name": "jane",
+                              "apiGroup": "rbac.authorization.platform.io"}]})
+        self.assertEqual(r.code, 201, r.body)
+        self.stub.flush()
+        self.assertEqual(user.get(self.path).code, 200)
+        self.assertEqual(user.delete(self.path + "/a").code, 403)
+
+    def test_namespace_deletion_deletes_custom_objects(self):
+        self.assertEqual(self.admin.post("/api/v1/namespaces", {"metadata": {"name": "t"}}).code,
+                         201)
+        path = "/apis/example.com/v1/namespaces/t/widgets"
+        self.assertEqual(self.admin.post(path, {"metadata": {"name": "a"}}).code, 201)
+        self.assertEqual(self.admin.delete("/api/v1/namespaces/t").code, 200)
+        for _ in range(5):
+            self.stub.advance(1)
+        self.assertEqual(self.admin.get(path).json()["items"], [])
+        self.assertEqual(self.admin.get("/api/v1/namespaces/t").code, 404)
+
+    def test_create_refused_while_terminating(self):
+        self.make("a")
+        self.assertEqual(self.admin.patch(self.path + "/a", {
+            "metadata": {"finalizers": ["example.com/hold"]}}).code, 200)
+        self.assertEqual(self.admin.delete(f"{CRDS}/widgets.example.com").code, 200)
+        self.stub.flush()
+        crd = self.admin.get(f"{CRDS}/widgets.example.com").json()
+        terminating = [c for c in crd["status"]["conditions"] if c["type"] == "Terminating"][0]
+        self.assertEqual((terminating["reason"], terminating["message"]),
+                         ("InstanceDeletionInProgress", "CustomResource deletion is in progress"))
+        r = self.admin.post(self.path, {"metadata": {"name": "b"}})
+        self.assertEqual(r.code, 405, r.body)
+        self.assertEqual(r.json()["message"],
+                         "create not allowed while custom resource definition is terminating")
+        self.assertEqual(self.admin.patch(self.path + "/a", {
+            "metadata": {"finalizers": None}}).code, 200)
+        self.stub.flush()
+        self.assertEqual(self.admin.get(f"{CRDS}/widgets.example.com").code, 404)
+
+    def test_cluster_scoped(self):
+        self.create_crd(plural="gizmos", kind="Gizmo", scope="Cluster", short_names=())
+        r = self.admin.post("/apis/example.com/v1/gizmos", {"metadata": {"name": "g"}})
+        self.assertEqual(r.code, 201, r.body)
+        self.assertNotIn("namespace", r.json()["metadata"])
+        self.assertEqual(self.admin.get("/apis/example.com/v1/gizmos/g").code, 200)
+        self.assertEqual(self.admin.get("/apis/example.com/v1/namespaces/default/gizmos").code,
+                         404)
+
+
+class CBORTests(SynchronousTestCase):
+    def test_cbor(self):
+        import cbor2
+        stub = StubServer(gates="CBORServingAndStorage=true")
+        self.addCleanup(stub.stop)
+        admin = stub.client()
+        self.assertEqual(admin.post(CRDS, definition()).code, 201)
+        stub.flush()
+        path = "/apis/example.com/v1/namespaces/default/widgets"
+        r = admin.request("POST", path, cbor2.dumps({"metadata": {"name": "a"},
+                                                      "spec": {"x": 1}}),
+                          content_type="application/cbor")
+        self.assertEqual(r.code, 201, r.body)
+        r = admin.get(path + "/a", headers={"Accept": "application/cbor"})
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(cbor2.loads(r.body)["spec"], {"x": 1})
