@@ -408,3 +408,23 @@ class CBORTests(SynchronousTestCase):
         r = admin.get(path + "/a", headers={"Accept": "application/cbor"})
         self.assertEqual(r.code, 200, r.body)
         self.assertEqual(cbor2.loads(r.body)["spec"], {"x": 1})
+
+
+class RestartTests(SynchronousTestCase):
+    def test_definitions_served_at_start(self):
+        """A server started over a store holding definitions and their objects serves
+        them once ready, the objects loaded with every other (``preload``)."""
+        first = StubServer()
+        admin = first.client()
+        self.assertEqual(admin.post(CRDS, definition()).code, 201)
+        first.flush()
+        path = "/apis/example.com/v1/namespaces/default/widgets"
+        self.assertEqual(admin.post(path, {"metadata": {"name": "a"}}).code, 201)
+        first.stop()
+        second = StubServer(storage=first.storage, clock=first.clock)
+        self.addCleanup(second.stop)
+        self.assertEqual(second.components.custom_resources._preloaded, {})
+        r = second.client().get(path)
+        self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["a"])
+        self.assertIn("example.com", [g["name"] for g in
+                                      second.client().get("/apis").json()["groups"]])
