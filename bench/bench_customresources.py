@@ -219,7 +219,10 @@ def startup(opts) -> None:
         finally:
             stop_server(server)
     print(f"median: {statistics.median(times) * 1000:.0f} ms")
-    shutil.rmtree(tmp, ignore_errors=True)
+    if opts.keep:
+        print(f"data kept in {data}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
@@ -230,6 +233,7 @@ def main():
     parser.add_argument("--startup", action="store_true")
     parser.add_argument("--crds", type=int, default=100)
     parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--keep", action="store_true", help="keep --startup's data")
     opts = parser.parse_args()
     if opts.startup:
         startup(opts)
