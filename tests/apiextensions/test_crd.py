@@ -428,3 +428,13 @@ class RestartTests(SynchronousTestCase):
         self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["a"])
         self.assertIn("example.com", [g["name"] for g in
                                       second.client().get("/apis").json()["groups"]])
+
+
+class UnstructuredTests(Base):
+    def test_errors_name_unstructured(self):
+        self.create_crd()
+        path = "/apis/example.com/v1/namespaces/default/widgets"
+        r = self.admin.get(path, headers={
+            "Accept": "application/json;as=PartialObjectMetadata;g=meta.platform.io;v=v1"})
+        self.assertEqual(r.code, 406, r.body)
+        self.assertIn("(*unstructured.UnstructuredList)", r.json()["message"])

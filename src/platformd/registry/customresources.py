@@ -104,7 +104,7 @@ def kind_for(crd: dict, version: dict) -> ResourceType:
         prepare_for_update=strategy.prepare_for_update, strategic=False,
         definition_prefix=prefix, columns=columns(version.get("additionalPrinterColumns")),
         preserve_unknown=model.preserve_unknown, presence={},
-        scale=subresources.get("scale"))
+        scale=subresources.get("scale"), unstructured=True)
 
 
 class _Strategy:

@@ -141,6 +141,9 @@ class ResourceType:
     #: The ``scale`` subresource (``autoscaling/v1`` Scale) of a custom resource: its
     #: ``specReplicasPath``, ``statusReplicasPath`` and ``labelSelectorPath``; None: none.
     scale: Optional[dict] = None
+    #: Whether upstream serves the kind as unstructured objects (a custom resource: Go's
+    #: ``*unstructured.Unstructured``, what its errors name).
+    unstructured: bool = False
     #: Whether top-level fields the kind does not name are kept (a custom resource whose
     #: schema preserves unknown fields at its root).
     preserve_unknown: bool = False
