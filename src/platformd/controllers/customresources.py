@@ -125,9 +125,13 @@ class CustomResourceController(Controller):
             on_add=lambda new: queue.add(new.name),
             on_update=lambda old, new: queue.add(new.name),
             on_delete=self._deleted))
-        work(queue, self.sync, lambda name: f"syncing CustomResourceDefinition {name} failed",
-             self._failures)
-        return self._initial()
+        loaded = self._initial()
+        # The queue is worked from the next turn: readiness waits for the definitions
+        # accepted before (served by ``_initial``), not for every definition's sync.
+        self.clock.callLater(0, work, queue, self.sync,
+                             lambda name: f"syncing CustomResourceDefinition {name} failed",
+                             self._failures)
+        return loaded
 
     def _initial(self):
         """Serve the definitions already accepted before the server is ready (upstream's

@@ -67,7 +67,7 @@ def api_version_converter(api_version: str):
 
     def convert(raw: bytes) -> bytes:
         # Objects are stored kind and apiVersion first (managedFields name versions too).
-        at = raw.find(b'"apiVersion":')
+        at = raw.find(b'"apiVersion":', 0, 512)
         if at >= 0 and raw.startswith(marker, at):
             return raw
         try:
