@@ -184,7 +184,48 @@ def startup(opts) -> None:
         time.sleep(0.5)  # the last definitions' status writes
     finally:
         stop_server(server)
-    db = sqlite3.connect(os.path.join(data, "platformd.db"))
+    # The same objects as ConfigMaps, in a copy without the definitions' objects: the
+    # start of a server holding as many built-in objects, measured alternately.
+    builtin = os.path.join(tmp, "builtin")
+    shutil.copytree(data, builtin)
+    fill(os.path.join(data, "platformd.db"), opts, custom=True)
+    fill(os.path.join(builtin, "platformd.db"), opts, custom=False)
+    print(f"{opts.crds} definitions x {opts.objects} objects written "
+          f"({opts.crds * opts.objects:,} objects; the same as ConfigMaps beside)", flush=True)
+    times: dict = {"custom": [], "configmaps": []}
+    for _ in range(opts.rounds):
+        for which, directory in (("custom", data), ("configmaps", builtin)):
+            started = time.monotonic()
+            server = start_server(directory, port, tokens, tree=TREE)
+            try:
+                if not wait_ready(server, port, tls_context()):
+                    sys.exit("platformd exited")
+                took = time.monotonic() - started
+                client = Client(port)
+                paths = ([f"/apis/example.com/v1/namespaces/default/kind{n:03}s"
+                          for n in (0, opts.crds - 1)] if which == "custom"
+                         else ["/api/v1/namespaces/default/configmaps?limit=1"])
+                for path in paths:
+                    status, body = client.call("GET", path)
+                    assert status == 200, body
+                    if which == "custom":
+                        assert len(json.loads(body)["items"]) == opts.objects
+                times[which].append(took)
+                print(f"{which:10} start to /readyz 200: {took * 1000:.0f} ms", flush=True)
+            finally:
+                stop_server(server)
+    for which, taken in times.items():
+        print(f"median {which}: {statistics.median(taken) * 1000:.0f} ms")
+    if opts.keep:
+        print(f"data kept in {data}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fill(path: str, opts, custom: bool) -> None:
+    """``--crds`` x ``--objects`` objects written into the SQLite file at ``path``: of
+    the definitions' kinds (``custom``), else as many ConfigMaps of the same size."""
+    db = sqlite3.connect(path)
     revision = db.execute("SELECT MAX(mod_revision) FROM revisions").fetchone()[0]
     rows = []
     stamp = "2026-01-01T00:00:00Z"
@@ -192,41 +233,25 @@ def startup(opts) -> None:
         for i in range(opts.objects):
             revision += 1
             name = f"o{i:05}"
-            value = json.dumps({
-                "kind": f"Kind{n:03}", "apiVersion": "example.com/v1",
-                "metadata": {"name": name, "namespace": "default", "uid": f"u-{n}-{i}",
-                             "generation": 1, "creationTimestamp": stamp},
-                "spec": {"size": i, "text": "x" * 200}}, separators=(",", ":")).encode()
-            rows.append((revision, f"/registry/kind{n:03}s.example.com/default/{name}",
-                         revision, value, 0))
+            if custom:
+                value = json.dumps({
+                    "kind": f"Kind{n:03}", "apiVersion": "example.com/v1",
+                    "metadata": {"name": name, "namespace": "default", "uid": f"u-{n}-{i}",
+                                 "generation": 1, "creationTimestamp": stamp},
+                    "spec": {"size": i, "text": "x" * 200}}, separators=(",", ":")).encode()
+                key = f"/registry/kind{n:03}s.example.com/default/{name}"
+            else:
+                value = json.dumps({
+                    "kind": "ConfigMap", "apiVersion": "v1",
+                    "metadata": {"name": f"{name}-{n:03}", "namespace": "default",
+                                 "uid": f"u-{n}-{i}", "creationTimestamp": stamp},
+                    "data": {"size": str(i), "text": "x" * 200}},
+                    separators=(",", ":")).encode()
+                key = f"/registry/configmaps/default/{name}-{n:03}"
+            rows.append((revision, key, revision, value, 0))
     db.executemany("INSERT INTO revisions VALUES (?, ?, ?, ?, ?)", rows)
     db.commit()
     db.close()
-    print(f"{opts.crds} definitions x {opts.objects} objects written "
-          f"({len(rows):,} objects)", flush=True)
-    times = []
-    for _ in range(opts.rounds):
-        started = time.monotonic()
-        server = start_server(data, port, tokens, tree=TREE)
-        try:
-            if not wait_ready(server, port, tls_context()):
-                sys.exit("platformd exited")
-            took = time.monotonic() - started
-            client = Client(port)
-            for n in (0, opts.crds - 1):
-                status, body = client.call(
-                    "GET", f"/apis/example.com/v1/namespaces/default/kind{n:03}s")
-                assert status == 200, body
-                assert len(json.loads(body)["items"]) == opts.objects
-            times.append(took)
-            print(f"start to /readyz 200, every kind served: {took * 1000:.0f} ms", flush=True)
-        finally:
-            stop_server(server)
-    print(f"median: {statistics.median(times) * 1000:.0f} ms")
-    if opts.keep:
-        print(f"data kept in {data}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
