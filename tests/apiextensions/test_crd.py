@@ -438,3 +438,23 @@ class UnstructuredTests(Base):
             "Accept": "application/json;as=PartialObjectMetadata;g=meta.platform.io;v=v1"})
         self.assertEqual(r.code, 406, r.body)
         self.assertIn("(*unstructured.UnstructuredList)", r.json()["message"])
+
+
+class SelectableFieldTests(Base):
+    def test_selectable_fields(self):
+        crd = definition()
+        crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".spec.color"},
+                                                          {"jsonPath": ".spec.ok"}]
+        self.create_crd(crd)
+        path = "/apis/example.com/v1/namespaces/default/widgets"
+        for name, color, ok in (("a", "red", True), ("b", "blue", False)):
+            self.assertEqual(self.admin.post(path, {"metadata": {"name": name},
+                                                    "spec": {"color": color, "ok": ok}}).code,
+                             201)
+        names = lambda q: [i["metadata"]["name"]  # noqa: E731
+                           for i in self.admin.get(path + "?fieldSelector=" + q).json()["items"]]
+        self.assertEqual(names("spec.color%3Dblue"), ["b"])
+        self.assertEqual(names("spec.ok%3Dtrue"), ["a"])
+        r = self.admin.get(path + "?fieldSelector=spec.size%3D1")
+        self.assertEqual((r.code, r.json()["message"]),
+                         (400, "field label not supported: spec.size"))

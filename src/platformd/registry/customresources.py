@@ -104,7 +104,18 @@ def kind_for(crd: dict, version: dict) -> ResourceType:
         prepare_for_update=strategy.prepare_for_update, strategic=False,
         definition_prefix=prefix, columns=columns(version.get("additionalPrinterColumns")),
         preserve_unknown=model.preserve_unknown, presence={},
-        scale=subresources.get("scale"), unstructured=True)
+        scale=subresources.get("scale"), unstructured=True,
+        field_labels=_field_labels(version.get("selectableFields")))
+
+
+def _field_labels(selectable):
+    """``metadata.name``, ``metadata.namespace`` and the version's ``selectableFields``
+    (``.spec.color`` selects as ``spec.color``); None (apimachinery's default) without
+    any."""
+    if not selectable:
+        return None
+    return ("metadata.name", "metadata.namespace") + tuple(
+        (f.get("jsonPath") or "").lstrip(".") for f in selectable)
 
 
 class _Strategy:
