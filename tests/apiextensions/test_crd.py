@@ -11,6 +11,9 @@ import copy
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from twisted.trial.unittest import SkipTest
+
+from platformd.apiextensions import schemas
 from platformd.auth.authorizers import AuthorizerChain, PrivilegedGroups
 from platformd.compose import Authorization
 from tests.stub import StubServer
@@ -458,3 +461,41 @@ class SelectableFieldTests(Base):
         r = self.admin.get(path + "?fieldSelector=spec.size%3D1")
         self.assertEqual((r.code, r.json()["message"]),
                          (400, "field label not supported: spec.size"))
+
+
+class StructuralSchemaTests(Base):
+    """With the structural-schema library switched on (``schemas.STRUCTURAL``): objects
+    are typed, pruned, defaulted and validated by their version's schema."""
+
+    def setUp(self):
+        super().setUp()
+        if not schemas.STRUCTURAL:
+            raise SkipTest("the structural-schema library is switched off")
+
+    def test_typed_objects(self):
+        crd = definition()
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+            "type": "object", "properties": {
+                "size": {"type": "integer", "minimum": 1, "default": 1},
+                "color": {"type": "string", "enum": ["red", "blue"]}}}
+        self.create_crd(crd)
+        path = "/apis/example.com/v1/namespaces/default/widgets"
+        r = self.admin.post(path + "?fieldValidation=Warn",
+                            {"metadata": {"name": "a"}, "spec": {"color": "red", "x": 1}})
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(r.json()["spec"], {"color": "red", "size": 1})
+        self.assertEqual(r.header("warning"), '299 - "unknown field \\"spec.x\\""')
+        r = self.admin.post(path, {"metadata": {"name": "b"}, "spec": {"size": 0}})
+        self.assertEqual(r.code, 422, r.body)
+        self.assertEqual(r.json()["details"]["causes"][0]["field"], "spec.size")
+        r = self.admin.post(path, {"metadata": {"name": "c"}, "spec": {"size": "x"}})
+        self.assertIn(r.code, (400, 422), r.body)
+
+    def test_schema_checked_at_write(self):
+        crd = definition()
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+            "properties": {"size": {"type": "integer"}}}
+        r = self.admin.post(CRDS, crd)
+        self.assertEqual(r.code, 422, r.body)
+        self.assertTrue(any(c["field"].startswith("spec.validation.openAPIV3Schema")
+                            for c in r.json()["details"]["causes"]), r.body)

@@ -5,8 +5,8 @@ CEL rules, conversion to ``model.schema``).  Everything else reaches a version's
 through ``checked`` (at a definition's write) and ``for_version`` (a served version's
 ``VersionSchema``).
 
-``STRUCTURAL`` switches the library on.  Off (until it is merged), the stand-in is
-permissive: every schema is accepted and every object kept whole, as
+``STRUCTURAL`` switches the library on (it is: merged into main with it).  Off, the
+stand-in is permissive: every schema is accepted and every object kept whole, as
 ``x-kubernetes-preserve-unknown-fields: true`` everywhere would.
 """
 
@@ -17,8 +17,8 @@ from typing import Optional
 
 from platformd.model.schema import Struct
 
-#: Whether the structural-schema library is used (the lead switches it on at merge).
-STRUCTURAL = False
+#: Whether the structural-schema library is used (False: the permissive stand-in).
+STRUCTURAL = True
 
 
 def _library():
@@ -27,16 +27,14 @@ def _library():
     return importlib.import_module("platformd.apiextensions.schema.structural")
 
 
-def checked(openapi: Optional[dict], path: str) -> list:
+def checked(openapi: Optional[dict], path: str, status_enabled: bool = False) -> list:
     """Causes for ``openapi`` (a version's ``openAPIV3Schema``, reported at ``path``) as a
-    definition's schema: structural, and its CEL rules within their cost."""
+    definition's schema: structural, its shape rules, defaults, and its CEL rules
+    compiled within their cost (``status_enabled``: the version has the status
+    subresource)."""
     if not STRUCTURAL or openapi is None:
         return []
-    structural = _library()
-    causes = list(structural.check(openapi, path))
-    if not causes:
-        causes.extend(structural.Structural.parse(openapi).rule_cost_causes(path))
-    return causes
+    return list(_library().check(openapi, path, status_enabled))
 
 
 class VersionSchema:
@@ -67,15 +65,17 @@ class VersionSchema:
             self._structural.default(obj)
 
     def validate(self, obj: dict) -> list:
+        """A new object's causes: values, embedded resources, lists, CEL rules."""
         if self._structural is None:
             return []
-        return list(self._structural.validate(obj)) + list(
-            self._structural.validate_rules(obj, None))
+        return list(self._structural.validate_object(obj))
 
     def validate_update(self, new: dict, old: dict) -> list:
+        """An update's causes, ratcheting against ``old`` (replaces ``validate``'s on an
+        update: ``ResourceType.update_validates_whole``)."""
         if self._structural is None:
             return []
-        return list(self._structural.validate_rules(new, old))
+        return list(self._structural.validate_object(new, old))
 
 
 def props_of(model: Struct) -> dict:

@@ -190,7 +190,8 @@ def validate_spec(spec: dict) -> list:
         if openapi is None:
             causes.append(fe.required(at, "schemas are required"))
             continue
-        causes += schemas.checked(openapi, at)
+        causes += schemas.checked(openapi, at,
+                                  "status" in (version.get("subresources") or {}))
     return causes
 
 

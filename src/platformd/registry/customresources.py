@@ -99,7 +99,7 @@ def kind_for(crd: dict, version: dict) -> ResourceType:
         doc=model.doc, short_names=tuple(accepted.get("shortNames") or ()),
         categories=tuple(accepted.get("categories") or ()), name_rule=dns_subdomain,
         has_status=has_status, default=schema.default, validate=schema.validate,
-        validate_update=schema.validate_update,
+        validate_update=schema.validate_update, update_validates_whole=True,
         prepare_for_create=strategy.prepare_for_create,
         prepare_for_update=strategy.prepare_for_update, strategic=False,
         definition_prefix=prefix, columns=columns(version.get("additionalPrinterColumns")),

@@ -141,6 +141,9 @@ class ResourceType:
     #: The ``scale`` subresource (``autoscaling/v1`` Scale) of a custom resource: its
     #: ``specReplicasPath``, ``statusReplicasPath`` and ``labelSelectorPath``; None: none.
     scale: Optional[dict] = None
+    #: Whether an update's ``validate_update(new, old)`` replaces ``validate(new)`` (a
+    #: custom resource's schema validation ratchets against the old object).
+    update_validates_whole: bool = False
     #: Whether upstream serves the kind as unstructured objects (a custom resource: Go's
     #: ``*unstructured.Unstructured``, what its errors name).
     unstructured: bool = False
@@ -229,7 +232,11 @@ class ResourceType:
         the kind's ``validate_update``, then for a ``status`` write its
         ``validate_status_update``."""
         changes = validate_object_meta_update(new["metadata"], old["metadata"])
-        whole = self.validate_all(new)
+        if self.update_validates_whole:
+            rule = self.name_rule if self.name_rule_for is None else self.name_rule_for(new)
+            whole = validate_object_meta(new.get("metadata") or {}, rule, self.namespaced)
+        else:
+            whole = self.validate_all(new)
         ordered = whole + changes if self.metadata_update_last else changes + whole
         ordered += self.validate_update(new, old)
         if subresource == "status":
