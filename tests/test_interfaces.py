@@ -48,6 +48,7 @@ def _builds():
     from platformd.registry import core
     from platformd.registry.escalation import EscalationCheck
     from platformd.registry.serviceallocation import Allocators, ServiceHooks
+    from platformd.controllers.customresources import Terminating
     from platformd.registry.resource import ResourceType
     from platformd.codecs.cborcodec import CBORCodec
     from platformd.codecs.jsoncodec import JSONCodec
@@ -88,6 +89,7 @@ def _builds():
         UnknownSizes: UnknownSizes,
         EscalationCheck: lambda: EscalationCheck(None),
         ServiceHooks: lambda: ServiceHooks(Allocators(MemoryStorage(Clock()))),
+        Terminating: lambda: Terminating("example.com", "widgets"),
         RequestContext: lambda: RequestContext(None),
         ResourceType: lambda: core.CONFIG_MAP,
         ServiceAccountAuthenticator: lambda: ServiceAccountAuthenticator(

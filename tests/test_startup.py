@@ -58,9 +58,10 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in built],
                          ["watchdog", "https", "listening", "boot", "serving"])
         self.assertEqual([s.name for s in built.boot],
-                         ["storage", "cache", "rbac-index", "expiry", "event-ttl",
-                          "namespace-controller",
-                          "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
+                         ["storage", "customresource-preload", "cache", "rbac-index", "expiry",
+                          "event-ttl", "namespace-controller", "serviceaccount-controller",
+                          "customresource-controller", "clusterrole-aggregation",
+                          "config-reload", "pods-socket",
                           "service-allocation-repair", "builtin-namespaces", "platform-service",
                           "rbac-bootstrap", "ready"])
 

@@ -58,6 +58,7 @@ from platformd.codecs.yamlcodec import YAMLCodec
 from platformd.context import internal
 from platformd.edge.timeouts import ConnectionTimeouts
 from platformd.controllers.aggregation import ClusterRoleAggregator
+from platformd.controllers.customresources import CustomResourceController
 from platformd.controllers.namespaces import NamespaceController
 from platformd.controllers.platformservice import PlatformServiceController
 from platformd.controllers.serviceaccounts import ServiceAccountsController
@@ -66,7 +67,7 @@ from platformd.util.servicenetwork import ServiceNetwork
 from platformd.process.lifecycle import Sequence, Step, storage_service
 from platformd.metrics import sources
 from platformd.metrics.apiserver import APIServerMetrics
-from platformd.registry import admissionregistration, core, escalation
+from platformd.registry import admissionregistration, apiextensions, core, escalation
 from platformd.registry.bootstrap import reconcile_bootstrap_policy
 from platformd.registry.catalog import Catalog, builtin
 from platformd.registry.serviceallocation import Allocators, Repair, ServiceHooks
@@ -169,6 +170,8 @@ class Components:
     rbac_index: RBACIndex
     #: Keeps aggregated ClusterRoles' rules the union of the roles they select.
     aggregator: ClusterRoleAggregator
+    #: Serves the kinds CustomResourceDefinitions define (names, establishing, cleanup).
+    custom_resources: CustomResourceController
     readiness: Readiness
     #: /metrics (``metrics.apiserver``) and the health checks with the switches the
     #: boot sequence and shutdown turn (``api.health.StandardChecks``).
@@ -296,6 +299,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
                                                    core.SERVICE_ACCOUNT),
         rbac=rbac_authorizer, rbac_index=rbac_index,
         aggregator=ClusterRoleAggregator(clock, informers, stores),
+        custom_resources=CustomResourceController(
+            clock, informers, cache, catalog, stores, storage, admission,
+            apiextensions.CUSTOM_RESOURCE_DEFINITION),
         readiness=readiness, metrics=metrics, health=checks,
         reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None],
         event_expiry=(EventExpiry(clock, cache, storage, core.EVENT, event_ttl)
@@ -363,6 +369,7 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     if not rbac_policy:
         hooks[health.BOOTSTRAP_ROLES].set()
     services = [storage_service(components.storage),
+                Step("customresource-preload", components.custom_resources.preload),
                 Step("cache", _marking(components.cache.start, checks.informers,
                                        hooks[health.INFORMERS]), components.cache.stop),
                 Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),
@@ -373,6 +380,8 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                      components.namespaces.stop),
                 Step("serviceaccount-controller", components.service_accounts.start,
                      components.service_accounts.stop),
+                Step("customresource-controller", components.custom_resources.start,
+                     components.custom_resources.stop),
                 *([Step("clusterrole-aggregation", components.aggregator.start,
                         components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,

@@ -17,6 +17,7 @@ AUTHN = "authentication.platform.io"
 ADMISSION = "admissionregistration.platform.io"
 EVENTS = "events.platform.io"
 COORDINATION = "coordination.platform.io"
+APIEXTENSIONS = "apiextensions.platform.io"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -52,12 +53,13 @@ class APIGroupTests(unittest.TestCase):
             "apiVersion": "v1",
             # Upstream's order (kube-aggregator's group priorities): events,
             # authentication, authorization, RBAC, admissionregistration, coordination,
-            # discovery.
+            # apiextensions, discovery.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
                        for group, gv in ((EVENTS, _gv(EVENTS)), (AUTHN, _gv(AUTHN)),
                                          (AUTHZ, _gv(AUTHZ)), (RBAC, self.gv),
                                          (ADMISSION, _gv(ADMISSION)),
                                          (COORDINATION, _gv(COORDINATION)),
+                                         (APIEXTENSIONS, _gv(APIEXTENSIONS)),
                                          ("discovery.platform.io",
                                           _gv("discovery.platform.io")))],
         })
@@ -215,7 +217,10 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["services"], ["svc", "v1", "true", "Service"])
             self.assertEqual(rows["endpointslices"],
                              ["", "discovery.platform.io/v1", "true", "EndpointSlice"])
-            self.assertEqual(len(rows), 24)
+            self.assertEqual(rows["customresourcedefinitions"],
+                             ["crd,crds", f"{APIEXTENSIONS}/v1", "false",
+                              "CustomResourceDefinition"])
+            self.assertEqual(len(rows), 25)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):

@@ -19,6 +19,7 @@ RBAC = "rbac.authorization.platform.io"
 AUTHZ = "authorization.platform.io"
 AUTHN = "authentication.platform.io"
 ADMISSION = "admissionregistration.platform.io"
+APIEXTENSIONS = "apiextensions.platform.io"
 RBAC_V1 = f"/apis/{RBAC}/v1"
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
 RBAC_DEFS = "io.platform.api.rbac.v1"
@@ -191,7 +192,7 @@ class V2DefinitionTests(unittest.TestCase):
             self.assertEqual(self.definitions[f"{META}.{kind}"]
                              ["x-kubernetes-group-version-kind"], [
                                  {"group": group, "kind": kind, "version": "v1"}
-                                 for group in ("", ADMISSION, AUTHN, AUTHZ,
+                                 for group in ("", ADMISSION, APIEXTENSIONS, AUTHN, AUTHZ,
                                                "coordination.platform.io",
                                                "discovery.platform.io",
                                                "events.platform.io", RBAC)])
@@ -264,7 +265,8 @@ class V2PathTests(unittest.TestCase):
         self.assertEqual(status, {
             "/api/v1/namespaces/{name}/status", pod_status,
             "/api/v1/namespaces/{namespace}/services/{name}/status",
-            "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicies/{name}/status"})
+            "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicies/{name}/status",
+            "/apis/apiextensions.platform.io/v1/customresourcedefinitions/{name}/status"})
         self.assertEqual(set(self.paths[pod_status]), {"get", "put", "patch", "parameters"})
 
     def test_operation_ids_are_unique(self):
@@ -485,7 +487,8 @@ class V3IndexTests(unittest.TestCase):
             f"apis/{AUTHZ}/v1", f"apis/{AUTHN}", f"apis/{AUTHN}/v1", f"apis/{ADMISSION}",
             f"apis/{ADMISSION}/v1", "apis/events.platform.io", "apis/events.platform.io/v1",
             "apis/coordination.platform.io", "apis/coordination.platform.io/v1",
-            "apis/discovery.platform.io", "apis/discovery.platform.io/v1"})
+            "apis/discovery.platform.io", "apis/discovery.platform.io/v1",
+            f"apis/{APIEXTENSIONS}", f"apis/{APIEXTENSIONS}/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

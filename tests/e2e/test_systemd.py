@@ -93,7 +93,8 @@ class NotifyTests(TestCase):
         self.assertEqual(status, 200, "READY=1 was sent before the server was ready")
         steps = [m.partition("STATUS=starting: ")[2].strip() for m in booting
                  if m.startswith("STATUS=starting: ")]
-        self.assertEqual(steps[:3], ["storage", "cache", "rbac-index"])
+        self.assertEqual(steps[:4], ["storage", "customresource-preload", "cache",
+                                     "rbac-index"])
         self.assertEqual(steps[-1], "ready")
         self.assertEqual(booting[-1],
                          f"READY=1\nSTATUS=serving on https://127.0.0.1:{server.port}\n")

@@ -135,6 +135,18 @@ class ResourceMatchingTests(TestCase):
         self.assertTrue(t.to_storage(role, b"v").startswith(b"platform:enc:aesgcm:"))
         self.assertEqual(t.to_storage("/other", b"v"), b"v")
 
+    def test_wildcards_cover_resources_served_later(self):
+        """``*.*`` and ``*.<group>`` encrypt a custom resource's objects although it was
+        not served when the configuration was read (upstream's wildcards)."""
+        t = transformer((["*.example.com"], [keys("secretbox", ("s", key(32)))]),
+                        (["*.*"], [keys("aesgcm", ("g", key(32)))]))
+        widget = "/registry/widgets.example.com/d/w"
+        self.assertTrue(t.to_storage(widget, b"v").startswith(b"platform:enc:secretbox:"))
+        other = "/registry/gizmos.other.org/g"
+        self.assertTrue(t.to_storage(other, b"v").startswith(b"platform:enc:aesgcm:"))
+        only_group = transformer((["*.example.com"], [keys("aesgcm", ("k", key(32)))]))
+        self.assertEqual(only_group.to_storage(other, b"v"), b"v")
+
     def test_resource_with_group(self):
         t = transformer((["roles.rbac.authorization.platform.io"],
                          [keys("aesgcm", ("k1", key(32)))]))

@@ -38,6 +38,7 @@ COLUMNS = {
     ("", "Namespace"): ["Name", "Status", "Age"],
     ("", "Pod"): ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node"],
     ("", "ConfigMap"): ["Name", "Data", "Age"],
+    ("apiextensions.platform.io", "CustomResourceDefinition"): ["Name", "Created At"],
     ("", "Secret"): ["Name", "Type", "Data", "Age"],
     ("", "ServiceAccount"): ["Name", "Secrets", "Age"],
     (RBAC, "Role"): ["Name", "Created At"],
@@ -89,7 +90,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 25)
+        self.assertEqual(len(builtin().kinds), 26)
 
     def test_columns(self):
         for kind in builtin().kinds:
@@ -106,6 +107,8 @@ class BuiltinTests(SynchronousTestCase):
         """A kind's presence names its message, its List and every message its schema
         reaches (meta's aside), and nothing of another package."""
         for kind in builtin().kinds:
+            if kind.group == "apiextensions.platform.io":
+                continue  # no Protobuf message yet (docs/customresources.md)
             package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1.",
                        AUTHZ: accessreviews.PROTO, AUTHN: selfsubjectreview.PROTO,
                        ADMISSION: webhookshapes.PROTO, EVENTS: eventsv1.PROTO,

@@ -20,7 +20,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deadline, deletes, filters, responses, reviews, views, writes
+from platformd.api import deadline, deletes, filters, responses, reviews, scale, views, writes
 from platformd.api.health import HealthChecks
 from platformd.api.site import DirectResource
 from platformd.api.watch import STREAM, WATCH_MEDIA
@@ -210,7 +210,8 @@ class APIServer:
                             and info.name != info.namespace):
             raise errors.not_found_path()
         subresource = kind.subresources.get(info.subresource) if info.name else None
-        if info.subresource and subresource is None and (
+        scaled = info.subresource == "scale" and bool(info.name) and kind.scale is not None
+        if info.subresource and subresource is None and not scaled and (
                 info.subresource != "status" or not kind.has_status):
             raise errors.not_found_path()
         if call.request.method == b"HEAD":
@@ -224,6 +225,13 @@ class APIServer:
                               self)
         if info.subresource and info.verb not in _STATUS_VERBS:
             raise errors.method_not_allowed()
+        if scaled:
+            self._check_route_accepts(call)
+            call.kind = scale.SCALE
+            if info.verb != "get":
+                call.pick(views.GET_VIEWS)
+            ctx.routed = True
+            return _with_body(call, scale.serve, call, self.store_for(kind), kind)
         call.kind = kind
         if kind.warning:
             call.warn(kind.warning)

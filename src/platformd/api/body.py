@@ -42,7 +42,8 @@ def decode_object(call, level: str, schema, kind_name: str, api_version: str,
     The body as a pruned object of ``schema``; warnings go on the call.  Its apiVersion,
     if given, must be ``api_version`` or one of ``other_versions``.
     """
-    codec = call.negotiator.for_request(call.request.getHeader(b"content-type"))
+    codec = call.negotiator.for_request(call.request.getHeader(b"content-type"), api_version,
+                                        kind_name)
     if data is None:
         data = read_body(call)
     if not data.strip():

@@ -114,6 +114,13 @@ def _status_resource(kind) -> dict:
     }
 
 
+def _scale_resource(kind) -> dict:
+    """A custom resource's ``scale``: ``autoscaling/v1`` Scale, as upstream lists it."""
+    return {"name": f"{kind.plural}/scale", "singularName": "", "namespaced": kind.namespaced,
+            "group": "autoscaling", "version": "v1", "kind": "Scale",
+            "verbs": list(STATUS_VERBS)}
+
+
 def _subresource(kind, name: str, sub) -> dict:
     """
     A create-only subresource (``serviceaccounts/token``): its own kind, named with its
@@ -142,6 +149,7 @@ def api_resource_list(catalog, group: str, version: str) -> Optional[dict]:
         return None
     resources = [_resource(k) for k in kinds]
     resources.extend(_status_resource(k) for k in kinds if k.has_status)
+    resources.extend(_scale_resource(k) for k in kinds if k.scale is not None)
     resources.extend(_subresource(k, name, sub) for k in kinds
                      for name, sub in k.subresources.items())
     resources.sort(key=lambda r: r["name"])

@@ -64,6 +64,17 @@ class Documents:
         self.server_address = server_address
         self._cache: dict = {}
         self._v3: Optional[dict] = None
+        #: The paths ``add`` serves (kept when the catalog changes).
+        self._added: dict = {}
+        when_changed = getattr(catalog, "when_changed", None)
+        if when_changed is not None:
+            when_changed(self.invalidate)
+
+    def invalidate(self) -> None:
+        """The catalog changed (a kind added or removed at run time): every discovery and
+        OpenAPI document is built again on its next request."""
+        self._cache = dict(self._added)
+        self._v3 = None
 
     def lookup(self, path: str) -> Optional[Document]:
         """The document at ``path``, or None when there is none."""
@@ -81,7 +92,8 @@ class Documents:
         Serve ``value`` at ``path`` as JSON whatever the Accept: a document beside
         discovery, such as the service-account issuer's OpenID documents.
         """
-        self._cache[path.rstrip("/")] = Document(dumps(value))
+        document = Document(dumps(value))
+        self._cache[path.rstrip("/")] = self._added[path.rstrip("/")] = document
 
     def _openapi(self, parts: list) -> Optional[Document]:
         from platformd.api import openapi

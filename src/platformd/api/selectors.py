@@ -111,6 +111,8 @@ def _path_getter(path: str):
             obj = obj.get(part)
             if obj is None:
                 return ""
+        if isinstance(obj, bool):  # a custom resource's selectable boolean field
+            return "true" if obj else "false"
         return obj if isinstance(obj, str) else str(obj)
     return get
 

@@ -42,6 +42,8 @@ def _go_type(kind, suffix: str = "") -> str:
     (``k8s.io/kubernetes/pkg/apis/<package>``) is named for the group's first label,
     ``core`` for the legacy group.
     """
+    if kind.unstructured:
+        return f"*unstructured.Unstructured{suffix}"
     kind = kind.storage_kind or kind  # events.platform.io's Events are core's
     package = kind.group.split(".", 1)[0] or "core"
     return f"*{package}.{kind.kind}{suffix}"

@@ -263,7 +263,10 @@ def old_kv(entry: CachedObject) -> KeyValue:
 class KindCache:
     """The current objects of one kind by storage key, its recent events, its watchers."""
 
-    def __init__(self, kind, clock):
+    def __init__(self, kind, clock, convert: Optional[Callable[[bytes], bytes]] = None):
+        #: For a version view (``WatchCache.add_version``): the stored bytes as this
+        #: version shows them; None: as stored.
+        self.convert = convert
         self.kind = kind
         self.clock = clock
         #: A listener failing on a stored object fails on each of its events: one
@@ -417,7 +420,8 @@ class KindCache:
         insort(self._keys, kv.key)
 
     def _admit(self, kv) -> CachedObject:
-        return CachedObject(kv.key, _in_upstream_order(self.kind, kv.value), kv.mod_revision,
+        value = kv.value if self.convert is None else self.convert(kv.value)
+        return CachedObject(kv.key, _in_upstream_order(self.kind, value), kv.mod_revision,
                             kv.create_revision)
 
     def replace(self, kvs, revision: int) -> None:
@@ -595,6 +599,9 @@ class WatchCache:
         self._builtin = frozenset(self._by_kind)
         #: Kinds being loaded by ``add_kind``, by storage prefix (``_Load``).
         self._loading: dict[str, _Load] = {}
+        #: Version views (``add_version``) by storage prefix: more kinds fed the same
+        #: events as the kind stored there, each showing them as its own version.
+        self._views: dict[str, list] = {}
         #: ``f(kind)`` after a kind is removed (``when_kind_removed``).
         self._on_kind_removed: list = []
         self.revision = 0
@@ -609,7 +616,8 @@ class WatchCache:
 
     def served(self) -> list:
         """The ``ResourceType`` of every kind the cache holds (not those still loading)."""
-        return [c.kind for c in self._kinds.values()]
+        return [c.kind for c in self._kinds.values()] + [
+            v.kind for views in self._views.values() for v in views]
 
     def for_kind(self, kind) -> KindCache:
         """``kind``'s cache (perhaps still loading: ``KindCache.loaded``), or
@@ -654,7 +662,7 @@ class WatchCache:
 
     # -- kinds added and removed at run time ---------------------------------------------
 
-    def add_kind(self, kind) -> Deferred:
+    def add_kind(self, kind, convert: Optional[Callable[[bytes], bytes]] = None) -> Deferred:
         """
         Start serving ``kind`` (a stored ``ResourceType``) at run time: its cache exists
         at once (``for_kind``; informers can be made, not yet synced) and the Deferred
@@ -664,6 +672,8 @@ class WatchCache:
         ``UnknownKindError`` if the kind is removed first.  Before ``start`` the kind is
         simply loaded with the others.  ``ValueError`` for a kind already served (its
         GVR, or its storage prefix under another version) or one that stores nothing.
+        ``convert``: the stored bytes as the kind shows them (a custom resource's objects
+        stored in an earlier storage version), as for ``add_version``.
         """
         if not kind.stored:
             raise ValueError(f"{kind.qualified_resource} stores nothing: nothing to cache")
@@ -672,7 +682,7 @@ class WatchCache:
             raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
         if self._stopped:
             return fail(RuntimeError("the watch cache is stopped"))
-        cache = KindCache(kind, self.clock)
+        cache = KindCache(kind, self.clock, convert)
         self._by_kind[kind.gvr] = cache
         done: Deferred = Deferred()
 
@@ -739,6 +749,41 @@ class WatchCache:
         load.done.errback(failure)
         cache.remove()
 
+    def add_version(self, kind, convert: Callable[[bytes], bytes]) -> None:
+        """
+        Serve ``kind`` as another version of the kind stored under its storage prefix
+        (served and loaded: ``ValueError`` otherwise): a version view, with a cache of its
+        own (its watchers, history and informers) holding the same objects, each shown
+        through ``convert`` (stored bytes → this version's bytes), fed every later event
+        of the prefix.  Its history begins now, as a kind added at run time's does.
+        Removed with ``remove_kind`` (and with the stored kind).  A custom resource's
+        versions other than its storage version (conversion ``None``).
+        """
+        prefix = kind.storage_prefix
+        stored = self._kinds.get(prefix)
+        if stored is None or not stored.loaded:
+            raise ValueError(f"{kind.qualified_resource} is not served: no version to view")
+        if kind.gvr in self._by_kind:
+            raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
+        view = KindCache(kind, self.clock, convert)
+        for entry in stored.current(prefix):
+            view.load(old_kv(entry))
+        view.mark_loaded(self.revision)
+        self._by_kind[kind.gvr] = view
+        self._views.setdefault(prefix, []).append(view)
+
+    def _remove_view(self, view) -> None:
+        prefix = view.kind.storage_prefix
+        views = self._views.get(prefix) or []
+        if view in views:
+            views.remove(view)
+        if not views:
+            self._views.pop(prefix, None)
+        self._by_kind.pop(view.kind.gvr, None)
+        view.remove()
+        for f in list(self._on_kind_removed):
+            f(view.kind)
+
     def remove_kind(self, kind) -> None:
         """
         Stop serving ``kind`` (added by ``add_kind``; built-in kinds stay:
@@ -756,6 +801,11 @@ class WatchCache:
         if gvr in self._builtin:
             raise ValueError(f"{kind.qualified_resource} {kind.version} is built in: it stays")
         prefix = cache.kind.storage_prefix
+        if cache in self._views.get(prefix, ()):
+            self._remove_view(cache)
+            return
+        for view in list(self._views.get(prefix, ())):
+            self._remove_view(view)
         del self._by_kind[gvr]
         self._loading.pop(prefix, None)
         self._kinds.pop(prefix, None)
@@ -864,7 +914,8 @@ class WatchCache:
         newest dropped event; the compacted revision, or None when nothing was dropped.
         """
         cutoff = self.clock.seconds() - self.history_ttl
-        dropped = max((cache.drop_before(cutoff) for cache in self._kinds.values()), default=0)
+        caches = list(self._kinds.values()) + [v for vs in self._views.values() for v in vs]
+        dropped = max((cache.drop_before(cutoff) for cache in caches), default=0)
         if dropped <= self.horizon:
             return None
         self.horizon = dropped
@@ -896,6 +947,8 @@ class WatchCache:
                 group.append(kv)
         for prefix, cache in list(self._kinds.items()):
             cache.replace(grouped[prefix], result.revision)
+            for view in list(self._views.get(prefix, ())):
+                view.replace(grouped[prefix], result.revision)
         # A kind still loading is loaded from this list: the events it kept are older.
         for prefix, load in loading.items():
             if self._loading.get(prefix) is load:
@@ -914,6 +967,9 @@ class WatchCache:
         self.revision = event.revision
         if cache is not None:
             cache.apply(event)
+            if self._views:
+                for view in self._views.get(_prefix_of(key), ()):
+                    view.apply(event)
         elif self._loading:
             load = self._loading.get(_prefix_of(key))
             if load is not None:

@@ -215,8 +215,10 @@ class Negotiator:
                 return choice
         raise errors.not_acceptable(self.media_types)
 
-    def for_request(self, content_type):
-        """The codec for a request body; 415 for an unknown Content-Type."""
+    def for_request(self, content_type, api_version: str = "", kind: str = ""):
+        """The codec for a request body; 415 for an unknown Content-Type, or (given the
+        body's ``api_version`` and ``kind``) one whose codec does not serve that kind
+        (Protobuf for a custom resource), naming those that do."""
         if not content_type:
             return self.default
         if isinstance(content_type, bytes):
@@ -224,6 +226,10 @@ class Negotiator:
         codec = self.names.get(content_type.split(";", 1)[0].strip().lower())
         if codec is None:
             raise errors.unsupported_media_type(self.media_types)
+        if kind and ITypedCodec.providedBy(codec) and not codec.serves(api_version, kind):
+            raise errors.unsupported_media_type(
+                [c.media_type for c in self.codecs.values()
+                 if not ITypedCodec.providedBy(c) or c.serves(api_version, kind)])
         return codec
 
 

@@ -46,10 +46,16 @@ class NamespaceController(Controller):
         super().__init__(clock)
         self.namespace_store = stores[namespace_kind.gvr]
         self.namespaces = informers.for_kind(namespace_kind)
+        self.catalog = catalog
+        self.stores = stores
         kinds = [k for k in catalog.kinds if k.namespaced and k.stored]
-        self.namespaced = [(k, stores[k.gvr]) for k in kinds]
         self.contents = [informers.for_kind(k) for k in kinds]
         self._failures = RateLimitedLog(log, clock=clock)
+
+    def _namespaced(self) -> list:
+        """Every namespaced kind served now (custom resources too) with its store."""
+        return [(k, self.stores[k.gvr]) for k in self.catalog.kinds
+                if k.namespaced and k.stored and k.gvr in self.stores]
 
     def start(self):
         if self.queue is not None:
@@ -77,7 +83,10 @@ class NamespaceController(Controller):
         if not _terminating(self.namespaces.lister.get(None, name)):
             return
         remaining = 0
-        for kind, store in self.namespaced:
+        unfollowed = 0  # objects of kinds added at run time: no informer requeues us
+        for kind, store in self._namespaced():
+            if not self.catalog.fixed(kind):
+                unfollowed += len(store.list(name))
             for entry in store.list(name):
                 if queue is None or queue.shutting_down:
                     return  # stopped meanwhile: the next start picks this up
@@ -89,6 +98,8 @@ class NamespaceController(Controller):
                 except errors.StatusError as e:
                     if e.code != 404:
                         raise
+        if unfollowed and queue is not None:
+            queue.add_after(name, RETRY)
         if remaining:
             return  # deletions re-trigger us until the namespace is empty
         yield finalize(self.namespace_store, internal(), name)

@@ -31,15 +31,15 @@ def merge(live, applied, node):
     values with both: copy it before changing it).
     """
     if isinstance(applied, dict) and isinstance(live, dict) and (
-            (isinstance(node, Struct) and not node.atomic and not node.preserve_unknown)
-            or (isinstance(node, MapOf) and not node.atomic)):
+            (isinstance(node, Struct) and not node.atomic)
+            or (isinstance(node, MapOf) and not node.atomic) or node is None):
         out = dict(live)
         for key, value in applied.items():
             if isinstance(node, Struct):
                 prop = node.props.get(key)
                 child = prop.node if prop else None
             else:
-                child = node.values
+                child = node.values if node is not None else None
             out[key] = merge(live.get(key), value, child)
         return out
     if isinstance(applied, list) and isinstance(live, list) and isinstance(node, ListOf):

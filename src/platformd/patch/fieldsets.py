@@ -40,9 +40,14 @@ def _keyed(node) -> bool:
 
 
 def _granular(node, value) -> bool:
+    """Whether ``value`` is owned field by field: an object not atomic, a map, or an
+    object the schema does not describe (under ``preserve_unknown``: upstream's deduced
+    type, whose maps are granular and lists atomic)."""
     if isinstance(node, Struct):
-        return not node.atomic and not node.preserve_unknown and isinstance(value, dict)
-    return isinstance(node, MapOf) and not node.atomic and isinstance(value, dict)
+        return not node.atomic and isinstance(value, dict)
+    if isinstance(node, MapOf):
+        return not node.atomic and isinstance(value, dict)
+    return node is None and isinstance(value, dict)
 
 
 def fields_of(value, node, prefix: tuple = ()) -> set:

@@ -14,8 +14,8 @@ import attrs
 
 from platformd.codecs import gopresence
 from platformd.registry.kinds import (
-    clusterrole, clusterrolebinding, configmap, endpoints, endpointslice, event, eventsv1,
-    lease, localsubjectaccessreview, mutatingwebhookconfiguration, namespace, pod, role,
+    clusterrole, clusterrolebinding, configmap, customresourcedefinition, endpoints,
+    endpointslice, event, eventsv1, lease, localsubjectaccessreview, mutatingwebhookconfiguration, namespace, pod, role,
     rolebinding, secret, selfsubjectaccessreview, selfsubjectreview, selfsubjectrulesreview,
     service, serviceaccount, subjectaccessreview, tokenreview, validatingadmissionpolicy,
     validatingadmissionpolicybinding, validatingwebhookconfiguration,
@@ -30,6 +30,9 @@ class Catalog:
         self._by_path: dict = {}
         #: The GVRs ``fix`` made permanent.
         self._fixed: frozenset = frozenset()
+        #: Called with no argument after every ``add`` and ``remove`` (the documents
+        #: built from the catalog are dropped then: discovery and OpenAPI follow).
+        self._on_change: list = []
         for kind in kinds:
             self.add(kind)
 
@@ -55,6 +58,15 @@ class Catalog:
             gopresence.register(subresource.presence)
         self._by_path[kind.gvr] = kind
         self.kinds += (kind,)
+        self._changed()
+
+    def when_changed(self, f) -> None:
+        """``f()`` after every later ``add`` and ``remove``."""
+        self._on_change.append(f)
+
+    def _changed(self) -> None:
+        for f in list(self._on_change):
+            f()
 
     def alias(self, kind) -> None:
         """
@@ -75,6 +87,7 @@ class Catalog:
             raise ValueError(f"{kind.qualified_resource} {kind.version} is built in: it stays")
         del self._by_path[kind.gvr]
         self.kinds = tuple(k for k in self.kinds if k.gvr != kind.gvr)
+        self._changed()
 
     def lookup(self, group: str, version: str, plural: str):
         """The kind served at ``/apis/{group}/{version}/{plural}``, or None."""
@@ -150,5 +163,6 @@ def _builtin() -> Catalog:
         validatingadmissionpolicybinding.KIND,
         validatingwebhookconfiguration.KIND,
         lease.KIND,  # coordination after admissionregistration, as upstream's /apis
-        endpointslice.KIND,  # discovery after coordination
+        customresourcedefinition.KIND,  # apiextensions after coordination
+        endpointslice.KIND,  # discovery after apiextensions
     ))

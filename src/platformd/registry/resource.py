@@ -58,6 +58,9 @@ class ResourceType:
     categories: tuple = ()
     #: ``name_rule(name) -> [problem, ...]`` for metadata.name.
     name_rule: Callable = attrs.field(default=None)
+    #: ``name_rule_for(obj) -> name_rule`` when the rule depends on the object (a
+    #: CustomResourceDefinition's name is ``<plural>.<group>``), else None.
+    name_rule_for: Optional[Callable] = None
     #: Whether the kind has ``spec``/``status`` split and a ``status`` subresource.
     has_status: bool = False
     #: ``default(obj)`` fills defaults in place (after decoding, before validation).
@@ -135,6 +138,18 @@ class ResourceType:
     #: ``ResourceType`` a POST to ``{plural}/{name}/{subresource}`` is decoded as and
     #: answered by (``api/reviews.serve_subresource``): ``serviceaccounts/token``.
     subresources: dict = attrs.field(factory=dict)
+    #: The ``scale`` subresource (``autoscaling/v1`` Scale) of a custom resource: its
+    #: ``specReplicasPath``, ``statusReplicasPath`` and ``labelSelectorPath``; None: none.
+    scale: Optional[dict] = None
+    #: Whether an update's ``validate_update(new, old)`` replaces ``validate(new)`` (a
+    #: custom resource's schema validation ratchets against the old object).
+    update_validates_whole: bool = False
+    #: Whether upstream serves the kind as unstructured objects (a custom resource: Go's
+    #: ``*unstructured.Unstructured``, what its errors name).
+    unstructured: bool = False
+    #: Whether top-level fields the kind does not name are kept (a custom resource whose
+    #: schema preserves unknown fields at its root).
+    preserve_unknown: bool = False
     schema: Struct = attrs.field(init=False)
     list_schema: Struct = attrs.field(init=False)
     #: ``(group, version, plural)``: what the catalog, the stores and the watch cache
@@ -152,7 +167,8 @@ class ResourceType:
         props.update(self.fields)
         object.__setattr__(self, "gvr", (self.group, self.version, self.plural))
         object.__setattr__(self, "schema", Struct(
-            f"{self.definition_prefix}.{self.kind}", props, doc=self.doc))
+            f"{self.definition_prefix}.{self.kind}", props, doc=self.doc,
+            preserve_unknown=self.preserve_unknown))
         object.__setattr__(self, "list_schema", Struct(
             f"{self.definition_prefix}.{self.kind}List", {
                 "kind": Prop(STRING, "The REST resource this object represents."),
@@ -205,7 +221,8 @@ class ResourceType:
 
     def validate_all(self, obj: dict) -> list:
         """Every cause for ``obj`` as a new object: metadata first, then the kind's own."""
-        causes = validate_object_meta(obj.get("metadata") or {}, self.name_rule, self.namespaced)
+        rule = self.name_rule if self.name_rule_for is None else self.name_rule_for(obj)
+        causes = validate_object_meta(obj.get("metadata") or {}, rule, self.namespaced)
         causes.extend(self.validate(obj))
         return causes
 
@@ -215,7 +232,11 @@ class ResourceType:
         the kind's ``validate_update``, then for a ``status`` write its
         ``validate_status_update``."""
         changes = validate_object_meta_update(new["metadata"], old["metadata"])
-        whole = self.validate_all(new)
+        if self.update_validates_whole:
+            rule = self.name_rule if self.name_rule_for is None else self.name_rule_for(new)
+            whole = validate_object_meta(new.get("metadata") or {}, rule, self.namespaced)
+        else:
+            whole = self.validate_all(new)
         ordered = whole + changes if self.metadata_update_last else changes + whole
         ordered += self.validate_update(new, old)
         if subresource == "status":

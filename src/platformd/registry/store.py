@@ -84,8 +84,12 @@ def _with_type(kind, obj: dict) -> dict:
 class GenericStore:
     """CRUD for one kind (see module docstring)."""
 
-    def __init__(self, kind, storage, cache, clock, admission, write_check=None, hooks=None):
+    def __init__(self, kind, storage, cache, clock, admission, write_check=None, hooks=None,
+                 stored_as: Optional[str] = None):
         self.kind = kind
+        #: The apiVersion objects are stored in when it is not the kind's own (a custom
+        #: resource's version other than its storage version); None: the kind's.
+        self.stored_as = stored_as
         #: What the kind does around its writes besides storing them, or None (most
         #: kinds): upstream's ``BeginCreate``/``BeginUpdate``/``AfterDelete`` hooks,
         #: services' address and port allocation (``serviceallocation.ServiceHooks``).
@@ -108,7 +112,10 @@ class GenericStore:
 
     def _encode(self, obj: dict) -> bytes:
         """The stored bytes of ``obj``: in its storage kind's form, for a kind served from
-        another kind's storage (``ResourceType.to_storage``)."""
+        another kind's storage (``ResourceType.to_storage``), or in the storage version
+        (``stored_as``: a custom resource's other versions)."""
+        if self.stored_as is not None:
+            return _encode_for_storage({**obj, "apiVersion": self.stored_as})
         to_storage = self.kind.to_storage
         return _encode_for_storage(obj if to_storage is None else to_storage(obj))
 

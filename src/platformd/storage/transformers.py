@@ -103,6 +103,12 @@ class ByKeyPrefix:
 
     transformers: dict = attrs.field(converter=dict)
     default: IValueTransformer = IDENTITY
+    #: For a resource served later (a custom resource), whose prefix is not among
+    #: ``transformers``: ``*.<group>``'s transformer by group, else ``*.*``'s
+    #: (``everything``; None: ``default``), read off its key's
+    #: ``/registry/<resource>.<group>/``.
+    groups: dict = attrs.field(factory=dict, converter=dict)
+    everything: Optional[IValueTransformer] = None
     #: The prefixes, longest first, so the first match is the longest.
     _prefixes: tuple = attrs.field(init=False)
 
@@ -115,6 +121,12 @@ class ByKeyPrefix:
         for prefix in self._prefixes:
             if key.startswith(prefix):
                 return self.transformers[prefix]
+        if (self.groups or self.everything is not None) and key.startswith("/registry/"):
+            end = key.find("/", len("/registry/"))
+            _resource, _, group = key[len("/registry/"):end].partition(".")
+            chosen = self.groups.get(group) or self.everything
+            if chosen is not None:
+                return chosen
         return self.default
 
     def to_storage(self, key: str, value: bytes) -> bytes:

@@ -87,7 +87,10 @@ def build(config: cfg.EncryptionConfiguration, served: Iterable[tuple],
                        or by_resource.get(("*", "*")))
         if transformer is not None:
             prefixes[storage_prefix(resource, group)] = transformer
-    return ByKeyPrefix(prefixes), envelopes
+    groups = {group: t for (resource, group), t in by_resource.items()
+              if resource == "*" and group != "*"}
+    return ByKeyPrefix(prefixes, groups=groups,
+                       everything=by_resource.get(("*", "*"))), envelopes
 
 
 def _provider(provider: cfg.Provider, envelopes: list, kms_v1: bool) -> tuple:
