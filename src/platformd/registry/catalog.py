@@ -20,6 +20,7 @@ from platformd.registry.kinds import (
     service, serviceaccount, subjectaccessreview, tokenreview, validatingadmissionpolicy,
     validatingadmissionpolicybinding, validatingwebhookconfiguration,
 )
+from platformd.registry.kinds import node, poddisruptionbudget  # issue 32
 
 
 class Catalog:
@@ -132,8 +133,9 @@ def _builtin() -> Catalog:
         event.KIND,
         service.KIND,
         endpoints.KIND,
+        node.KIND,
         # Named groups in upstream's /apis order: events, authentication, authorization,
-        # rbac, admissionregistration, coordination, discovery.
+        # policy, rbac, admissionregistration, coordination, discovery.
         eventsv1.KIND,  # served from event.KIND's storage
         selfsubjectreview.KIND,
         tokenreview.KIND,
@@ -141,6 +143,7 @@ def _builtin() -> Catalog:
         selfsubjectaccessreview.KIND,
         selfsubjectrulesreview.KIND,
         subjectaccessreview.KIND,
+        poddisruptionbudget.KIND,
         role.KIND,
         clusterrole.KIND,
         rolebinding.KIND,
