@@ -17,6 +17,7 @@ AUTHN = "authentication.platform.io"
 ADMISSION = "admissionregistration.platform.io"
 EVENTS = "events.platform.io"
 COORDINATION = "coordination.platform.io"
+POLICY = "policy.platform.io"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -51,12 +52,12 @@ class APIGroupTests(unittest.TestCase):
             "kind": "APIGroupList",
             "apiVersion": "v1",
             # Upstream's order (kube-aggregator's group priorities): events,
-            # authentication, authorization, RBAC, admissionregistration, coordination,
-            # discovery.
+            # authentication, authorization, policy, RBAC, admissionregistration,
+            # coordination, discovery.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
                        for group, gv in ((EVENTS, _gv(EVENTS)), (AUTHN, _gv(AUTHN)),
-                                         (AUTHZ, _gv(AUTHZ)), (RBAC, self.gv),
-                                         (ADMISSION, _gv(ADMISSION)),
+                                         (AUTHZ, _gv(AUTHZ)), (POLICY, _gv(POLICY)),
+                                         (RBAC, self.gv), (ADMISSION, _gv(ADMISSION)),
                                          (COORDINATION, _gv(COORDINATION)),
                                          ("discovery.platform.io",
                                           _gv("discovery.platform.io")))],
@@ -139,15 +140,16 @@ class APIResourceListTests(unittest.TestCase):
         short = {name: r.get("shortNames") for name, r in _by_name(self.core).items()
                  if "/" not in name}
         self.assertEqual(short, {"configmaps": ["cm"], "endpoints": ["ep"], "events": ["ev"],
-                                 "namespaces": ["ns"], "pods": ["po"], "secrets": None,
-                                 "serviceaccounts": ["sa"], "services": ["svc"]})
+                                 "namespaces": ["ns"], "nodes": ["no"], "pods": ["po"],
+                                 "secrets": None, "serviceaccounts": ["sa"], "services": ["svc"]})
 
     def test_sorted_by_name(self):
         for document in (self.core, self.rbac):
             names = [r["name"] for r in document["resources"]]
             self.assertEqual(names, sorted(names))
-        self.assertEqual([r["name"] for r in self.core["resources"]][:5],
-                         ["configmaps", "endpoints", "events", "namespaces", "namespaces/status"])
+        self.assertEqual([r["name"] for r in self.core["resources"]][:8],
+                         ["configmaps", "endpoints", "events", "namespaces", "namespaces/status",
+                          "nodes", "nodes/status", "pods"])
 
     def test_every_kind_has_every_verb(self):
         for document in (self.core, self.rbac):
@@ -215,7 +217,10 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["services"], ["svc", "v1", "true", "Service"])
             self.assertEqual(rows["endpointslices"],
                              ["", "discovery.platform.io/v1", "true", "EndpointSlice"])
-            self.assertEqual(len(rows), 24)
+            self.assertEqual(rows["poddisruptionbudgets"],
+                             ["pdb", f"{POLICY}/v1", "true", "PodDisruptionBudget"])
+            self.assertEqual(rows["nodes"], ["no", "v1", "false", "Node"])
+            self.assertEqual(len(rows), 26)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -226,7 +231,7 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(sorted(names), [
                 "configmaps", "endpoints", "endpointslices.discovery.platform.io", "events",
                 f"events.{EVENTS}", f"leases.{COORDINATION}",
-                f"localsubjectaccessreviews.{AUTHZ}", "pods",
+                f"localsubjectaccessreviews.{AUTHZ}", f"poddisruptionbudgets.{POLICY}", "pods",
                 f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts",
                 "services"])
         return d.addCallback(check)
