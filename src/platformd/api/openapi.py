@@ -39,7 +39,7 @@ import attrs
 
 from platformd.model.meta import DELETE_OPTIONS, LIST_META
 from platformd.model.schema import (
-    BOOLEAN, INT32, INT64, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
+    INT32, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
 )
 
 META = "io.platform.apimachinery.pkg.apis.meta.v1"

@@ -167,6 +167,11 @@ def count_healthy_pods(pods: list, disrupted: dict, now: float) -> int:
     return healthy
 
 
+def _failed(key) -> str:
+    namespace, name = key
+    return f"syncing PodDisruptionBudget {namespace}/{name} failed; retrying"
+
+
 class DisruptionController(Controller):
     """``DisruptionController(clock, informers, stores, pdb_kind, pod_kind)``."""
 
@@ -201,9 +206,7 @@ class DisruptionController(Controller):
             on_add=pod_changed,
             on_update=lambda old, new: (pod_changed(old), pod_changed(new)),
             on_delete=pod_changed))
-        work(queue, self._sync,
-             lambda key: f"syncing PodDisruptionBudget {key[0]}/{key[1]} failed; retrying",
-             self._failures)
+        work(queue, self._sync, _failed, self._failures)
 
     def _budgets_for(self, pod: dict) -> list:
         """The budgets of the pod's namespace whose selector matches it."""

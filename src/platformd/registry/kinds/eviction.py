@@ -146,7 +146,7 @@ def _evict(context, obj: dict, server):
     # Upstream reads the pod and the budgets through the registry, from etcd.
     yield pod_store.watch_cache.sync()
     retry_conflicts = _version_unset(options)
-    pod = None
+    pod: dict = {}
     for attempt in range(RETRIES):
         pod = pod_store.get(namespace, name).obj
         if not _can_ignore_budgets(pod):

@@ -205,7 +205,7 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 def _validate_resources(status: dict) -> list:
     """``ValidateNodeResources``: resource names and non-negative quantities."""
-    causes = []
+    causes: list = []
     for field in ("capacity", "allocatable"):
         for name, value in (status.get(field) or {}).items():
             path = f"status.{field}.{name}"
@@ -221,7 +221,7 @@ def _validate_resources(status: dict) -> list:
 
 def _validate_taints(taints, path: str) -> list:
     """``validateNodeTaints``."""
-    causes = []
+    causes: list = []
     seen: dict = {}
     for i, taint in enumerate(taints):
         at = f"{path}[{i}]"
