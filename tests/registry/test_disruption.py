@@ -194,6 +194,36 @@ class PodDisruptionBudgetTests(Case):
         self.assertEqual([row["cells"][:4] for row in table["rows"]],
                          [["other", "N/A", "25%", 0], ["web", "1", "N/A", 0]])
 
+    def test_strategic_merge_replaces_the_selector(self):
+        """``spec.selector`` is patchStrategy "replace" upstream."""
+        self.budget(minAvailable=1, selector={"matchLabels": {"app": "web", "tier": "a"}})
+        pdb = self.ok(self.admin.patch(f"{PDBS}/web", {"spec": {"selector": {
+            "matchLabels": {"app": "db"}}}}, content_type="application/strategic-merge-patch+json"))
+        self.assertEqual(pdb["spec"]["selector"], {"matchLabels": {"app": "db"}})
+        self.assertEqual(pdb["metadata"]["generation"], 2)
+        document = self.ok(self.admin.get("/openapi/v2"))
+        spec = document["definitions"]["io.platform.api.policy.v1.PodDisruptionBudgetSpec"]
+        self.assertEqual(spec["properties"]["selector"]["x-kubernetes-patch-strategy"],
+                         "replace")
+
+    def test_apply_watch_and_pages(self):
+        apply = {"apiVersion": "policy.platform.io/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": "web"}, "spec": {"maxUnavailable": 1}}
+        watch = self.admin.watch(f"{PDBS}?watch=1")
+        r = self.admin.patch(f"{PDBS}/web?fieldManager=me", apply,
+                             content_type="application/apply-patch+yaml")
+        self.assertEqual(self.ok(r, 201)["metadata"]["managedFields"][0]["manager"], "me")
+        self.budget("two", minAvailable=1)
+        self.settle()
+        self.assertEqual(watch.types().count("ADDED"), 2)  # and the controller's MODIFIED
+        watch.close()
+        page = self.ok(self.admin.get(f"{PDBS}?limit=1"))
+        self.assertEqual(len(page["items"]), 1)
+        self.assertTrue(page["metadata"]["continue"])
+        r = self.admin.put(f"{PDBS}/web?dryRun=All", {**apply, "spec": {"minAvailable": 3}})
+        self.assertEqual(self.ok(r)["spec"], {"minAvailable": 3})
+        self.assertEqual(self.ok(self.admin.get(f"{PDBS}/web"))["spec"], {"maxUnavailable": 1})
+
     def test_protobuf(self):
         self.budget(minAvailable="50%")
         r = self.admin.get(f"{PDBS}/web", headers={"Accept": "application/vnd.platform.protobuf"})

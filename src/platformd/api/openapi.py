@@ -173,12 +173,19 @@ def _schema(node, dialect: _Dialect) -> dict:
     raise TypeError(f"no OpenAPI form for {node!r}")
 
 
+def _property(prop: Prop, dialect: _Dialect) -> dict:
+    schema = dialect.described(_schema(prop.node, dialect), prop.doc)
+    if prop.patch_strategy:
+        schema = {**schema, "x-kubernetes-patch-strategy": prop.patch_strategy}
+    return schema
+
+
 def _definition(struct: Struct, dialect: _Dialect, gvks: Optional[list]) -> dict:
     out: dict = {"type": "object"}
     if struct.doc:
         out["description"] = struct.doc
     if struct.props:
-        out["properties"] = {name: dialect.described(_schema(prop.node, dialect), prop.doc)
+        out["properties"] = {name: _property(prop, dialect)
                              for name, prop in struct.props.items()}
     required = struct.required_names()
     if required:

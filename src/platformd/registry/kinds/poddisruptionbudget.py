@@ -56,7 +56,8 @@ SPEC = Struct(
         "selector": Prop(LABEL_SELECTOR, "Label query over pods whose evictions are managed "
                                          "by the disruption budget. A null selector will "
                                          "match no pods, while an empty ({}) selector will "
-                                         "select all pods within the namespace."),
+                                         "select all pods within the namespace.",
+                         patch_strategy="replace"),
         "maxUnavailable": Prop(INT_OR_STRING, "An eviction is allowed if at most "
                                               "\"maxUnavailable\" pods selected by "
                                               "\"selector\" are unavailable after the "
