@@ -145,6 +145,13 @@ class DrainTests(KubectlCase):
                                   "-o", "name")
         self.assertEqual(out, "node/n2\n")
 
+        # A server-side dry run evicts nothing and spends nothing.
+        r = yield self.run_kubectl("drain", "n1", "--ignore-daemonsets", "--dry-run=server")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("node/n1 drained (server dry run)", r.stdout)
+        self.assertEqual((yield self.pods()), ["web-a", "web-b"])
+        self.assertEqual((yield self.budget())["disruptionsAllowed"], 1)
+
         # One pod may go; the second would leave fewer than minAvailable: 429, retried
         # every 5 s until drain's timeout.
         r = yield self.run_kubectl("drain", "n1", "--ignore-daemonsets",
@@ -171,3 +178,7 @@ class DrainTests(KubectlCase):
         remaining = yield self.pods()
         self.assertEqual(remaining, ["web-c"])
         yield self.allowed(0)
+        out = yield self.succeeds("uncordon", "n1")
+        self.assertEqual(out, "node/n1 uncordoned\n")
+        out = yield self.succeeds("get", "nodes", "n1", "--no-headers")
+        self.assertEqual(out.split()[1], "Ready")
