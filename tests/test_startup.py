@@ -60,7 +60,8 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in built.boot],
                          ["storage", "cache", "rbac-index", "expiry", "event-ttl",
                           "namespace-controller",
-                          "serviceaccount-controller", "clusterrole-aggregation", "config-reload", "pods-socket",
+                          "serviceaccount-controller", "disruption-controller",
+                          "clusterrole-aggregation", "config-reload", "pods-socket",
                           "service-allocation-repair", "builtin-namespaces", "platform-service",
                           "rbac-bootstrap", "ready"])
 

@@ -281,6 +281,7 @@ LIST_TYPES = {
     "Event": "*core.EventList", "Lease": "*coordination.LeaseList",
     "Service": "*core.ServiceList", "Endpoints": "*core.EndpointsList",
     "EndpointSlice": "*discovery.EndpointSliceList",
+    "Node": "*core.NodeList", "PodDisruptionBudget": "*policy.PodDisruptionBudgetList",
 }
 
 
