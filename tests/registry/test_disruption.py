@@ -447,18 +447,13 @@ class EvictionRBACTests(Case):
 
     def test_edit_and_view(self):
         """``edit`` grants ``create`` on pods/eviction; ``view`` does not."""
-        self.ok(self.admin.post("/apis/rbac.authorization.platform.io/v1/namespaces/default/"
-                                "rolebindings", {
-                                    "metadata": {"name": "v"},
-                                    "roleRef": {"apiGroup": "rbac.authorization.platform.io",
-                                                "kind": "ClusterRole", "name": "view"},
-                                    "subjects": [{"kind": "User", "name": "viewer"}]}), 201)
-        self.ok(self.admin.post("/apis/rbac.authorization.platform.io/v1/namespaces/default/"
-                                "rolebindings", {
-                                    "metadata": {"name": "e"},
-                                    "roleRef": {"apiGroup": "rbac.authorization.platform.io",
-                                                "kind": "ClusterRole", "name": "edit"},
-                                    "subjects": [{"kind": "User", "name": "editor"}]}), 201)
+        for role, user in (("view", "viewer"), ("edit", "editor")):
+            self.ok(self.admin.post(
+                "/apis/rbac.authorization.platform.io/v1/namespaces/default/rolebindings", {
+                    "metadata": {"name": role},
+                    "roleRef": {"apiGroup": "rbac.authorization.platform.io",
+                                "kind": "ClusterRole", "name": role},
+                    "subjects": [{"kind": "User", "name": user}]}), 201)
         self.settle()
         viewer = self.stub.client("viewer", groups=())
         editor = self.stub.client("editor", groups=())

@@ -32,6 +32,7 @@ from platformd.model.schema import Prop
 from platformd.registry.kinds.coreshapes import (
     OBJECT_REFERENCE, OBJECT_REFERENCE_PRESENCE, PREFIX, PROTO,
 )
+from platformd.registry.kinds.eviction import check_names
 from platformd.registry.outcomes import Write
 from platformd.registry.resource import ResourceType
 from platformd.util.deferreds import then
@@ -72,14 +73,8 @@ def _update_condition(conditions: list, now: str) -> None:
 
 
 def _bind(context, obj: dict, server):
-    info = context.info
-    namespace, name = info.namespace, info.name
     meta = obj["metadata"]
-    if meta.get("namespace") and meta["namespace"] != namespace:
-        raise errors.bad_request("the namespace of the provided object does not match the "
-                                 "namespace sent on the request")
-    if meta.get("name", "") != name:
-        raise errors.bad_request("name in URL does not match name in Binding object")
+    namespace, name = check_names(meta, context, "Binding")
     causes = _validate(obj)
     if causes:
         raise errors.StatusError(500, "", aggregate(f"{c.field}: {c.message}" for c in causes))

@@ -128,17 +128,26 @@ def _conflict(e: Exception) -> bool:
     return isinstance(e, errors.StatusError) and e.code == 409
 
 
-@inlineCallbacks
-def _evict(context, obj: dict, server):
-    info = context.info
-    namespace, name = info.namespace, info.name
-    meta = obj["metadata"]
+def check_names(meta: dict, context, kind: str) -> tuple:
+    """
+    A pod subresource's body against its URL: its namespace (upstream's
+    ``EnsureObjectNamespaceMatchesRequestNamespace``, filled in when absent), then its
+    name (``name in URL does not match name in <kind> object``); ``(namespace, name)``.
+    """
+    namespace, name = context.info.namespace, context.info.name
     if meta.get("namespace") and meta["namespace"] != namespace:
         raise errors.bad_request("the namespace of the provided object does not match the "
                                  "namespace sent on the request")
     meta["namespace"] = namespace
     if meta.get("name", "") != name:
-        raise errors.bad_request("name in URL does not match name in Eviction object")
+        raise errors.bad_request(f"name in URL does not match name in {kind} object")
+    return namespace, name
+
+
+@inlineCallbacks
+def _evict(context, obj: dict, server):
+    meta = obj["metadata"]
+    namespace, name = check_names(meta, context, "Eviction")
     options = _delete_options(obj, context)
     context.dry_run = bool(options.get("dryRun"))
     pod_store = server.stores[PODS]
