@@ -76,6 +76,7 @@ class NodeTests(Case):
         self.assertEqual(node["status"]["daemonEndpoints"], {"kubeletEndpoint": {"Port": 0}})
         self.assertEqual(node["status"]["nodeInfo"]["kubeletVersion"], "")
         self.assertNotIn("namespace", node["metadata"])
+        self.assertEqual(node["spec"], {})  # Go's JSON shows an empty struct
 
     def test_main_resource_ignores_status_and_status_ignores_spec(self):
         node = self.ok(self.admin.post(NODES, _node()), 201)

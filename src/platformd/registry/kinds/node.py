@@ -189,7 +189,9 @@ NODE_STATUS = struct("NodeStatus", {
 
 
 def _default(obj: dict) -> None:
-    """Go's JSON of a NodeStatus always shows its two struct fields."""
+    """Go's JSON always shows a Node's spec and status and a NodeStatus's two struct
+    fields, empty or zero."""
+    obj.setdefault("spec", {})
     status = obj.get("status")
     if status is None:
         status = obj["status"] = {}

@@ -113,6 +113,8 @@ def _prepare_for_update(new: dict, old: dict) -> None:
 
 
 def _default(obj: dict) -> None:
+    """Go's JSON always shows the spec, and the status's four counts."""
+    obj.setdefault("spec", {})
     status = obj.get("status")
     if isinstance(status, dict):
         for key, zero in _EMPTY_STATUS.items():
