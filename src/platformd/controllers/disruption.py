@@ -54,7 +54,7 @@ from platformd.controllers.queue import WorkQueue
 from platformd.controllers.worker import Controller, work
 from platformd.model.times import rfc3339
 from platformd.registry.kinds import poddisruptionbudget as pdbs
-from platformd.util.labelselectors import labels_of
+from platformd.util.labelselectors import compile_selector, labels_of
 from platformd.util.ratelog import RateLimitedLog
 
 log = Logger()
@@ -237,9 +237,10 @@ class DisruptionController(Controller):
 
     @inlineCallbacks
     def _try_sync(self, key: tuple, pdb: dict):
-        matches, ok = pdbs.selector_of(pdb)
-        if not ok:
-            raise ValueError("invalid label selector")
+        selector = (pdb.get("spec") or {}).get("selector")
+        if selector is not None:
+            compile_selector(selector)  # an invalid one fails the sync with its words
+        matches, _ = pdbs.selector_of(pdb)
         namespace = pdb["metadata"]["namespace"]
         pods = [entry.obj for entry in self.pods.lister.list(namespace)
                 if matches(labels_of(entry.obj))]
