@@ -259,6 +259,26 @@ class DisruptionControllerTests(Case):
         self.assertEqual((status["disruptionsAllowed"], status["currentHealthy"]), (0, 1))
         self.assertEqual(status["conditions"][0]["reason"], "InsufficientPods")
 
+    def test_pod_leaving_the_selector(self):
+        """A pod relabelled out of the selector is counted out (its old labels matched)."""
+        self.budget(minAvailable=1)
+        self.pod("a")
+        self.pod("b")
+        self.assertEqual(self.status()["expectedPods"], 2)
+        self.ok(self.admin.patch(f"{PODS}/b", {"metadata": {"labels": {"app": "db"}}}))
+        status = self.status()
+        self.assertEqual((status["expectedPods"], status["disruptionsAllowed"]), (1, 0))
+
+    def test_status_written_once(self):
+        """A budget whose status already says it all is not written again."""
+        self.budget(minAvailable=1)
+        self.pod("a")
+        version = self.ok(self.admin.get(f"{PDBS}/web"))["metadata"]["resourceVersion"]
+        self.stub.advance(60)
+        self.settle()
+        self.assertEqual(self.ok(self.admin.get(f"{PDBS}/web"))["metadata"]["resourceVersion"],
+                         version)
+
     def test_percentages_count_only_managed_pods(self):
         """Unmanaged pods are left out of a percentage's count (upstream)."""
         self.budget(maxUnavailable="50%")
