@@ -139,22 +139,25 @@ class APIResourceListTests(unittest.TestCase):
     def test_short_names(self):
         short = {name: r.get("shortNames") for name, r in _by_name(self.core).items()
                  if "/" not in name}
-        self.assertEqual(short, {"configmaps": ["cm"], "endpoints": ["ep"], "events": ["ev"],
-                                 "namespaces": ["ns"], "nodes": ["no"], "pods": ["po"],
-                                 "secrets": None, "serviceaccounts": ["sa"], "services": ["svc"]})
+        self.assertEqual(short, {"bindings": None, "configmaps": ["cm"], "endpoints": ["ep"],
+                                 "events": ["ev"], "namespaces": ["ns"], "nodes": ["no"],
+                                 "pods": ["po"], "secrets": None, "serviceaccounts": ["sa"],
+                                 "services": ["svc"]})
 
     def test_sorted_by_name(self):
         for document in (self.core, self.rbac):
             names = [r["name"] for r in document["resources"]]
             self.assertEqual(names, sorted(names))
-        self.assertEqual([r["name"] for r in self.core["resources"]][:8],
-                         ["configmaps", "endpoints", "events", "namespaces", "namespaces/status",
-                          "nodes", "nodes/status", "pods"])
+        self.assertEqual([r["name"] for r in self.core["resources"]][:9],
+                         ["bindings", "configmaps", "endpoints", "events", "namespaces",
+                          "namespaces/status", "nodes", "nodes/status", "pods"])
 
     def test_every_kind_has_every_verb(self):
         for document in (self.core, self.rbac):
             for entry in document["resources"]:
-                if "/" not in entry["name"]:
+                if entry["name"] == "bindings":  # create only, as upstream's
+                    self.assertEqual(entry["verbs"], ["create"])
+                elif "/" not in entry["name"]:
                     self.assertEqual(entry["verbs"], ALL_VERBS, entry["name"])
 
     def test_unknown_group_version(self):
@@ -220,7 +223,8 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["poddisruptionbudgets"],
                              ["pdb", f"{POLICY}/v1", "true", "PodDisruptionBudget"])
             self.assertEqual(rows["nodes"], ["no", "v1", "false", "Node"])
-            self.assertEqual(len(rows), 26)
+            self.assertEqual(rows["bindings"], ["", "v1", "true", "Binding"])
+            self.assertEqual(len(rows), 27)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -229,8 +233,8 @@ class KubectlDiscoveryTests(KubectlTestCase):
         def check(result):
             names = self.assertSucceeded(result).split()
             self.assertEqual(sorted(names), [
-                "configmaps", "endpoints", "endpointslices.discovery.platform.io", "events",
-                f"events.{EVENTS}", f"leases.{COORDINATION}",
+                "bindings", "configmaps", "endpoints", "endpointslices.discovery.platform.io",
+                "events", f"events.{EVENTS}", f"leases.{COORDINATION}",
                 f"localsubjectaccessreviews.{AUTHZ}", f"poddisruptionbudgets.{POLICY}", "pods",
                 f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts",
                 "services"])

@@ -532,6 +532,22 @@ class BindingTests(Case):
             "metadata": {"name": "a"}, "target": {"name": "n1"}})
         self.assertEqual(r.code, 409)
 
+    def test_legacy_collection(self):
+        """``POST .../bindings`` binds the pod the body names; it is create-only."""
+        self.pod("a", ready=False)
+        r = self.admin.post("/api/v1/namespaces/default/bindings", {
+            "metadata": {"name": "a"}, "target": {"name": "n1"}})
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(self.ok(self.admin.get(f"{PODS}/a"))["spec"]["nodeName"], "n1")
+        r = self.admin.post("/api/v1/namespaces/default/bindings", {
+            "metadata": {}, "target": {"name": "n1"}})
+        self.assertEqual((r.code, r.json()["message"]), (400, "Name parameter required."))
+        self.assertEqual(self.admin.get("/api/v1/namespaces/default/bindings").code, 405)
+        resources = {r["name"]: r for r in self.ok(self.admin.get("/api/v1"))["resources"]}
+        self.assertEqual(resources["bindings"], {
+            "name": "bindings", "singularName": "binding", "namespaced": True,
+            "kind": "Binding", "verbs": ["create"]})
+
     def test_dry_run(self):
         self.pod("a", ready=False)
         r = self.admin.post(f"{PODS}/a/binding?dryRun=All", {

@@ -41,6 +41,7 @@ COLUMNS = {
     ("", "ConfigMap"): ["Name", "Data", "Age"],
     ("", "Secret"): ["Name", "Type", "Data", "Age"],
     ("", "ServiceAccount"): ["Name", "Secrets", "Age"],
+    ("", "Binding"): ["Name", "Created At"],  # create only: never listed
     ("", "Node"): ["Name", "Status", "Roles", "Age", "Version", "Internal-IP", "External-IP",
                    "OS-Image", "Kernel-Version", "Container-Runtime"],
     (POLICY, "PodDisruptionBudget"): ["Name", "Min Available", "Max Unavailable",
@@ -95,7 +96,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 27)
+        self.assertEqual(len(builtin().kinds), 28)
 
     def test_columns(self):
         for kind in builtin().kinds:

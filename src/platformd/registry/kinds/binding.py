@@ -19,8 +19,10 @@ Upstream's ``BindingREST`` (``pkg/registry/core/pod/storage/storage.go``, v1.36)
 * ``spec.nodeName`` is set, the body's annotations merged into the pod's, and the
   ``PodScheduled`` condition set True; the answer is a ``Success`` Status, 201.
 
-``dryRun`` decides everything and writes nothing.  Not done: the legacy
-``/api/v1/namespaces/{ns}/bindings`` collection, admission of the Binding itself.
+``dryRun`` decides everything and writes nothing.  The legacy collection
+``POST /api/v1/namespaces/{ns}/bindings`` does the same for the pod the body names
+(``LegacyBindingREST``; no name: 400 ``Name parameter required.``).  Not done: admission
+of the Binding itself.
 """
 
 from __future__ import annotations
@@ -73,11 +75,24 @@ def _update_condition(conditions: list, now: str) -> None:
 
 
 def _bind(context, obj: dict, server):
+    """``pods/{name}/binding``: ``BindingREST.Create``."""
+    namespace, name = check_names(obj["metadata"], context, "Binding")
+    return _assign(context, obj, server, namespace, name)
+
+
+def _bind_named_in_body(context, obj: dict, server):
+    """``bindings``: ``LegacyBindingREST``, the pod named by the body."""
+    return _assign(context, obj, server, context.info.namespace,
+                   obj["metadata"].get("name", ""))
+
+
+def _assign(context, obj: dict, server, namespace: str, name: str):
     meta = obj["metadata"]
-    namespace, name = check_names(meta, context, "Binding")
     causes = _validate(obj)
     if causes:
         raise errors.StatusError(500, "", aggregate(f"{c.field}: {c.message}" for c in causes))
+    if not name:
+        raise errors.bad_request("Name parameter required.")
     store = server.stores[PODS]
     key = store.kind.storage_key(namespace, name)
     uid, version = meta.get("uid"), meta.get("resourceVersion")
@@ -120,12 +135,22 @@ def _bind(context, obj: dict, server):
 PRESENCE = {PROTO + "Binding": "metadata target", **{
     PROTO + name: fields for name, fields in OBJECT_REFERENCE_PRESENCE.items()}}
 
-#: Not ``KIND``: the kind is served only as ``pods/<name>/binding``.
+_FIELDS = {
+    "target": Prop(OBJECT_REFERENCE, "The target object that you want to bind to the "
+                                     "standard object.", required=True),
+}
+_DOC = ("Binding ties one object to another; for example, a pod is bound to a node by a "
+        "scheduler.")
+
+#: ``pods/<name>/binding``.
 SUBRESOURCE = ResourceType(
     group="", version="v1", kind="Binding", plural="binding", singular="",
-    namespaced=True, fields={
-        "target": Prop(OBJECT_REFERENCE, "The target object that you want to bind to the "
-                                         "standard object.", required=True),
-    }, doc="Binding ties one object to another; for example, a pod is bound to a node by a "
-           "scheduler.", definition_prefix=PREFIX, review=_bind, review_takes_server=True,
-    presence=PRESENCE)
+    namespaced=True, fields=_FIELDS, doc=_DOC, definition_prefix=PREFIX, review=_bind,
+    review_takes_server=True, presence=PRESENCE)
+
+#: The legacy ``/api/v1/namespaces/{ns}/bindings`` collection: create only, the pod named
+#: by the body (upstream's ``LegacyBindingREST``); discovered as ``bindings``.
+KIND = ResourceType(
+    group="", version="v1", kind="Binding", plural="bindings", singular="binding",
+    namespaced=True, fields=_FIELDS, doc=_DOC, definition_prefix=PREFIX,
+    review=_bind_named_in_body, review_takes_server=True, presence=PRESENCE)
