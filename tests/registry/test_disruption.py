@@ -142,6 +142,29 @@ class NodeTests(Case):
             'podCIDR except from "" to valid, spec.providerID: Forbidden: node updates may '
             'not change providerID except from "" to valid]'))
 
+    def test_patches_apply_and_watch(self):
+        """Conditions merge by type; apply owns its fields; a watch filters on the field."""
+        self.ok(self.admin.post(NODES, _node()), 201)
+        watch = self.admin.watch(f"{NODES}?watch=1&fieldSelector=spec.unschedulable%3Dtrue")
+        node = self.ok(self.admin.patch(f"{NODES}/n1/status", {"status": {"conditions": [
+            {"type": "MemoryPressure", "status": "False"}]}},
+            content_type="application/strategic-merge-patch+json"))
+        # Upstream's mergeSortedSlice puts a patch's new element before the server's.
+        self.assertEqual([c["type"] for c in node["status"]["conditions"]],
+                         ["MemoryPressure", "Ready"])
+        r = self.admin.patch(f"{NODES}/n1?fieldManager=cordoner", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "spec": {"unschedulable": True}}, content_type="application/apply-patch+yaml")
+        managers = [m["manager"] for m in self.ok(r)["metadata"]["managedFields"]]
+        self.assertIn("cordoner", managers)
+        self.settle()
+        self.assertEqual(watch.types(), ["ADDED"])  # it started to match
+        watch.close()
+        r = self.admin.delete(f"{NODES}/n1?dryRun=All")
+        self.assertEqual(r.code, 200)
+        self.assertEqual(self.ok(self.admin.get(f"{NODES}?limit=1"))["items"][0]["metadata"]
+                         ["name"], "n1")
+
     def test_protobuf_round_trip(self):
         self.ok(self.admin.post(NODES, _node(capacity={"cpu": "4", "memory": "8Gi"})), 201)
         r = self.admin.get(f"{NODES}/n1", headers={"Accept": "application/vnd.platform.protobuf"})
