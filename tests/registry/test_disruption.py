@@ -165,6 +165,22 @@ class NodeTests(Case):
         self.assertEqual(self.ok(self.admin.get(f"{NODES}?limit=1"))["items"][0]["metadata"]
                          ["name"], "n1")
 
+    def test_config_source_checked_on_update(self):
+        self.ok(self.admin.post(NODES, {"metadata": {"name": "n1"}, "spec": {
+            "configSource": {}}}), 201)  # upstream checks it on update only
+        node = self.ok(self.admin.get(f"{NODES}/n1"))
+        r = self.admin.put(f"{NODES}/n1", node)
+        self.assertEqual(r.json()["message"], (
+            'Node "n1" is invalid: spec.configSource: Invalid value: {"ConfigMap":null}: '
+            'exactly one reference subfield must be non-nil'))
+        node["spec"]["configSource"] = {"configMap": {"name": "c", "uid": "u"}}
+        r = self.admin.put(f"{NODES}/n1", node)
+        self.assertEqual(r.json()["message"], (
+            'Node "n1" is invalid: [spec.configSource.configMap.uid: Forbidden: uid must not '
+            'be set in spec, spec.configSource.configMap.namespace: Required value: namespace '
+            'must be set, spec.configSource.configMap.kubeletConfigKey: Required value: '
+            'kubeletConfigKey must be set]'))
+
     def test_protobuf_round_trip(self):
         self.ok(self.admin.post(NODES, _node(capacity={"cpu": "4", "memory": "8Gi"})), 201)
         r = self.admin.get(f"{NODES}/n1", headers={"Accept": "application/vnd.platform.protobuf"})

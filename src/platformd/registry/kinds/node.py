@@ -24,7 +24,7 @@ import re
 
 from platformd.errors import Cause
 from platformd.model import fielderrors as fe
-from platformd.model.meta import dns_subdomain, label_value, qualified_name
+from platformd.model.meta import dns_label, dns_subdomain, label_value, qualified_name
 from platformd.model.schema import (
     BOOLEAN, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop,
 )
@@ -313,8 +313,52 @@ def _validate_update(new: dict, old: dict) -> list:
     if old_provider and old_provider != spec.get("providerID", ""):
         causes.append(fe.forbidden("spec.providerID", 'node updates may not change '
                                                       'providerID except from "" to valid'))
+    if spec.get("configSource") is not None:
+        causes.extend(_validate_config_source(spec["configSource"], "spec.configSource"))
     if spec.get("externalID", "") != old_spec.get("externalID", ""):
         causes.append(fe.forbidden("spec.externalID", "may not be updated"))
+    return causes
+
+
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+\Z")
+
+
+def _config_key_problems(key: str) -> list:
+    """``validation.IsConfigMapKey``."""
+    problems = []
+    if len(key) > 253:
+        problems.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.match(key):
+        problems.append("a valid config key must consist of alphanumeric characters, '-', "
+                        "'_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex "
+                        "used for validation is '[-._a-zA-Z0-9]+')")
+    if key in (".", ".."):
+        problems.append(f"must not be '{key}'")
+    elif key.startswith(".."):
+        problems.append("must not start with '..'")
+    return problems
+
+
+def _validate_config_source(source: dict, path: str) -> list:
+    """``validateNodeConfigSourceSpec`` (on update only, as upstream)."""
+    causes: list = []
+    config_map = source.get("configMap")
+    if config_map is None:
+        return [fe.invalid(path, fe.go_json({"ConfigMap": None}),
+                           "exactly one reference subfield must be non-nil")]
+    at = f"{path}.configMap"
+    if config_map.get("uid"):
+        causes.append(fe.forbidden(f"{at}.uid", "uid must not be set in spec"))
+    if config_map.get("resourceVersion"):
+        causes.append(fe.forbidden(f"{at}.resourceVersion",
+                                   "resourceVersion must not be set in spec"))
+    for field, rule in (("namespace", dns_label), ("name", dns_subdomain),
+                        ("kubeletConfigKey", _config_key_problems)):
+        value = config_map.get(field, "")
+        if not value:
+            causes.append(fe.required(f"{at}.{field}", f"{field} must be set"))
+        else:
+            causes.extend(fe.invalid(f"{at}.{field}", value, p) for p in rule(value))
     return causes
 
 
