@@ -60,8 +60,8 @@ class TreeTests(SynchronousTestCase):
         self.assertEqual([s.name for s in built.boot],
                          ["storage", "customresource-preload", "cache", "rbac-index", "expiry",
                           "event-ttl", "namespace-controller", "serviceaccount-controller",
-                          "customresource-controller", "clusterrole-aggregation",
-                          "config-reload", "pods-socket",
+                          "customresource-controller", "disruption-controller",
+                          "clusterrole-aggregation", "config-reload", "pods-socket",
                           "service-allocation-repair", "builtin-namespaces", "platform-service",
                           "rbac-bootstrap", "ready"])
 

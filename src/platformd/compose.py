@@ -59,6 +59,7 @@ from platformd.context import internal
 from platformd.edge.timeouts import ConnectionTimeouts
 from platformd.controllers.aggregation import ClusterRoleAggregator
 from platformd.controllers.customresources import CustomResourceController
+from platformd.controllers.disruption import DisruptionController
 from platformd.controllers.namespaces import NamespaceController
 from platformd.controllers.platformservice import PlatformServiceController
 from platformd.controllers.serviceaccounts import ServiceAccountsController
@@ -172,6 +173,8 @@ class Components:
     aggregator: ClusterRoleAggregator
     #: Serves the kinds CustomResourceDefinitions define (names, establishing, cleanup).
     custom_resources: CustomResourceController
+    #: Keeps PodDisruptionBudgets' status (issue 32).
+    disruption: DisruptionController
     readiness: Readiness
     #: /metrics (``metrics.apiserver``) and the health checks with the switches the
     #: boot sequence and shutdown turn (``api.health.StandardChecks``).
@@ -302,6 +305,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         custom_resources=CustomResourceController(
             clock, informers, cache, catalog, stores, storage, admission,
             apiextensions.CUSTOM_RESOURCE_DEFINITION),
+        disruption=DisruptionController(clock, informers, stores, core.POD_DISRUPTION_BUDGET,
+                                        core.POD),
         readiness=readiness, metrics=metrics, health=checks,
         reloaders=[r for r in (authn.reloader, authz.reloader) if r is not None],
         event_expiry=(EventExpiry(clock, cache, storage, core.EVENT, event_ttl)
@@ -348,7 +353,7 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
 
     1. storage (opened, recovered),
     2. the watch cache (every object loaded at one revision, then following storage),
-    3. the RBAC index, expiry, the namespace and service-account controllers,
+    3. the RBAC index, expiry, the namespace, service-account and disruption controllers,
        ClusterRole aggregation and
        ``after_cache`` (the daemon's pods socket), then the services' address and port
        bitmaps repaired from the stored services (``service-allocation-repair``),
@@ -382,6 +387,8 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
                      components.service_accounts.stop),
                 Step("customresource-controller", components.custom_resources.start,
                      components.custom_resources.stop),
+                Step("disruption-controller", components.disruption.start,
+                     components.disruption.stop),
                 *([Step("clusterrole-aggregation", components.aggregator.start,
                         components.aggregator.stop)] if rbac_policy else []),
                 *after_cache,

@@ -18,6 +18,7 @@ ADMISSION = "admissionregistration.platform.io"
 EVENTS = "events.platform.io"
 COORDINATION = "coordination.platform.io"
 APIEXTENSIONS = "apiextensions.platform.io"
+POLICY = "policy.platform.io"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -52,12 +53,12 @@ class APIGroupTests(unittest.TestCase):
             "kind": "APIGroupList",
             "apiVersion": "v1",
             # Upstream's order (kube-aggregator's group priorities): events,
-            # authentication, authorization, RBAC, admissionregistration, coordination,
-            # apiextensions, discovery.
+            # authentication, authorization, policy, RBAC, admissionregistration,
+            # coordination, apiextensions, discovery.
             "groups": [{"name": group, "versions": [gv], "preferredVersion": gv}
                        for group, gv in ((EVENTS, _gv(EVENTS)), (AUTHN, _gv(AUTHN)),
-                                         (AUTHZ, _gv(AUTHZ)), (RBAC, self.gv),
-                                         (ADMISSION, _gv(ADMISSION)),
+                                         (AUTHZ, _gv(AUTHZ)), (POLICY, _gv(POLICY)),
+                                         (RBAC, self.gv), (ADMISSION, _gv(ADMISSION)),
                                          (COORDINATION, _gv(COORDINATION)),
                                          (APIEXTENSIONS, _gv(APIEXTENSIONS)),
                                          ("discovery.platform.io",
@@ -140,21 +141,25 @@ class APIResourceListTests(unittest.TestCase):
     def test_short_names(self):
         short = {name: r.get("shortNames") for name, r in _by_name(self.core).items()
                  if "/" not in name}
-        self.assertEqual(short, {"configmaps": ["cm"], "endpoints": ["ep"], "events": ["ev"],
-                                 "namespaces": ["ns"], "pods": ["po"], "secrets": None,
-                                 "serviceaccounts": ["sa"], "services": ["svc"]})
+        self.assertEqual(short, {"bindings": None, "configmaps": ["cm"], "endpoints": ["ep"],
+                                 "events": ["ev"], "namespaces": ["ns"], "nodes": ["no"],
+                                 "pods": ["po"], "secrets": None, "serviceaccounts": ["sa"],
+                                 "services": ["svc"]})
 
     def test_sorted_by_name(self):
         for document in (self.core, self.rbac):
             names = [r["name"] for r in document["resources"]]
             self.assertEqual(names, sorted(names))
-        self.assertEqual([r["name"] for r in self.core["resources"]][:5],
-                         ["configmaps", "endpoints", "events", "namespaces", "namespaces/status"])
+        self.assertEqual([r["name"] for r in self.core["resources"]][:9],
+                         ["bindings", "configmaps", "endpoints", "events", "namespaces",
+                          "namespaces/status", "nodes", "nodes/status", "pods"])
 
     def test_every_kind_has_every_verb(self):
         for document in (self.core, self.rbac):
             for entry in document["resources"]:
-                if "/" not in entry["name"]:
+                if entry["name"] == "bindings":  # create only, as upstream's
+                    self.assertEqual(entry["verbs"], ["create"])
+                elif "/" not in entry["name"]:
                     self.assertEqual(entry["verbs"], ALL_VERBS, entry["name"])
 
     def test_unknown_group_version(self):
@@ -220,7 +225,11 @@ class KubectlDiscoveryTests(KubectlTestCase):
             self.assertEqual(rows["customresourcedefinitions"],
                              ["crd,crds", f"{APIEXTENSIONS}/v1", "false",
                               "CustomResourceDefinition"])
-            self.assertEqual(len(rows), 25)
+            self.assertEqual(rows["poddisruptionbudgets"],
+                             ["pdb", f"{POLICY}/v1", "true", "PodDisruptionBudget"])
+            self.assertEqual(rows["nodes"], ["no", "v1", "false", "Node"])
+            self.assertEqual(rows["bindings"], ["", "v1", "true", "Binding"])
+            self.assertEqual(len(rows), 28)
         return d.addCallback(check)
 
     def test_namespaced_filter(self):
@@ -229,9 +238,9 @@ class KubectlDiscoveryTests(KubectlTestCase):
         def check(result):
             names = self.assertSucceeded(result).split()
             self.assertEqual(sorted(names), [
-                "configmaps", "endpoints", "endpointslices.discovery.platform.io", "events",
-                f"events.{EVENTS}", f"leases.{COORDINATION}",
-                f"localsubjectaccessreviews.{AUTHZ}", "pods",
+                "bindings", "configmaps", "endpoints", "endpointslices.discovery.platform.io",
+                "events", f"events.{EVENTS}", f"leases.{COORDINATION}",
+                f"localsubjectaccessreviews.{AUTHZ}", f"poddisruptionbudgets.{POLICY}", "pods",
                 f"rolebindings.{RBAC}", f"roles.{RBAC}", "secrets", "serviceaccounts",
                 "services"])
         return d.addCallback(check)

@@ -20,6 +20,7 @@ AUTHZ = "authorization.platform.io"
 AUTHN = "authentication.platform.io"
 ADMISSION = "admissionregistration.platform.io"
 APIEXTENSIONS = "apiextensions.platform.io"
+POLICY = "policy.platform.io"
 RBAC_V1 = f"/apis/{RBAC}/v1"
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
 RBAC_DEFS = "io.platform.api.rbac.v1"
@@ -195,7 +196,7 @@ class V2DefinitionTests(unittest.TestCase):
                                  for group in ("", ADMISSION, APIEXTENSIONS, AUTHN, AUTHZ,
                                                "coordination.platform.io",
                                                "discovery.platform.io",
-                                               "events.platform.io", RBAC)])
+                                               "events.platform.io", POLICY, RBAC)])
         event = self.definitions[f"{META}.WatchEvent"]
         self.assertEqual(event["required"], ["type", "object"])
         self.assertEqual(event["properties"]["object"]["$ref"],
@@ -253,7 +254,9 @@ class V2PathTests(unittest.TestCase):
         paths = {p for p in self.paths if p.endswith("/pods") or "/pods/" in p}
         self.assertEqual(paths, {
             "/api/v1/namespaces/{namespace}/pods", "/api/v1/namespaces/{namespace}/pods/{name}",
-            "/api/v1/namespaces/{namespace}/pods/{name}/status", "/api/v1/pods"})
+            "/api/v1/namespaces/{namespace}/pods/{name}/status", "/api/v1/pods",
+            "/api/v1/namespaces/{namespace}/pods/{name}/binding",
+            "/api/v1/namespaces/{namespace}/pods/{name}/eviction"})
 
     def test_no_deprecated_watch_paths(self):
         """The router does not serve /watch/...; watching is list with watch=true."""
@@ -263,10 +266,11 @@ class V2PathTests(unittest.TestCase):
         pod_status = "/api/v1/namespaces/{namespace}/pods/{name}/status"
         status = {p for p in self.paths if p.endswith("/status")}
         self.assertEqual(status, {
-            "/api/v1/namespaces/{name}/status", pod_status,
+            "/api/v1/namespaces/{name}/status", pod_status, "/api/v1/nodes/{name}/status",
             "/api/v1/namespaces/{namespace}/services/{name}/status",
             "/apis/admissionregistration.platform.io/v1/validatingadmissionpolicies/{name}/status",
-            "/apis/apiextensions.platform.io/v1/customresourcedefinitions/{name}/status"})
+            "/apis/apiextensions.platform.io/v1/customresourcedefinitions/{name}/status",
+            "/apis/policy.platform.io/v1/namespaces/{namespace}/poddisruptionbudgets/{name}/status"})
         self.assertEqual(set(self.paths[pod_status]), {"get", "put", "patch", "parameters"})
 
     def test_operation_ids_are_unique(self):
@@ -472,6 +476,8 @@ class V3Tests(unittest.TestCase):
         for group, version in (("", "v1"), (RBAC, "v1")):
             document = openapi.openapi_v3(builtin(), group, version)
             for kind in builtin().kinds_in(group, version):
+                if not kind.stored:  # bindings: create only
+                    continue
                 gvk = {"group": group, "kind": kind.kind, "version": version}
                 self.assertTrue(_patch_supports(document, gvk, "fieldValidation"), gvk)
 
@@ -488,7 +494,8 @@ class V3IndexTests(unittest.TestCase):
             f"apis/{ADMISSION}/v1", "apis/events.platform.io", "apis/events.platform.io/v1",
             "apis/coordination.platform.io", "apis/coordination.platform.io/v1",
             "apis/discovery.platform.io", "apis/discovery.platform.io/v1",
-            f"apis/{APIEXTENSIONS}", f"apis/{APIEXTENSIONS}/v1"})
+            f"apis/{APIEXTENSIONS}", f"apis/{APIEXTENSIONS}/v1",
+            f"apis/{POLICY}", f"apis/{POLICY}/v1"})
 
     def test_urls_carry_the_hash_of_the_served_bytes(self):
         catalog = builtin()

@@ -229,6 +229,47 @@ EXPECTED = {
     "platform.apimachinery.pkg.util.intstr.IntOrString": [],
 }
 
+# Issue 32: Node, Binding, PodDisruptionBudget, Eviction, IntOrString.
+EXPECTED.update({
+    "platform.api.core.v1.AttachedVolume": [("name", False), ("devicePath", False)],
+    "platform.api.core.v1.Binding": [("metadata", False), ("target", False)],
+    "platform.api.core.v1.ConfigMapNodeConfigSource": [("namespace", False), ("name", False),
+        ("uid", True), ("resourceVersion", True), ("kubeletConfigKey", False)],
+    "platform.api.core.v1.ContainerImage": [("sizeBytes", True)],
+    "platform.api.core.v1.DaemonEndpoint": [("Port", False)],
+    "platform.api.core.v1.Node": [("metadata", False), ("spec", False), ("status", False)],
+    "platform.api.core.v1.NodeAddress": [("type", False), ("address", False)],
+    "platform.api.core.v1.NodeCondition": [("type", False), ("status", False),
+        ("lastHeartbeatTime", True), ("lastTransitionTime", True), ("reason", True),
+        ("message", True)],
+    "platform.api.core.v1.NodeConfigSource": [],
+    "platform.api.core.v1.NodeConfigStatus": [("error", True)],
+    "platform.api.core.v1.NodeDaemonEndpoints": [("kubeletEndpoint", False)],
+    "platform.api.core.v1.NodeFeatures": [],
+    "platform.api.core.v1.NodeList": [("metadata", False)],
+    "platform.api.core.v1.NodeRuntimeHandler": [("name", False)],
+    "platform.api.core.v1.NodeRuntimeHandlerFeatures": [],
+    "platform.api.core.v1.NodeSpec": [("podCIDR", True), ("externalID", True),
+        ("providerID", True), ("unschedulable", True)],
+    "platform.api.core.v1.NodeStatus": [("phase", True), ("daemonEndpoints", False),
+        ("nodeInfo", False)],
+    "platform.api.core.v1.NodeSwapStatus": [],
+    "platform.api.core.v1.NodeSystemInfo": [("machineID", False), ("systemUUID", False),
+        ("bootID", False), ("kernelVersion", False), ("osImage", False),
+        ("containerRuntimeVersion", False), ("kubeletVersion", False),
+        ("kubeProxyVersion", False), ("operatingSystem", False), ("architecture", False)],
+    "platform.api.core.v1.Taint": [("key", False), ("value", True), ("effect", False)],
+    "platform.api.policy.v1.Eviction": [("metadata", False)],
+    "platform.api.policy.v1.PodDisruptionBudget": [("metadata", False), ("spec", False),
+        ("status", False)],
+    "platform.api.policy.v1.PodDisruptionBudgetList": [("metadata", False)],
+    "platform.api.policy.v1.PodDisruptionBudgetSpec": [],
+    "platform.api.policy.v1.PodDisruptionBudgetStatus": [("observedGeneration", True),
+        ("disruptionsAllowed", False), ("currentHealthy", False), ("desiredHealthy", False),
+        ("expectedPods", False)],
+    "platform.apimachinery.pkg.util.intstr.IntOrString": [],
+})
+
 
 class FieldsTests(SynchronousTestCase):
     def setUp(self):

@@ -25,6 +25,7 @@ from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
 from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
 from platformd.protos.platform.api.discovery.v1 import generated_pb2 as discovery
+from platformd.protos.platform.api.policy.v1 import generated_pb2 as policy
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.api.resource import generated_pb2 as resource
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
@@ -358,7 +359,7 @@ class UpstreamGoldenTests(SynchronousTestCase):
 
 def _modules():
     return (core, rbac, meta, runtime, resource, authorization, authentication,
-            admissionregistration, coordination, eventsv1, discovery, intstr)
+            admissionregistration, coordination, eventsv1, discovery, policy, intstr)
 
 
 def _messages():

@@ -282,6 +282,7 @@ LIST_TYPES = {
     "Service": "*core.ServiceList", "Endpoints": "*core.EndpointsList",
     "EndpointSlice": "*discovery.EndpointSliceList",
     "CustomResourceDefinition": "*apiextensions.CustomResourceDefinitionList",
+    "Node": "*core.NodeList", "PodDisruptionBudget": "*policy.PodDisruptionBudgetList",
 }
 
 

@@ -16,8 +16,8 @@ from platformd.model.schema import structs
 from platformd.registry import kinds, tables
 from platformd.registry.catalog import Catalog, builtin
 from platformd.registry.kinds import (
-    accessreviews, configmap, event, eventsv1, lease, pod, rbacshapes, role, selfsubjectreview,
-    webhookshapes,
+    accessreviews, configmap, event, eventsv1, lease, pod, poddisruptionbudget, rbacshapes,
+    role, selfsubjectreview, webhookshapes,
 )
 from platformd.registry.kinds import endpointslice
 from platformd.storage.memory import MemoryStorage
@@ -27,6 +27,7 @@ AUTHZ = accessreviews.GROUP
 AUTHN = selfsubjectreview.GROUP
 ADMISSION = webhookshapes.GROUP
 DISCOVERY = endpointslice.GROUP
+POLICY = poddisruptionbudget.GROUP
 
 EVENTS = eventsv1.GROUP
 COORDINATION = lease.GROUP
@@ -41,6 +42,11 @@ COLUMNS = {
     ("apiextensions.platform.io", "CustomResourceDefinition"): ["Name", "Created At"],
     ("", "Secret"): ["Name", "Type", "Data", "Age"],
     ("", "ServiceAccount"): ["Name", "Secrets", "Age"],
+    ("", "Binding"): ["Name", "Created At"],  # create only: never listed
+    ("", "Node"): ["Name", "Status", "Roles", "Age", "Version", "Internal-IP", "External-IP",
+                   "OS-Image", "Kernel-Version", "Container-Runtime"],
+    (POLICY, "PodDisruptionBudget"): ["Name", "Min Available", "Max Unavailable",
+                                      "Allowed Disruptions", "Age"],
     (RBAC, "Role"): ["Name", "Created At"],
     (RBAC, "ClusterRole"): ["Name", "Created At"],
     (RBAC, "RoleBinding"): ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
@@ -79,6 +85,7 @@ FIELD_LABELS = {
     ("", "Event"): event.FIELD_LABELS,
     (EVENTS, "Event"): eventsv1.KIND.field_labels,
     ("", "Service"): ("metadata.name", "metadata.namespace", "spec.clusterIP", "spec.type"),
+    ("", "Node"): ("metadata.name", "spec.unschedulable"),
 }
 
 
@@ -90,7 +97,7 @@ class BuiltinTests(SynchronousTestCase):
                    for info in pkgutil.iter_modules(kinds.__path__)]
         defined = {m.KIND.gvr for m in modules if hasattr(m, "KIND")}
         self.assertEqual(defined, served)
-        self.assertEqual(len(builtin().kinds), 26)
+        self.assertEqual(len(builtin().kinds), 29)
 
     def test_columns(self):
         for kind in builtin().kinds:
@@ -112,7 +119,8 @@ class BuiltinTests(SynchronousTestCase):
             package = {"": "platform.api.core.v1.", RBAC: "platform.api.rbac.v1.",
                        AUTHZ: accessreviews.PROTO, AUTHN: selfsubjectreview.PROTO,
                        ADMISSION: webhookshapes.PROTO, EVENTS: eventsv1.PROTO,
-                       COORDINATION: lease.PROTO, DISCOVERY: endpointslice.PROTO}[kind.group]
+                       COORDINATION: lease.PROTO, DISCOVERY: endpointslice.PROTO,
+                       POLICY: poddisruptionbudget.PROTO}[kind.group]
             reached = {s.name.removeprefix("io.") for s in structs(kind.schema)}
             reached = {name for name in reached if name.startswith(package)}
             self.assertEqual(reached - set(kind.presence), set(), kind.kind)

@@ -205,8 +205,8 @@ class ReviewTests(SynchronousTestCase):
             "selfsubjectrulesreviews": ["create"], "subjectaccessreviews": ["create"]})
         self.assertFalse(any("storageVersionHash" in r for r in resources))
         groups = [g["name"] for g in self.client.get("/apis").json()["groups"]]
-        self.assertEqual(groups[:4], ["events.platform.io", "authentication.platform.io",
-                                      "authorization.platform.io",
+        self.assertEqual(groups[:5], ["events.platform.io", "authentication.platform.io",
+                                      "authorization.platform.io", "policy.platform.io",
                                       "rbac.authorization.platform.io"])
 
     def test_yaml_and_protobuf(self):

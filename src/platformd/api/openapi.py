@@ -37,9 +37,9 @@ from typing import Optional
 
 import attrs
 
-from platformd.model.meta import LIST_META
+from platformd.model.meta import DELETE_OPTIONS, LIST_META
 from platformd.model.schema import (
-    BOOLEAN, INT32, INT64, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
+    INT32, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
 )
 
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
@@ -62,24 +62,6 @@ TIME_NAME = f"{META}.Time"
 TIME_DOC = "A timestamp, RFC 3339 in UTC, to the second."
 MICRO_TIME_NAME = f"{META}.MicroTime"
 MICRO_TIME_DOC = "MicroTime is version of Time with microsecond level precision."
-
-PRECONDITIONS = Struct(f"{META}.Preconditions", {
-    "resourceVersion": Prop(STRING, "The target resourceVersion."),
-    "uid": Prop(STRING, "The target UID."),
-}, doc="Must be fulfilled before an operation (update, delete, etc.) is carried out.")
-
-DELETE_OPTIONS = Struct(f"{META}.DeleteOptions", {
-    "apiVersion": Prop(STRING, "The versioned schema of this representation."),
-    "kind": Prop(STRING, "The REST resource this object represents."),
-    "dryRun": Prop(ListOf(STRING), "When present, modifications are not persisted; only 'All'."),
-    "gracePeriodSeconds": Prop(INT64, "Seconds before the object is deleted; zero deletes "
-                                      "at once."),
-    "preconditions": Prop(PRECONDITIONS, "Must be fulfilled before the deletion is carried out; "
-                                         "otherwise 409 Conflict."),
-    "orphanDependents": Prop(BOOLEAN, "Deprecated: use propagationPolicy."),
-    "propagationPolicy": Prop(STRING, "Whether and how garbage collection is performed: "
-                                      "Orphan, Background or Foreground."),
-}, doc="May be provided when deleting an API object.")
 
 STATUS_CAUSE = Struct(f"{META}.StatusCause", {
     "reason": Prop(STRING, "A machine-readable description of the cause."),
@@ -191,12 +173,19 @@ def _schema(node, dialect: _Dialect) -> dict:
     raise TypeError(f"no OpenAPI form for {node!r}")
 
 
+def _property(prop: Prop, dialect: _Dialect) -> dict:
+    schema = dialect.described(_schema(prop.node, dialect), prop.doc)
+    if prop.patch_strategy:
+        schema = {**schema, "x-kubernetes-patch-strategy": prop.patch_strategy}
+    return schema
+
+
 def _definition(struct: Struct, dialect: _Dialect, gvks: Optional[list]) -> dict:
     out: dict = {"type": "object"}
     if struct.doc:
         out["description"] = struct.doc
     if struct.props:
-        out["properties"] = {name: dialect.described(_schema(prop.node, dialect), prop.doc)
+        out["properties"] = {name: _property(prop, dialect)
                              for name, prop in struct.props.items()}
     required = struct.required_names()
     if required:

@@ -76,7 +76,7 @@ def serve_subresource(call, route_accepts, server):
     call.context.dry_run = options.dry_run
     upstream = upstream_api_version(kind.api_version)
     obj = decode_object(call, options.field_validation, kind.schema, kind.kind, kind.api_version,
-                        other_versions=(upstream,))
+                        other_versions=(upstream,) + kind.accepts_versions)
     # The answer names the version the body named: a typed client (``kubectl create
     # token``) sends and decodes only upstream's, ``authentication.k8s.io/v1``.
     obj["kind"], obj["apiVersion"] = kind.kind, obj.get("apiVersion") or kind.api_version

@@ -101,17 +101,19 @@ def _widen(forbidden: dict, key: str, values) -> None:
         forbidden[key].update(values)
 
 
-def _path_getter(path: str):
+def _path_getter(path: str, zero: str = ""):
+    """The field's value as upstream's field set formats it (a bool as ``strconv.
+    FormatBool``); ``zero`` when the object omits it (``ResourceType.field_zeros``)."""
     parts = path.split(".")
 
     def get(obj):
         for part in parts:
             if not isinstance(obj, dict):
-                return ""
+                return zero
             obj = obj.get(part)
             if obj is None:
-                return ""
-        if isinstance(obj, bool):  # a custom resource's selectable boolean field
+                return zero
+        if isinstance(obj, bool):
             return "true" if obj else "false"
         return obj if isinstance(obj, str) else str(obj)
     return get
@@ -218,6 +220,7 @@ def field_selector(text: str, kind) -> slices.Work[FieldSelector]:
         equal, not_equal = values.setdefault(field, (set(), set()))
         (not_equal if op.group() == "!=" else equal).add(value)
     return FieldSelector({
-        field: FieldTerms(_path_getter(kind.field_paths.get(field, field)), frozenset(equal),
-                          frozenset(not_equal))
+        field: FieldTerms(_path_getter(kind.field_paths.get(field, field),
+                                       getattr(kind, "field_zeros", {}).get(field, "")),
+                          frozenset(equal), frozenset(not_equal))
         for field, (equal, not_equal) in values.items()})

@@ -45,6 +45,7 @@ from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coord
 from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.discovery.v1 import generated_pb2 as discovery
+from platformd.protos.platform.api.policy.v1 import generated_pb2 as policy
 from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
 from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
 from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
@@ -57,7 +58,8 @@ RBAC = "rbac.authorization.platform.io/v1"
 #: The view groups (``meta.k8s.io`` is the alias kubectl asks for).
 META_VERSIONS = ("meta.platform.io/v1", "meta.k8s.io/v1")
 
-_CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount", "Event")
+_CORE_KINDS = ("ConfigMap", "Namespace", "Pod", "Secret", "ServiceAccount", "Event",
+               "Node")
 #: Service and Endpoints (core), EndpointSlice (discovery).
 _SERVICE_KINDS = ("Service", "Endpoints")
 DISCOVERY = "discovery.platform.io/v1"
@@ -78,6 +80,16 @@ _REVIEWS = (
 #: The reviews' group versions as upstream names them (``catalog.UPSTREAM_REVIEW_GROUPS``).
 _UPSTREAM_REVIEW_VERSIONS = {"authentication.platform.io/v1": "authentication.k8s.io/v1",
                              "authorization.platform.io/v1": "authorization.k8s.io/v1"}
+#: Issue 32: PodDisruptionBudget; the pods' create-only subresources' bodies (Binding,
+#: and Eviction also under the group versions upstream's eviction accepts, as unmodified
+#: ``kubectl drain`` names them).
+POLICY = "policy.platform.io/v1"
+_POLICY_KINDS = ("PodDisruptionBudget",)
+_SUBRESOURCE_BODIES = (
+    ("v1", core.Binding),
+    *((version, policy.Eviction) for version in (
+        POLICY, "policy.platform.io/v1beta1", "policy/v1", "policy/v1beta1")),
+)
 #: Kinds every group version serves (upstream registers them in each).
 _ANY_VERSION = {"Status": meta.Status, "DeleteOptions": meta.DeleteOptions}
 #: The discovery documents: upstream's unversioned ``v1`` kinds, written without an
@@ -96,7 +108,8 @@ def builtin_messages() -> dict:
             ("v1", core, _SERVICE_KINDS), (DISCOVERY, discovery, _DISCOVERY_GROUP_KINDS),
             (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS),
             ("coordination.platform.io/v1", coordination, ("Lease",)),
-            ("events.platform.io/v1", eventsv1, ("Event",))):
+            ("events.platform.io/v1", eventsv1, ("Event",)),
+            (POLICY, policy, _POLICY_KINDS)):
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(api_version, kind + "List")] = getattr(module, kind + "List")
@@ -104,6 +117,8 @@ def builtin_messages() -> dict:
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(_UPSTREAM_REVIEW_VERSIONS[api_version], kind)] = getattr(module, kind)
+    for api_version, message in _SUBRESOURCE_BODIES:
+        table[(api_version, message.DESCRIPTOR.name)] = message
     for api_version in META_VERSIONS:
         table[(api_version, "PartialObjectMetadata")] = meta.PartialObjectMetadata
         table[(api_version, "PartialObjectMetadataList")] = meta.PartialObjectMetadataList

@@ -68,6 +68,25 @@ LIST_META = Struct("io.platform.apimachinery.pkg.apis.meta.v1.ListMeta", {
 }, doc="Metadata of a list.")
 
 #: ObjectMeta's fields before ``resourceVersion`` (Go's struct order).
+#: DeleteOptions: a delete's body, and an Eviction's ``deleteOptions``.
+PRECONDITIONS = Struct("io.platform.apimachinery.pkg.apis.meta.v1.Preconditions", {
+    "resourceVersion": Prop(STRING, "The target resourceVersion."),
+    "uid": Prop(STRING, "The target UID."),
+}, doc="Must be fulfilled before an operation (update, delete, etc.) is carried out.")
+
+DELETE_OPTIONS = Struct("io.platform.apimachinery.pkg.apis.meta.v1.DeleteOptions", {
+    "apiVersion": Prop(STRING, "The versioned schema of this representation."),
+    "kind": Prop(STRING, "The REST resource this object represents."),
+    "dryRun": Prop(ListOf(STRING), "When present, modifications are not persisted; only 'All'."),
+    "gracePeriodSeconds": Prop(INT64, "Seconds before the object is deleted; zero deletes "
+                                      "at once."),
+    "preconditions": Prop(PRECONDITIONS, "Must be fulfilled before the deletion is carried out; "
+                                         "otherwise 409 Conflict."),
+    "orphanDependents": Prop(BOOLEAN, "Deprecated: use propagationPolicy."),
+    "propagationPolicy": Prop(STRING, "Whether and how garbage collection is performed: "
+                                      "Orphan, Background or Foreground."),
+}, doc="May be provided when deleting an API object.")
+
 _BEFORE_RESOURCE_VERSION = frozenset({"name", "generateName", "namespace", "selfLink", "uid"})
 
 

@@ -358,6 +358,9 @@ class Prop:
     node: Node
     doc: str = ""
     required: bool = False
+    #: A struct field's strategic-merge strategy (``x-kubernetes-patch-strategy``):
+    #: ``"replace"`` replaces the object whole (a PodDisruptionBudget's selector).
+    patch_strategy: Optional[str] = None
 
 
 @attrs.frozen

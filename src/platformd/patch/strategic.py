@@ -78,6 +78,10 @@ def _merge_map(original: dict, patch: dict, node):
         if value is None:
             result.pop(key, None)
             continue
+        prop = node.props.get(key) if isinstance(node, Struct) else None
+        if prop is not None and prop.patch_strategy == "replace" and isinstance(value, dict):
+            result[key] = _strip(value)  # upstream's patchStrategy:"replace" struct
+            continue
         merged = _merge_value(result.get(key), value, _child(node, key))
         if merged is _DELETE:
             result.pop(key, None)

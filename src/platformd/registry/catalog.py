@@ -20,6 +20,7 @@ from platformd.registry.kinds import (
     service, serviceaccount, subjectaccessreview, tokenreview, validatingadmissionpolicy,
     validatingadmissionpolicybinding, validatingwebhookconfiguration,
 )
+from platformd.registry.kinds import binding, node, poddisruptionbudget  # issue 32
 
 
 class Catalog:
@@ -129,7 +130,7 @@ def builtin() -> Catalog:
     # The access reviews also answer at upstream's group names, undiscovered, so
     # ``kubectl auth can-i``/``whoami`` work unchanged (docs/api-conventions.md).
     for kind in catalog.kinds:
-        if kind.review is not None:
+        if kind.review is not None and kind.group in UPSTREAM_REVIEW_GROUPS:
             catalog.alias(attrs.evolve(kind, group=UPSTREAM_REVIEW_GROUPS[kind.group]))
     catalog.fix()
     return catalog
@@ -145,8 +146,10 @@ def _builtin() -> Catalog:
         event.KIND,
         service.KIND,
         endpoints.KIND,
+        node.KIND,
+        binding.KIND,
         # Named groups in upstream's /apis order: events, authentication, authorization,
-        # rbac, admissionregistration, coordination, discovery.
+        # policy, rbac, admissionregistration, coordination, discovery.
         eventsv1.KIND,  # served from event.KIND's storage
         selfsubjectreview.KIND,
         tokenreview.KIND,
@@ -154,6 +157,7 @@ def _builtin() -> Catalog:
         selfsubjectaccessreview.KIND,
         selfsubjectrulesreview.KIND,
         subjectaccessreview.KIND,
+        poddisruptionbudget.KIND,
         role.KIND,
         clusterrole.KIND,
         rolebinding.KIND,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from platformd.registry.kinds import configmap, namespace, pod, secret, serviceaccount
 from platformd.registry.kinds import event
 from platformd.registry.kinds import endpoints, endpointslice, service
+from platformd.registry.kinds import node, poddisruptionbudget
 
 NAMESPACE = namespace.KIND
 POD = pod.KIND
@@ -19,3 +20,5 @@ EVENT = event.KIND
 SERVICE = service.KIND
 ENDPOINTS = endpoints.KIND
 ENDPOINT_SLICE = endpointslice.KIND
+NODE = node.KIND
+POD_DISRUPTION_BUDGET = poddisruptionbudget.KIND

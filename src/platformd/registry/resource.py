@@ -119,6 +119,9 @@ class ResourceType:
     #: field label conversion func), or None for apimachinery's default:
     #: ``metadata.name`` and ``metadata.namespace`` (``api/selectors.py``).
     field_labels: Optional[tuple] = None
+    #: What a field label reads when the object omits the field (Go's zero value as
+    #: upstream's field set formats it): ``{"spec.unschedulable": "false"}``.
+    field_zeros: dict = attrs.field(factory=dict)
     #: Protobuf message full name → the fields upstream writes even when zero, in
     #: ``gopresence``'s notation, for the messages of this kind (registered with
     #: ``gopresence`` when a catalog adds the kind).
@@ -150,6 +153,9 @@ class ResourceType:
     #: Whether top-level fields the kind does not name are kept (a custom resource whose
     #: schema preserves unknown fields at its root).
     preserve_unknown: bool = False
+    #: Other apiVersions a body of this (subresource) kind may name (upstream's
+    #: ``AcceptsGroupVersion``: an Eviction in ``policy/v1`` or ``policy/v1beta1``).
+    accepts_versions: tuple = ()
     schema: Struct = attrs.field(init=False)
     list_schema: Struct = attrs.field(init=False)
     #: ``(group, version, plural)``: what the catalog, the stores and the watch cache

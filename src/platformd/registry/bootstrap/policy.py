@@ -21,6 +21,7 @@ from platformd.registry.kinds.rbacshapes import GROUP as RBAC_GROUP
 AUTHORIZATION_GROUP = "authorization.platform.io"
 AUTHENTICATION_GROUP = "authentication.platform.io"
 DISCOVERY_GROUP = "discovery.platform.io"
+POLICY_GROUP = "policy.platform.io"
 
 #: ``rbac.authorization.platform.io/autoupdate``: "false" protects an object from
 #: reconciliation (a user's edits are kept).
@@ -118,8 +119,10 @@ _CLUSTER_ROLES: list[dict] = [
             {"verbs": READ, "apiGroups": [""], "resources": ["secrets"]},
             {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["serviceaccounts"]},
             {"verbs": WRITE, "apiGroups": [""], "resources": ["pods"]},
+            {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]},
             {"verbs": WRITE, "apiGroups": [""],
              "resources": ["configmaps", "secrets", "serviceaccounts", "services"]},
+            {"verbs": WRITE, "apiGroups": [POLICY_GROUP], "resources": ["poddisruptionbudgets"]},
         ],
     },
     {
@@ -134,6 +137,8 @@ _CLUSTER_ROLES: list[dict] = [
             # which namespaces one has access to.
             {"verbs": READ, "apiGroups": [""], "resources": ["namespaces"]},
             {"verbs": READ, "apiGroups": [DISCOVERY_GROUP], "resources": ["endpointslices"]},
+            {"verbs": READ, "apiGroups": [POLICY_GROUP],
+             "resources": ["poddisruptionbudgets", "poddisruptionbudgets/status"]},
         ],
     },
 ]

@@ -13,6 +13,7 @@ from platformd.model.meta import dns_label, dns_subdomain
 from platformd.model.schema import (
     BOOLEAN, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop,
 )
+from platformd.registry.kinds import binding, eviction
 from platformd.registry.kinds.coreshapes import (
     LOCAL_OBJECT_REFERENCE, LOCAL_OBJECT_REFERENCE_PRESENCE, core_kind, struct,
 )
@@ -305,6 +306,8 @@ KIND = core_kind("Pod", "pods", True, {
 }, short_names=("po",), categories=("all",), has_status=True, default=_default,
     validate=_validate, validate_update=_validate_update,
     prepare_for_create=_prepare_for_create, returns_deleted_object=True, columns=COLUMNS,
+    # Create-only subresources: a scheduler's binding, a drain's eviction (issue 32).
+    subresources={"binding": binding.SUBRESOURCE, "eviction": eviction.SUBRESOURCE},
     field_labels=("metadata.name", "metadata.namespace", "spec.nodeName",
                   "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                   "status.phase", "status.podIP"))
