@@ -11,9 +11,6 @@ import copy
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from twisted.trial.unittest import SkipTest
-
-from platformd.apiextensions import schemas
 from platformd.auth.authorizers import AuthorizerChain, PrivilegedGroups
 from platformd.compose import Authorization
 from tests.stub import StubServer
@@ -464,13 +461,8 @@ class SelectableFieldTests(Base):
 
 
 class StructuralSchemaTests(Base):
-    """With the structural-schema library switched on (``schemas.STRUCTURAL``): objects
-    are typed, pruned, defaulted and validated by their version's schema."""
-
-    def setUp(self):
-        super().setUp()
-        if not schemas.STRUCTURAL:
-            raise SkipTest("the structural-schema library is switched off")
+    """Objects are typed, pruned, defaulted and validated by their version's schema
+    (the structural-schema library, through ``apiextensions/schemas.py``)."""
 
     def test_typed_objects(self):
         crd = definition()
