@@ -295,7 +295,7 @@ def paced_patches(port: int, count: int):
 
 
 def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None,
-               write_port: int):
+               write_port: int, gil: bool = True):
     path = f"{RBAC}/namespaces/{NS}/rolebindings"
     status, body = client.call("GET", path)
     rv = RV_RE.search(body, 0, 4096).group(1).decode()
@@ -314,8 +314,8 @@ def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None,
     if py_spy:
         spy = subprocess.Popen(
             [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "-p",
-             str(server_pid), "--gil", "-r", "250", "-f", "raw", "-o", py_spy, "-d",
-             str(int(UPDATES / UPDATE_RATE) + 2)],
+             str(server_pid), *(["--gil"] if gil else []), "-r", "250", "-f", "raw",
+             "-o", py_spy, "-d", str(int(UPDATES / UPDATE_RATE) + 2)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
     cpu0 = cpu_seconds(server_pid)

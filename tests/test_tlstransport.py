@@ -26,7 +26,8 @@ from zope.interface import implementer
 from platformd.files.pki import ensure_pki
 from platformd.edge.tlscontext import server_tls_options
 from platformd.edge.tlstransport import (
-    DIRECT_WRITE, RECORD, PlatformTLSTransport, release_idle_buffers, send_now,
+    DIRECT_WRITE, RECORD, SEAL_AT_ONCE, PlatformTLSTransport, release_idle_buffers,
+    send_now,
 )
 
 
@@ -206,8 +207,9 @@ class PlatformTLSTransportTests(TestCase):
 
     async def test_record_sealed_directly(self):
         """
-        ``write_now`` of up to one record's bytes is sealed and sent without Twisted's
-        record loop; a larger write, or any other buffer than bytes, goes through it.
+        ``write_now`` of up to ``SEAL_AT_ONCE`` bytes (four records) is sealed and sent
+        without Twisted's record loop, in records of at most ``RECORD`` bytes; a larger
+        write, or any other buffer than bytes, goes through it.
         """
         port, handshaken = self.serve(lambda transport: None)
         start = threading.Event()
@@ -222,12 +224,14 @@ class PlatformTLSTransportTests(TestCase):
             return real_write(protocol, data)
 
         self.patch(TLSMemoryBIOProtocol, "_write", spy)
-        writes = [b"a" * 900, b"b" * RECORD, b"c" * (RECORD + 1), bytearray(b"d" * 10)]
+        writes = [b"a" * 900, b"b" * RECORD, b"c" * (RECORD + 1),
+                  bytes(range(256)) * (SEAL_AT_ONCE // 256), b"e" * (SEAL_AT_ONCE + 1),
+                  bytearray(b"d" * 10)]
         for data in writes:
             transport.write_now(data)
         transport.loseConnection()
         self.assertEqual(await reading, b"".join(bytes(data) for data in writes))
-        self.assertEqual(looped, [RECORD + 1, 10])
+        self.assertEqual(looped, [SEAL_AT_ONCE + 1, 10])
 
     async def test_gathered_writes_sealed_directly(self):
         """What the turn's end flushes is sealed without Twisted's record loop."""
@@ -381,3 +385,27 @@ class SendNowTests(TestCase):
         self.assertEqual(self.received(), b"")
         self.transport.doWrite()
         self.assertEqual(self.received(), b"first,second")
+
+    def test_full_socket_queues_the_rest(self):
+        """
+        A send the kernel refuses (the socket's buffer full) leaves the bytes queued on
+        the transport, in order, sent once the socket can take them.
+        """
+        ours = self.transport.socket
+        filler = b"x" * 65536
+        sent_before = 0
+        while True:
+            try:
+                sent_before += ours.send(filler)
+            except BlockingIOError:
+                break
+        send_now(self.transport, b"event")
+        self.assertEqual(self.transport._tempDataLen, 5)  # queued, not sent
+        received = b""
+        while len(received) < sent_before + 5:
+            chunk = self.received()
+            if not chunk:
+                self.transport.doWrite()
+                continue
+            received += chunk
+        self.assertEqual(received, b"x" * sent_before + b"event")

@@ -26,6 +26,7 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SkipTest
 from twisted.web.http import _ChunkedTransferDecoder
 
+from platformd.registry import core
 from tests.e2e.harness import ServerTestCase
 from tests.e2e.test_clients import kubectl_binary
 
@@ -752,6 +753,107 @@ class RawWatchTests(WatchTestCase):
         self.assertEqual([summary(e)[:2] for e in one.events], [("ADDED", "here")])
         self.assertEqual([summary(e)[:2] for e in every.events],
                          [("ADDED", "elsewhere"), ("ADDED", "here")])
+
+    def _hold_fan_out(self):
+        """
+        The ConfigMap cache with its fan-out held: events published from now on wait
+        until the returned function is called, which fans them out in one turn, as
+        writes acknowledged together are.
+        """
+        kind = self.server.api.watcher.cache.cache.for_kind(core.CONFIG_MAP)
+        kind._fan_out_call = object()  # as if a fan-out were already scheduled
+
+        def release():
+            kind._fan_out_call = None
+            kind._fan_out()
+        return release
+
+    def _spy_writes(self):
+        """Every write of each server stream, by stream."""
+        writes: dict = {}
+        for stream in self.server.api.watcher.streams:
+            def spy(data, real=stream._write, stream=stream):
+                writes.setdefault(stream, []).append(data)
+                real(data)
+            stream._write = spy
+        return writes
+
+    @inlineCallbacks
+    def test_events_of_one_turn_written_together(self):
+        """
+        Events that reach the cache in one turn go to each watcher in order, none lost,
+        written with one write per stream (one TLS record and one send); a watcher of
+        another namespace hears of none of them, one of every namespace of all.
+        """
+        yield self.create_namespace("other")
+        rv = yield self.list_rv()
+        here = []
+        for _ in range(2):
+            here.append((yield self.open(f"{CONFIGMAPS}?watch=1&resourceVersion={rv}")))
+        other = yield self.open(f"/api/v1/namespaces/other/configmaps?watch=1&resourceVersion={rv}")
+        every = yield self.open(f"/api/v1/configmaps?watch=1&resourceVersion={rv}")
+        yield self.wait_streams(4)
+        writes = self._spy_writes()
+        release = self._hold_fan_out()
+        for name in ("b1", "b2", "b3"):
+            yield self.create(name)
+        yield self.patch("b1", {"data": {"k": "v2"}})
+        r = yield self.client.post("/api/v1/namespaces/other/configmaps", configmap("o1"))
+        self.assertEqual(r.code, 201, r.body)
+        yield self.delete("b2")
+        yield sleep(0.05)
+        self.assertEqual([s.events for s in here + [other, every]], [[], [], [], []])
+        release()
+        want = [("ADDED", "b1"), ("ADDED", "b2"), ("ADDED", "b3"), ("MODIFIED", "b1"),
+                ("DELETED", "b2")]
+        for stream in here:
+            yield stream.wait_events(5)
+        yield other.wait_events(1)
+        yield every.wait_events(6)
+        yield sleep(0.05)
+        for stream in here:
+            self.assertEqual([summary(e)[:2] for e in stream.events], want)
+            self.assertIncreasing([rv] + [summary(e)[2] for e in stream.events])
+        self.assertEqual([summary(e)[:2] for e in other.events], [("ADDED", "o1")])
+        self.assertEqual([summary(e)[:2] for e in every.events],
+                         want[:4] + [("ADDED", "o1"), ("DELETED", "b2")])
+        self.assertIncreasing([rv] + [summary(e)[2] for e in every.events])
+        self.assertEqual(sorted(len(w) for w in writes.values()), [1, 1, 1, 1])
+
+    @inlineCallbacks
+    def test_events_of_one_turn_wait_for_a_paused_stream(self):
+        """
+        A stream paused by back-pressure keeps a turn's events in its backlog, in order,
+        behind what it held already, and writes them all once resumed; a stream not
+        paused is not held back by it.
+        """
+        rv = yield self.list_rv()
+        slow = yield self.open(f"{CONFIGMAPS}?watch=1&resourceVersion={rv}")
+        fast = yield self.open(f"{CONFIGMAPS}?watch=1&resourceVersion={rv}")
+        yield self.wait_streams(2)
+        yield self.create("p0")
+        yield slow.wait_events(1)
+        yield fast.wait_events(1)
+        streams = sorted(self.server.api.watcher.streams, key=id)
+        paused = streams[0]
+        paused.pauseProducing()
+        yield self.create("p1")  # one event alone: into the backlog
+        release = self._hold_fan_out()
+        for name in ("p2", "p3", "p4"):
+            yield self.create(name)
+        release()
+        self.assertEqual(len(paused._backlog), 4)
+        want = [("ADDED", f"p{i}") for i in range(5)]
+        readers = [slow, fast]
+        unpaused = streams[1]
+        self.assertFalse(unpaused._backlog)
+        yield wait_until(lambda: sum(len(r.events) == 5 for r in readers) == 1, 5,
+                         "the stream not paused to have every event")
+        paused.resumeProducing()
+        self.assertFalse(paused._backlog)
+        for reader in readers:
+            yield reader.wait_events(5)
+            self.assertEqual([summary(e)[:2] for e in reader.events], want)
 
     @inlineCallbacks
     def test_disconnect_removes_stream(self):

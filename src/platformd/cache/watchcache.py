@@ -496,12 +496,34 @@ class KindCache:
         events, self._pending = self._pending, []
         self.events_dispatched += len(events)
         watchers = self.watchers
-        for event in events:
+        if len(events) == 1:
+            event = events[0]
             namespace = (event.new or event.old).namespace or ""
             for group in (watchers.get(namespace), watchers.get("") if namespace else None):
                 if group:
                     for watcher in list(group):
                         watcher.offer(event)
+            return
+        # Several events in one turn: each watcher is given all of its own at once, in
+        # order, so that a stream can write them together (``offer_many``).
+        batches: dict = {}
+        for event in events:
+            namespace = (event.new or event.old).namespace or ""
+            for group in (watchers.get(namespace), watchers.get("") if namespace else None):
+                if group:
+                    for watcher in group:
+                        batch = batches.get(watcher)
+                        if batch is None:
+                            batches[watcher] = [event]
+                        else:
+                            batch.append(event)
+        for watcher, batch in batches.items():
+            offer_many = getattr(watcher, "offer_many", None)
+            if offer_many is not None:
+                offer_many(batch)
+            else:
+                for event in batch:
+                    watcher.offer(event)
 
     def drop_before(self, cutoff: float) -> int:
         """Drop events that arrived before ``cutoff``; the newest dropped revision (or 0)."""

@@ -59,9 +59,15 @@ DIRECT_WRITE = 64 * 1024
 RECORD = 2**14
 SEALED = 5 + RECORD + 256
 
+#: The most plaintext ``_seal`` seals with OpenSSL directly, in records of ``RECORD``
+#: bytes sent together: several watch events written together (``WatchStream.offer_many``).
+SEAL_AT_ONCE = 4 * RECORD
+#: What those records become at most.
+SEALED_AT_ONCE = 4 * SEALED
+
 #: Where ``write_now`` and ``_flushSendBIO`` read sealed records into: one for the
 #: reactor thread, the only thread that writes to connections.
-_sealed = _ffi.new("char[]", SEALED)
+_sealed = _ffi.new("char[]", SEALED_AT_ONCE)
 
 #: Where ``dataReceived`` reads a record's plaintext into, copied out before it goes up.
 _opened = _ffi.new("char[]", RECORD)
@@ -120,22 +126,32 @@ class PlatformTLSTransport(BufferingTLSTransport):
         self._seal(data)
 
     def _seal(self, data: bytes) -> None:
-        """Encrypt and send ``data``: one record's worth with OpenSSL directly."""
+        """
+        Encrypt and send ``data``: up to ``SEAL_AT_ONCE`` bytes with OpenSSL directly, in
+        records of at most ``RECORD`` bytes, sent with one ``send``.
+        """
         size = len(data)
-        if 0 < size <= RECORD and type(data) is bytes and not self._lostTLSConnection:
+        if 0 < size <= SEAL_AT_ONCE and type(data) is bytes and not self._lostTLSConnection:
             tls = self._tlsConnection
+            ssl = tls._ssl
             # Without partial writes (pyOpenSSL does not enable them) SSL_write takes all
             # or nothing; nothing (the peer renegotiating, a failed connection) is left to
             # Twisted's loop below, which writes the same bytes again as OpenSSL asks.
-            if _lib.SSL_write(tls._ssl, data, size) == size:
-                bio = tls._from_ssl
-                sealed = _lib.BIO_read(bio, _sealed, SEALED)
-                while sealed > 0:  # the record, and anything OpenSSL queued beside it
-                    send_now(self.transport, _ffi.buffer(_sealed, sealed))
-                    if sealed < SEALED:  # a read short of the buffer emptied the BIO
+            if size <= RECORD:
+                done = size if _lib.SSL_write(ssl, data, size) == size else 0
+            else:
+                whole = _ffi.from_buffer(data)
+                done = 0
+                while done < size:
+                    n = min(RECORD, size - done)
+                    if _lib.SSL_write(ssl, whole + done, n) != n:
                         break
-                    sealed = _lib.BIO_read(bio, _sealed, SEALED)
-                return
+                    done += n
+            if done:
+                self._flushSendBIO()  # the records, and anything OpenSSL queued beside them
+                if done == size:
+                    return
+                data = data[done:]
             _lib.ERR_clear_error()  # the retry below reports the failure once
         TLSMemoryBIOProtocol._write(self, data)
 
@@ -173,12 +189,12 @@ class PlatformTLSTransport(BufferingTLSTransport):
     def _flushSendBIO(self) -> None:
         """Send what OpenSSL has sealed, if anything (read into ``_sealed``)."""
         bio = self._tlsConnection._from_ssl
-        sealed = _lib.BIO_read(bio, _sealed, SEALED)
+        sealed = _lib.BIO_read(bio, _sealed, SEALED_AT_ONCE)
         while sealed > 0:
             send_now(self.transport, _ffi.buffer(_sealed, sealed))
-            if sealed < SEALED:  # a read short of the buffer emptied the BIO
+            if sealed < SEALED_AT_ONCE:  # a read short of the buffer emptied the BIO
                 break
-            sealed = _lib.BIO_read(bio, _sealed, SEALED)
+            sealed = _lib.BIO_read(bio, _sealed, SEALED_AT_ONCE)
 
 
 def send_now(transport, data) -> None:
@@ -193,7 +209,11 @@ def send_now(transport, data) -> None:
             and not transport.disconnecting and not transport._writeDisconnected
             and not transport._tempDataLen
             and not transport.dataBuffer):
-        sent = transport.writeSomeData(data)
+        sent: object
+        try:
+            sent = transport.socket.send(data)  # Python retries an interrupted send itself
+        except OSError:
+            sent = transport.writeSomeData(data)  # again, as Twisted reads the failure
         if sent == len(data):
             return
         if isinstance(sent, int) and sent > 0:
