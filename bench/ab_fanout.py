@@ -114,7 +114,8 @@ def main() -> None:
                 results[side].append(r)
                 print(f"run {i + 1} {side}: {r['deliveries']:,}/{r['expected']:,} delivered, "
                       f"closed early {r['closed']}, per-watcher {r['per_min']}-{r['per_max']}; "
-                      f"server CPU {r['cpu']:.2f} s ({r['alone']:.2f} s without watchers): "
+                      f"server CPU {r['cpu']:.2f} s (user {r['server_user']:.2f}, system "
+                      f"{r['server_system']:.2f}; {r['alone']:.2f} s without watchers): "
                       f"{r['per']:.2f} µs/delivery, net {r['net']:.2f}; "
                       f"{r['rate']:.1f} updates/s; kernel p50 {r['k_p50']:.1f} "
                       f"p99 {r['k_p99']:.1f} ms; client CPU {r['client_cpu'] * 100:.0f}%; "

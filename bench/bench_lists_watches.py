@@ -319,20 +319,31 @@ def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
     cpu0 = cpu_seconds(server_pid)
+    split0 = cpu_split(server_pid)
     rtts, errors, elapsed = paced_patches(write_port, UPDATES)
     child.stdin.write("stop\n")
     child.stdin.flush()
     result = json.loads(child.stdout.readline())
     cpu = cpu_seconds(server_pid) - cpu0
+    user, system = (b - a for a, b in zip(split0, cpu_split(server_pid)))
     child.wait(30)
     if spy is not None:
         spy.wait(30)
     result.update(rtt_p50=percentile(rtts, 50), rtt_p99=percentile(rtts, 99),
                   rtt_max=max(rtts), patch_errors=len(errors), rate=UPDATES / elapsed,
-                  server_cpu=cpu / elapsed, connect_s=connect_s)
+                  server_cpu=cpu / elapsed, connect_s=connect_s, server_user=user,
+                  server_system=system)
     if errors:
         print(f"  ! {len(errors)} patches failed, first: {errors[0]}")
     return result
+
+
+def cpu_split(pid: int) -> tuple:
+    """The process's (user, system) CPU seconds so far (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def bench_fanout(port: int, client: Client, server_pid: int, runs: int, py_spy,

@@ -152,3 +152,67 @@ class FieldOrderTests(CacheTestCase):
         self.successResultOf(self.storage.create(KEY, b'{"apiVersion":'))
         self.successResultOf(self.cache.start())
         self.assertRaises(CorruptObjectError, lambda: self.kind.get(KEY).obj)
+
+
+class _Offered:
+    """A watcher that takes events one at a time (``offer``) only."""
+
+    def __init__(self):
+        self.calls: list = []
+
+    def offer(self, event):
+        self.calls.append(("offer", [event.revision]))
+
+
+class _Batched(_Offered):
+    """A watcher that also takes a turn's events at once (``offer_many``)."""
+
+    def offer_many(self, events):
+        self.calls.append(("offer_many", [e.revision for e in events]))
+
+
+class FanOutTests(SynchronousTestCase):
+    """A turn's events reach each watcher once per turn, in order, none lost."""
+
+    def setUp(self):
+        self.clock = Clock()
+        self.storage = MemoryStorage(Clock())
+        self.successResultOf(self.storage.start())
+        self.cache = WatchCache(self.storage, builtin(), self.clock)
+        self.successResultOf(self.cache.start())
+        self.kind = self.cache.for_kind(core.CONFIG_MAP)
+
+    def create(self, namespace: str, name: str) -> int:
+        kv = self.successResultOf(self.storage.create(
+            core.CONFIG_MAP.storage_key(namespace, name),
+            b'{"metadata":{"name":"%s","namespace":"%s"}}' % (name.encode(), namespace.encode())))
+        return kv.mod_revision
+
+    def test_one_turn_several_events(self):
+        """
+        Several events of one turn: a watcher with ``offer_many`` is given its own (its
+        namespace's, or every namespace's) in one call, in revision order; one without it
+        is offered them one by one, in order; another namespace's watcher hears nothing
+        of them.
+        """
+        batched, every, single, elsewhere = _Batched(), _Batched(), _Offered(), _Batched()
+        self.kind.add_watcher("a", batched)
+        self.kind.add_watcher("", every)
+        self.kind.add_watcher("a", single)
+        self.kind.add_watcher("c", elsewhere)
+        revisions = [self.create("a", "x"), self.create("b", "y"), self.create("a", "z")]
+        self.assertEqual(batched.calls + every.calls + single.calls, [])  # after the turn
+        self.clock.advance(0)
+        in_a = [revisions[0], revisions[2]]
+        self.assertEqual(batched.calls, [("offer_many", in_a)])
+        self.assertEqual(every.calls, [("offer_many", revisions)])
+        self.assertEqual(single.calls, [("offer", [r]) for r in in_a])
+        self.assertEqual(elsewhere.calls, [])
+
+    def test_one_event(self):
+        """A turn's one event is offered as itself."""
+        batched = _Batched()
+        self.kind.add_watcher("a", batched)
+        revision = self.create("a", "x")
+        self.clock.advance(0)
+        self.assertEqual(batched.calls, [("offer", [revision])])
