@@ -7,7 +7,7 @@ in a namespace of their own, so the creates before do not add to them) through 1
 SQLite.  With 2 replicas the load is split evenly (one wrk per replica, the rates added).
 
     PYTHONPATH=src:. python bench/bench_etcd.py [--seconds 5] [--fanout [--runs 3] [--replicas 2]]
-                                            [--raw] [--tls] [--pin]
+                                            [--raw] [--tls] [--pin] [--ceiling]
 
 After the table it prints where the creates' CPU went: milliseconds per create in the
 platformd servers and in the three etcd members (the machine's two cores bound what
@@ -23,6 +23,12 @@ watchers of a namespace, 200 merge-patches at 50/s, write-to-arrival latency) wi
 replica over the same cluster; ``--fanout --replicas 2`` puts the watchers on one
 replica and sends the patches through another, so every event reaches the watchers
 through the first replica's etcd watch.
+
+``--ceiling`` adds, after the table, etcd alone at 16 ``Txn``s in flight (``--raw``'s
+rows) over the same cluster in the same run, so that the creates read as fractions of
+that run's SQLite figure and of etcd's own ceiling at the benchmark's concurrency.  The
+table's creates are followed by the CPU of the first server's threads per create
+(``/proc/<pid>/task``: the reactor, Python's other threads, grpcio's).
 
 ``--pin`` keeps platformd on CPU 0 and everything else (the members, wrk) on CPU 1:
 what a replica does when etcd does not take turns with it for the same cores, as on
@@ -99,6 +105,26 @@ def cpu_per(pids: list, run) -> tuple:
                     for pid, b in zip(pids, before)]
 
 
+def thread_cpu(pid: int) -> dict:
+    """
+    CPU seconds so far of process ``pid``'s threads, by name: ``reactor`` for the main
+    thread, else the thread's ``comm`` (grpcio's C threads name themselves; Python's
+    threads are all ``twistd``).
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    totals: dict = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except FileNotFoundError:  # a thread that has just ended
+            continue
+        name = "reactor" if int(task) == pid else head.split("(", 1)[1]
+        fields = tail.split()
+        totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return totals
+
+
 def ranges(cluster: Cluster) -> float:
     """The ``Range`` calls the members have answered (their gRPC metrics), all together."""
     total = 0.0
@@ -150,7 +176,12 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
         def run_creates():
             rate = wrk_all(ports, [f"-c{c}", "-s", lua], seconds, "")
             return rate, rate * seconds
+        threads_before = thread_cpu(procs[0].pid)
         creates, cpu = cpu_per([p.pid for p in procs] + members, run_creates)
+        threads_after = thread_cpu(procs[0].pid)
+        per_thread = sorted(((after - threads_before.get(name, 0.0)) * 1000 /
+                             max(creates * seconds / servers, 1), name)
+                            for name, after in threads_after.items())
         client = Client(ports[0])
         fanout.create_namespace(client, "bench-list")
         client.close()
@@ -167,7 +198,9 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
         print(f"| {label} | {creates:,.0f} | {gets:,.0f} | {any_gets:,.0f} | {lists:,.0f} |",
               flush=True)
         return (f"{label}: CPU per create: platformd {sum(cpu[:servers]):.2f} ms, "
-                f"etcd members {sum(cpu[servers:]):.2f} ms; etcd Ranges per GET {reads:.2f}")
+                f"etcd members {sum(cpu[servers:]):.2f} ms; etcd Ranges per GET {reads:.2f}"
+                f"\n  the first server's threads, ms per create it served: " + ", ".join(
+                    f"{name} {ms:.3f}" for ms, name in reversed(per_thread) if ms >= 0.005))
     finally:
         for proc in procs:
             stop_server(proc)
@@ -290,6 +323,10 @@ def main():
                         help="fan-out: 2 puts the watchers on one replica, the writes on another")
     parser.add_argument("--pin", action="store_true",
                         help="platformd on CPU 0; the members, wrk and this script on CPU 1")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="after the table, etcd alone at 16 in flight (as --raw), so "
+                             "that the creates read as fractions of SQLite's and of etcd's "
+                             "own ceiling from one run")
     parser.add_argument("--tls", action="store_true",
                         help="the members serve clients over TLS (certificates per member)")
     opts = parser.parse_args()
@@ -332,6 +369,11 @@ def main():
                measure(f"{over}, 2 replicas", 2, etcd + ["--etcd-prefix", "/two"],
                        opts.seconds, tmp, tokens, cluster, server_cpus)]
         print("\n".join(cpu))
+        if opts.ceiling and not opts.tls:
+            program = build_txnload(tmp)
+            print(measure_raw(cluster, opts.seconds, 16), flush=True)
+            if program is not None:
+                print(measure_raw_go(cluster, opts.seconds, 16, program), flush=True)
     finally:
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
