@@ -763,7 +763,12 @@ class RawWatchTests(WatchTestCase):
         kind = self.server.api.watcher.cache.cache.for_kind(core.CONFIG_MAP)
         kind._fan_out_call = object()  # as if a fan-out were already scheduled
 
-        def release():
+        @inlineCallbacks
+        def release(events):
+            # Through another replica, events reach this one's cache at the pace of its
+            # etcd watch: all of them first.
+            yield wait_until(lambda: len(kind._pending) == events, 10,
+                             f"{events} events held")
             kind._fan_out_call = None
             kind._fan_out()
         return release
@@ -803,7 +808,7 @@ class RawWatchTests(WatchTestCase):
         yield self.delete("b2")
         yield sleep(0.05)
         self.assertEqual([s.events for s in here + [other, every]], [[], [], [], []])
-        release()
+        yield release(6)
         want = [("ADDED", "b1"), ("ADDED", "b2"), ("ADDED", "b3"), ("MODIFIED", "b1"),
                 ("DELETED", "b2")]
         for stream in here:
@@ -838,10 +843,11 @@ class RawWatchTests(WatchTestCase):
         paused = streams[0]
         paused.pauseProducing()
         yield self.create("p1")  # one event alone: into the backlog
+        yield wait_until(lambda: len(paused._backlog) == 1, 10, "p1 in the backlog")
         release = self._hold_fan_out()
         for name in ("p2", "p3", "p4"):
             yield self.create(name)
-        release()
+        yield release(3)
         self.assertEqual(len(paused._backlog), 4)
         want = [("ADDED", f"p{i}") for i in range(5)]
         readers = [slow, fast]

@@ -132,21 +132,22 @@ class PlatformTLSTransport(BufferingTLSTransport):
         """
         size = len(data)
         if 0 < size <= SEAL_AT_ONCE and type(data) is bytes and not self._lostTLSConnection:
-            tls = self._tlsConnection
-            ssl = tls._ssl
-            # Without partial writes (pyOpenSSL does not enable them) SSL_write takes all
-            # or nothing; nothing (the peer renegotiating, a failed connection) is left to
-            # Twisted's loop below, which writes the same bytes again as OpenSSL asks.
+            ssl = self._tlsConnection._ssl
+            # pyOpenSSL enables partial writes, with which SSL_write returns after each
+            # record it writes: so it is given one record's bytes at a time, and what it
+            # did not take (the peer renegotiating, a failed connection: OpenSSL refuses,
+            # ``written`` <= 0) is left to Twisted's loop below, which writes it again as
+            # OpenSSL asks and reports any failure.
             if size <= RECORD:
-                done = size if _lib.SSL_write(ssl, data, size) == size else 0
+                done = max(_lib.SSL_write(ssl, data, size), 0)
             else:
                 whole = _ffi.from_buffer(data)
                 done = 0
                 while done < size:
-                    n = min(RECORD, size - done)
-                    if _lib.SSL_write(ssl, whole + done, n) != n:
+                    written = _lib.SSL_write(ssl, whole + done, min(RECORD, size - done))
+                    if written <= 0:
                         break
-                    done += n
+                    done += written
             if done:
                 self._flushSendBIO()  # the records, and anything OpenSSL queued beside them
                 if done == size:
