@@ -8,7 +8,7 @@ Defaulting and validation are upstream's (``SetDefaults_EndpointPort``,
 from __future__ import annotations
 
 from platformd.model import fielderrors as fe
-from platformd.model.meta import dns_label, dns_subdomain, qualified_name
+from platformd.model.meta import dns_label, dns_subdomain
 from platformd.model.schema import INT32, STRING, ListOf, Prop
 from platformd.registry.kinds import netaddr
 from platformd.registry.kinds.coreshapes import (
@@ -16,7 +16,6 @@ from platformd.registry.kinds.coreshapes import (
 )
 from platformd.registry.tables import AGE, NAME, Column
 
-PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 ENDPOINT_ADDRESS = struct("EndpointAddress", {
     "ip": Prop(STRING, "The IP of this endpoint.", required=True),
@@ -74,17 +73,9 @@ def _validate_port(port: dict, require_name: bool, path: str) -> list:
         causes.append(fe.required(f"{path}.name"))
     elif name:
         causes.extend(fe.invalid(f"{path}.name", name, p) for p in dns_label(name))
-    number = port.get("port", 0)
-    causes.extend(fe.invalid(f"{path}.port", number, p)
-                  for p in netaddr.port_number_problems(number))
-    protocol = port.get("protocol") or ""
-    if not protocol:
-        causes.append(fe.required(f"{path}.protocol"))
-    elif protocol not in PROTOCOLS:
-        causes.append(fe.not_supported(f"{path}.protocol", protocol, PROTOCOLS))
-    if port.get("appProtocol") is not None:
-        causes.extend(fe.invalid(f"{path}.appProtocol", port["appProtocol"], p)
-                      for p in qualified_name(port["appProtocol"]))
+    causes.extend(netaddr.port_number_causes(f"{path}.port", port.get("port", 0)))
+    causes.extend(netaddr.protocol_causes(f"{path}.protocol", port.get("protocol") or None))
+    causes.extend(netaddr.app_protocol_causes(f"{path}.appProtocol", port))
     return causes
 
 

@@ -27,7 +27,6 @@ PROTO = "platform.api.discovery.v1."
 SERVICE_NAME_LABEL = "platform.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.platform.io/managed-by"
 ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
-PROTOCOLS = ("SCTP", "TCP", "UDP")
 MAX_ADDRESSES, MAX_PORTS, MAX_ENDPOINTS = 100, 20000, 1000
 MAX_TOPOLOGY_LABELS, MAX_ZONE_HINTS, MAX_NODE_HINTS = 16, 8, 8
 
@@ -206,14 +205,8 @@ def _validate_ports(obj: dict) -> list:
         if name in names:
             causes.append(fe.duplicate(f"{path}.name", name))
         names.add(name)
-        protocol = port.get("protocol")
-        if protocol is None:
-            causes.append(fe.required(f"{path}.protocol"))
-        elif protocol not in PROTOCOLS:
-            causes.append(fe.not_supported(f"{path}.protocol", protocol, PROTOCOLS))
-        if port.get("appProtocol") is not None:
-            causes.extend(fe.invalid(f"{path}.appProtocol", port["appProtocol"], p)
-                          for p in qualified_name(port["appProtocol"]))
+        causes.extend(netaddr.protocol_causes(f"{path}.protocol", port.get("protocol")))
+        causes.extend(netaddr.app_protocol_causes(f"{path}.appProtocol", port))
     return causes
 
 

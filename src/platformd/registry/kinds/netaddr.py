@@ -11,6 +11,7 @@ import re
 from typing import Optional, Union
 
 from platformd.model import fielderrors as fe
+from platformd.model.meta import qualified_name
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
@@ -18,6 +19,8 @@ INVALID_IP = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
 PORT_RANGE = "must be between 1 and 65535, inclusive"
 _PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
 _ONE_LETTER = re.compile(r"[a-z]")
+#: Upstream's ``supportedPortProtocols``.
+PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 
 def parse_ip(text: str) -> Optional[IPAddress]:
@@ -111,3 +114,27 @@ def port_num_or_name(path: str, value) -> list:
     if isinstance(value, str):
         return [fe.invalid(path, value, p) for p in port_name_problems(value)]
     return [fe.invalid(path, value, p) for p in port_number_problems(value)]
+
+
+def port_number_causes(path: str, number) -> list:
+    """``IsValidPortNum`` of the port at ``path``, as a field error each."""
+    return [fe.invalid(path, number, p) for p in port_number_problems(number)]
+
+
+def protocol_causes(path: str, protocol: Optional[str]) -> list:
+    """A port's protocol: required (None), else one of ``PROTOCOLS``.  Service and
+    Endpoints ports pass an empty protocol as None (``len(Protocol) == 0``), an
+    EndpointSlice only an absent one (its ``*Protocol`` is nil)."""
+    if protocol is None:
+        return [fe.required(path)]
+    if protocol not in PROTOCOLS:
+        return [fe.not_supported(path, protocol, PROTOCOLS)]
+    return []
+
+
+def app_protocol_causes(path: str, port: dict) -> list:
+    """A port's ``appProtocol``, when given: a qualified name."""
+    value = port.get("appProtocol")
+    if value is None:
+        return []
+    return [fe.invalid(path, value, p) for p in qualified_name(value)]

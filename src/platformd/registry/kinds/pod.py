@@ -13,7 +13,7 @@ from platformd.model.meta import dns_label, dns_subdomain
 from platformd.model.schema import (
     BOOLEAN, INT32, INT64, STRING, TIME, ListOf, MapOf, Prop,
 )
-from platformd.registry.kinds import binding, eviction
+from platformd.registry.kinds import binding, eviction, netaddr
 from platformd.registry.kinds.coreshapes import (
     LOCAL_OBJECT_REFERENCE, LOCAL_OBJECT_REFERENCE_PRESENCE, core_kind, struct,
 )
@@ -163,7 +163,6 @@ def _prepare_for_create(obj: dict) -> None:
 
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _PULL_POLICIES = ("Always", "IfNotPresent", "Never")
-_PROTOCOLS = ("SCTP", "TCP", "UDP")
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 
@@ -189,9 +188,9 @@ def _validate_containers(containers, path: str, names: set) -> list:
             if not 0 < number < 65536:
                 causes.append(fe.invalid(f"{cpath}.ports[{j}].containerPort", number,
                                          "must be between 1 and 65535, inclusive"))
-            if port.get("protocol") not in _PROTOCOLS:
+            if port.get("protocol") not in netaddr.PROTOCOLS:
                 causes.append(fe.not_supported(f"{cpath}.ports[{j}].protocol",
-                                               port.get("protocol", ""), _PROTOCOLS))
+                                               port.get("protocol", ""), netaddr.PROTOCOLS))
         for j, env in enumerate(container.get("env") or ()):
             if not env.get("name"):
                 causes.append(fe.required(f"{cpath}.env[{j}].name"))

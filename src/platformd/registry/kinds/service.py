@@ -31,7 +31,6 @@ SINGLE_STACK, PREFER_DUAL_STACK, REQUIRE_DUAL_STACK = (
     "SingleStack", "PreferDualStack", "RequireDualStack")
 #: Upstream's ``sets.List`` of each supported set (sorted).
 SERVICE_TYPES = (CLUSTER_IP, EXTERNAL_NAME, LOAD_BALANCER, NODE_PORT)
-PROTOCOLS = ("SCTP", "TCP", "UDP")
 AFFINITIES = ("ClientIP", "None")
 FAMILIES = ("IPv4", "IPv6")
 FAMILY_POLICIES = (PREFER_DUAL_STACK, REQUIRE_DUAL_STACK, SINGLE_STACK)
@@ -292,18 +291,10 @@ def _validate_port(port: dict, require_name: bool, names: set, path: str) -> lis
             causes.append(fe.duplicate(f"{path}.name", name))
         else:
             names.add(name)
-    number = port.get("port", 0)
-    causes.extend(fe.invalid(f"{path}.port", number, p)
-                  for p in netaddr.port_number_problems(number))
-    protocol = port.get("protocol") or ""
-    if not protocol:
-        causes.append(fe.required(f"{path}.protocol"))
-    elif protocol not in PROTOCOLS:
-        causes.append(fe.not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+    causes.extend(netaddr.port_number_causes(f"{path}.port", port.get("port", 0)))
+    causes.extend(netaddr.protocol_causes(f"{path}.protocol", port.get("protocol") or None))
     causes.extend(netaddr.port_num_or_name(f"{path}.targetPort", port.get("targetPort", 0)))
-    if port.get("appProtocol") is not None:
-        causes.extend(fe.invalid(f"{path}.appProtocol", port["appProtocol"], p)
-                      for p in qualified_name(port["appProtocol"]))
+    causes.extend(netaddr.app_protocol_causes(f"{path}.appProtocol", port))
     return causes
 
 
