@@ -56,6 +56,7 @@ import signal
 import socket
 from typing import TYPE_CHECKING, Optional
 
+import attrs
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.task import deferLater
@@ -117,7 +118,9 @@ class PlatformService(Sequence):
     name = "platformd"
 
     def __init__(self, options, reactor, components: Components, listener: ListenerService,
-                 notifier: Notifier, host: str, serving_port: int, data_dir: str):
+                 notifier: Notifier, host: str, serving_port: int, data_dir: str, *,
+                 reloaders: list, pods: Optional[PodsService] = None,
+                 tracing: Optional[Tracing] = None, auditor: Optional[Auditor] = None):
         super().__init__()
         self.options = options
         self.reactor = reactor
@@ -129,12 +132,12 @@ class PlatformService(Sequence):
         self.host, self.serving_port = host, serving_port
         self.data_dir = data_dir
         #: The reloadable configuration files' reloaders (checked at SIGHUP).
-        self.reloaders: list = list(components.reloaders)
+        self.reloaders = reloaders
         #: The pods socket (feature gate PodsAPI), the tracer and the audit stages, or
         #: None; the boot sequence.
-        self.pods: Optional[PodsService] = None
-        self.tracing: Optional[Tracing] = None
-        self.auditor: Optional[Auditor] = None
+        self.pods = pods
+        self.tracing = tracing
+        self.auditor = auditor
         self.boot: Sequence
 
     # The composed parts, as tests and tools reach them.
@@ -300,11 +303,16 @@ def daemon(options, reactor, notifier: Notifier | None = None,
         reactor, inherited.endpoint if inherited
         else serverFromString(reactor, listen_description(options)),
         lambda: tls_factory(tls, components.site), address=f"{host}:{serving_port}")
-    daemon = placed["daemon"] = PlatformService(options, reactor, components, listener,
-                                                notifier, host, serving_port, data_dir)
-    daemon.tracing, daemon.auditor = tracing, auditor
-    if encryption and encryption.reloader:
-        daemon.reloaders.append(encryption.reloader)
+    pods = None
+    if options["feature-gates"]["PodsAPI"]:
+        from platformd.podinfo.service import PodsService  # grpcio only when gated on
+        pods = PodsService(reactor, components.informers.for_kind(core.POD),
+                           options["pods-socket"], options["node-name"], tracing=tracing)
+    reloaders = [*components.reloaders,
+                 *([encryption.reloader] if encryption and encryption.reloader else [])]
+    daemon = placed["daemon"] = PlatformService(
+        options, reactor, components, listener, notifier, host, serving_port, data_dir,
+        reloaders=reloaders, pods=pods, tracing=tracing, auditor=auditor)
     after_cache: list = [Step("config-reload", daemon._start_reloading, daemon._stop_reloading)]
     if options["storage-backend"] == "etcd3":
         from platformd.storage.etcd3.compactor import Compactor
@@ -312,12 +320,8 @@ def daemon(options, reactor, notifier: Notifier | None = None,
         after_cache.append(Step("etcd-compactor", compactor.start, compactor.stop))
     if auditor is not None:
         after_cache.append(Step("audit-log", auditor.sink.start, auditor.sink.stop))
-    if options["feature-gates"]["PodsAPI"]:
-        from platformd.podinfo.service import PodsService  # grpcio only when gated on
-        daemon.pods = PodsService(reactor, components.informers.for_kind(core.POD),
-                                  options["pods-socket"], options["node-name"],
-                                  tracing=tracing)
-        after_cache.append(daemon.pods)
+    if pods is not None:
+        after_cache.append(pods)
     boot = daemon.boot = boot_sequence(components, after_cache=after_cache,
                                        on_ready=daemon._on_ready)
     boot.name = "boot"
@@ -426,12 +430,14 @@ def _ensure_pki(data_dir: str, bind: str, port: int):
     return ensure_pki(data_dir, [socket.gethostname()], ips, f"https://{url_host}:{port}")
 
 
+@attrs.frozen
 class _Encryption:
     """``--encryption-provider-config`` read: the storage's transformer, its health
     checks and (with automatic reload) its reloader."""
 
-    def __init__(self, transformer, checks: tuple, reloader):
-        self.transformer, self.checks, self.reloader = transformer, checks, reloader
+    transformer: object
+    checks: tuple
+    reloader: object
 
 
 def _encryption(options, reactor, catalog) -> Optional[_Encryption]:
