@@ -38,7 +38,7 @@ function request()
   counter = counter + 1
   local body = string.format(
     '{"apiVersion":"rbac.authorization.platform.io/v1","kind":"RoleBinding",' ..
-    '"metadata":{"name":"rb-%%d-%%d"},"roleRef":{"apiGroup":"rbac.authorization.platform.io",' ..
+    '"metadata":{"name":"%(name)s-%%d-%%d"},"roleRef":{"apiGroup":"rbac.authorization.platform.io",' ..
     '"kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"alice"}]}',
     tid, counter)
   return wrk.format("POST", "%(path)s", {["Content-Type"]="application/json",
@@ -47,12 +47,17 @@ end
 """
 
 
+def create_lua(name: str = "rb", path: str = f"{RBAC}/namespaces/default/rolebindings") -> str:
+    """The wrk script creating RoleBindings at ``path`` (default: in ``default``), named
+    ``<name>-<thread>-<n>`` (a name of its own per run keeps runs on one server apart)."""
+    return CREATE_LUA % {"name": name, "path": path, "token": TOKEN}
+
+
 def write_create_lua(tmp: str) -> str:
     """The wrk script creating RoleBindings in ``default``; its path."""
     lua = os.path.join(tmp, "create.lua")
     with open(lua, "w") as f:
-        f.write(CREATE_LUA % {"path": f"{RBAC}/namespaces/default/rolebindings",
-                              "token": TOKEN})
+        f.write(create_lua())
     return lua
 
 

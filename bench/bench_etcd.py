@@ -67,7 +67,7 @@ from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc  # noqa
 from platformd.storage.etcd3.client import shared, targets  # noqa: E402
 from tests.etcd.cluster import Cluster  # noqa: E402
 
-from bench_api import CREATE_LUA  # noqa: E402
+from bench_api import create_lua  # noqa: E402
 import bench_lists_watches as fanout  # noqa: E402
 
 ROLEBINDINGS = f"{RBAC}/namespaces/default/rolebindings"
@@ -170,7 +170,7 @@ def measure(label: str, servers: int, extra: list, seconds: int, tmp: str, token
                 pin(procs[-1].pid, server_cpus)
         lua = os.path.join(tmp, "create.lua")
         with open(lua, "w") as f:
-            f.write(CREATE_LUA % {"path": ROLEBINDINGS, "token": TOKEN})
+            f.write(create_lua(path=ROLEBINDINGS))
         c = 16 // servers
 
         def run_creates():

@@ -34,9 +34,9 @@ import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_api import CREATE_LUA  # noqa: E402
+from bench_api import create_lua  # noqa: E402
 from common import (  # noqa: E402
-    RBAC, TOKEN, cpu_seconds, free_port, scratch_dir, start_server, stop_server,
+    TOKEN, cpu_seconds, free_port, scratch_dir, start_server, stop_server,
     tls_context, wait_ready, write_tokens,
 )
 
@@ -72,8 +72,7 @@ def creates(port: int, seconds: float, tmp: str, run: str, rate: float = 0) -> d
     between requests), with the median latency too.
     """
     lua = os.path.join(tmp, f"create-{run}.lua")
-    script = CREATE_LUA.replace('"rb-%%d-%%d"', f'"rb-{run}-%%d-%%d"') % {
-        "path": f"{RBAC}/namespaces/default/rolebindings", "token": TOKEN}
+    script = create_lua(f"rb-{run}")
     if rate:
         script += f"function delay()\n  return {max(1, round(16 * 1000 / rate) - 5)}\nend\n"
     with open(lua, "w") as f:

@@ -46,6 +46,7 @@ import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_api import create_lua  # noqa: E402
 from common import (  # noqa: E402
     RBAC, TOKEN, Client, free_port, package_root, rss_mib, tls_context, wait_ready,
     write_tokens,
@@ -56,24 +57,6 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OBJECTS = 11000
 HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memhook")
 
-WRK_CREATE_LUA = r"""
-local counter = 0
-local id = 0
-function setup(thread)
-  id = id + 1
-  thread:set("tid", id)
-end
-function request()
-  counter = counter + 1
-  local body = string.format(
-    '{"apiVersion":"rbac.authorization.platform.io/v1","kind":"RoleBinding",' ..
-    '"metadata":{"name":"rb-%(chunk)d-%%d-%%d"},"roleRef":{"apiGroup":"rbac.authorization.platform.io",' ..
-    '"kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"alice"}]}',
-    tid, counter)
-  return wrk.format("POST", "%(path)s", {["Content-Type"]="application/json",
-    ["Authorization"]="Bearer %(token)s"}, body)
-end
-"""
 
 
 def raise_nofile(want: int) -> int:
@@ -242,9 +225,7 @@ def phase_creates(server: Server, creates: int, tmp: str) -> dict:
         # names of its own.
         chunk += 1
         with open(lua, "w") as f:
-            f.write(WRK_CREATE_LUA % {"chunk": chunk,
-                                      "path": f"{RBAC}/namespaces/default/rolebindings",
-                                      "token": TOKEN})
+            f.write(create_lua(f"rb-{chunk}"))
         seconds = int(max(1, min(20, (creates - done) / rate + 0.5)))  # wrk: whole seconds
         r = wrk_run(["-c16", "-s", lua], seconds, f"https://127.0.0.1:{server.port}")
         done += r["requests"] - r["bad"]

@@ -32,7 +32,7 @@ import urllib.request
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_api import CREATE_LUA  # noqa: E402
+from bench_api import create_lua  # noqa: E402
 from common import (  # noqa: E402
     RBAC, TOKEN, cpu_seconds, free_port, stop_server, tls_context, wait_ready,
 )
@@ -136,8 +136,7 @@ def main():
             f.write(f'{TOKEN},bench-admin,1,"system:masters"\n')
         script = os.path.join(tmp, "create.lua")
         with open(script, "w") as f:
-            f.write(CREATE_LUA % {"path": f"{RBAC}/namespaces/default/rolebindings",
-                                  "token": TOKEN})
+            f.write(create_lua())
         results: dict = {"baseline": [], "metrics": []}
         for _ in range(opts.rounds):
             results["baseline"].append(measure(opts.baseline, tmp, tokens, opts.seconds, script))
