@@ -288,7 +288,7 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         negotiator(gates), authn.authenticator, authz.authorizer, documents,
         readiness, gates, max_in_flight=max_in_flight, clock=clock, metrics=metrics,
         health=checks.checks, request_timeout=limits.request_timeout, auditor=auditor,
-        request_tracing=request_tracing, token_issuer=authn.token_issuer)
+        request_tracing=request_tracing, token_issuer=authn.token_issuer, admission=admission)
     sources.install(metrics, cache, max_in_flight.in_flight, clock,
                     getattr(storage, "path", ""))
     return Components(

@@ -208,11 +208,11 @@ class LeaderLockingTests(BootstrapCase):
         self.addCleanup(stub.stop)
         admin = stub.client()
 
-        def allowed(user, namespace, verb, group, resource, name=""):
+        def allowed(user, namespace, verb, group, resource, name="", subresource=""):
             r = admin.post("/apis/authorization.platform.io/v1/subjectaccessreviews", {
                 "spec": {"user": user, "resourceAttributes": {
                     "namespace": namespace, "verb": verb, "group": group,
-                    "resource": resource, "name": name}}})
+                    "resource": resource, "name": name, "subresource": subresource}}})
             return r.json()["status"].get("allowed", False)
 
         coordination = "coordination.platform.io"
@@ -227,3 +227,13 @@ class LeaderLockingTests(BootstrapCase):
         for group in ("", "events.platform.io"):
             self.assertTrue(allowed("system:kube-scheduler", "ns1", "patch", group, "events"))
         self.assertFalse(allowed("jane", "ns1", "create", "", "events"))
+        # What a scheduler does: read nodes, services and budgets, bind pods.
+        scheduler = "system:kube-scheduler"
+        self.assertTrue(allowed(scheduler, "ns1", "create", "", "pods", "p", "binding"))
+        self.assertTrue(allowed(scheduler, "ns1", "create", "", "bindings"))
+        self.assertTrue(allowed(scheduler, "", "watch", "", "nodes"))
+        self.assertTrue(allowed(scheduler, "ns1", "list", "", "services"))
+        self.assertTrue(allowed(scheduler, "ns1", "list", "policy.platform.io",
+                                "poddisruptionbudgets"))
+        self.assertFalse(allowed(scheduler, "", "delete", "", "nodes"))
+        self.assertFalse(allowed(scheduler, "ns1", "create", "", "pods", "p", "eviction"))

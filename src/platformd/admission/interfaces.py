@@ -38,6 +38,15 @@ class AdmissionAttributes:
     context: Any
     #: The request's options (``DeleteOptions`` for deletes), as given.
     options: Optional[dict] = None
+    #: The object's kind (``IKind``) when it is not ``kind``'s: a subresource's object
+    #: (``pods/eviction`` takes an ``Eviction``), as upstream's attributes name the
+    #: object's kind and the resource apart.  None: ``kind``.
+    object_kind: Any = None
+
+    @property
+    def kind_of_object(self):
+        """The object's kind: ``object_kind``, else ``kind``."""
+        return self.kind if self.object_kind is None else self.object_kind
 
     @property
     def dry_run(self) -> bool:

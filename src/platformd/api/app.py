@@ -66,8 +66,11 @@ class APIServer:
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
                  authorizer, documents, readiness, gates, max_in_flight=None, clock=None,
                  metrics=None, health=None, request_timeout: float = deadline.REQUEST_TIMEOUT,
-                 auditor=None, request_tracing=None, token_issuer=None):
+                 auditor=None, request_tracing=None, token_issuer=None, admission=None):
         self.catalog = catalog
+        #: The admission chain the create-only kinds and subresources go through (the
+        #: stores run it for every other write); None: none.
+        self.admission = admission
         self.gates = gates
         self.stores = stores
         self.reader = reader
@@ -222,7 +225,7 @@ class APIServer:
             call.kind = subresource
             ctx.routed = True
             return _with_body(call, reviews.serve_subresource, call, self._check_route_accepts,
-                              self)
+                              self, kind)
         if info.subresource and info.verb not in _STATUS_VERBS:
             raise errors.method_not_allowed()
         if scaled:

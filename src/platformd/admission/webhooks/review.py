@@ -55,7 +55,9 @@ def _options(a) -> dict:
 def request_dict(a, uid: str, namespaces) -> dict:
     """The AdmissionRequest of ``a`` (also the ``request`` of match conditions); a
     namespace's own is in itself (``namespaces``: ``matching.Namespaces``)."""
-    kind = {"group": a.kind.group, "version": a.kind.version, "kind": a.kind.kind}
+    object_kind = a.kind_of_object
+    kind = {"group": object_kind.group, "version": object_kind.version,
+            "kind": object_kind.kind}
     resource = {"group": a.kind.group, "version": a.kind.version, "resource": a.kind.plural}
     request: dict = {"uid": uid, "kind": kind, "resource": resource}
     if a.subresource:

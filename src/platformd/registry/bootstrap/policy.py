@@ -214,8 +214,12 @@ _CLUSTER_ROLES += [
         {"verbs": ["list", "watch"], "apiGroups": ["*"], "resources": ["*"]},
         {"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}]),
     _leader_elected("kube-scheduler", [
+        {"verbs": READ, "apiGroups": [""], "resources": ["nodes"]},
         {"verbs": ["delete", "get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]},
+        {"verbs": ["create"], "apiGroups": [""], "resources": ["bindings", "pods/binding"]},
         {"verbs": ["patch", "update"], "apiGroups": [""], "resources": ["pods/status"]},
+        {"verbs": READ, "apiGroups": [""], "resources": ["services"]},
+        {"verbs": READ, "apiGroups": [POLICY_GROUP], "resources": ["poddisruptionbudgets"]},
         {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["tokenreviews"]},
         {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
          "resources": ["subjectaccessreviews"]},

@@ -10,8 +10,10 @@ Upstream's ``BindingREST`` (``pkg/registry/core/pod/storage/storage.go``, v1.36)
 * ``ValidatePodBinding``: ``target.kind`` empty or ``Node``, ``target.name`` required —
   returned upstream as a plain aggregate error, so a **500** with no reason
   (``target.kind: Unsupported value: "Pod": supported values: "Node", "<empty>"``);
-* the pod is changed in one compare-and-swap step, without validation or admission (the
-  registry's raw ``GuaranteedUpdate``), on the preconditions of the body's
+* the validating admission plugins (``createValidation``; the mutating ones ran on the
+  Binding, a create of ``pods/binding``, before any of this: ``api/reviews.py``);
+* the pod is changed in one compare-and-swap step, without the pod's validation or
+  admission (the registry's raw ``GuaranteedUpdate``), on the preconditions of the body's
   ``metadata.uid`` and ``metadata.resourceVersion`` when given (409 with storage's
   words); a terminating pod is 409 ``Operation cannot be fulfilled on pods/binding "p":
   pod p is being deleted, cannot be assigned to a host``, a bound one 409 ``... pod p is
@@ -21,8 +23,8 @@ Upstream's ``BindingREST`` (``pkg/registry/core/pod/storage/storage.go``, v1.36)
 
 ``dryRun`` decides everything and writes nothing.  The legacy collection
 ``POST /api/v1/namespaces/{ns}/bindings`` does the same for the pod the body names
-(``LegacyBindingREST``; no name: 400 ``Name parameter required.``).  Not done: admission
-of the Binding itself.
+(``LegacyBindingREST``; no name: 400 ``Name parameter required.``), admitted as a
+create of ``bindings``.
 """
 
 from __future__ import annotations
@@ -74,25 +76,31 @@ def _update_condition(conditions: list, now: str) -> None:
     conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
 
 
-def _bind(context, obj: dict, server):
+def _bind(context, obj: dict, server, validate):
     """``pods/{name}/binding``: ``BindingREST.Create``."""
     namespace, name = check_names(obj["metadata"], context, "Binding")
-    return _assign(context, obj, server, namespace, name)
+    return _assign(context, obj, server, namespace, name, validate)
 
 
-def _bind_named_in_body(context, obj: dict, server):
+def _bind_named_in_body(context, obj: dict, server, validate):
     """``bindings``: ``LegacyBindingREST``, the pod named by the body."""
     return _assign(context, obj, server, context.info.namespace,
-                   obj["metadata"].get("name", ""))
+                   obj["metadata"].get("name", ""), validate)
 
 
-def _assign(context, obj: dict, server, namespace: str, name: str):
-    meta = obj["metadata"]
+def _assign(context, obj: dict, server, namespace: str, name: str, validate):
+    """``validate``: the validating admission, after the Binding's own validation (its
+    ``createValidation``)."""
     causes = _validate(obj)
     if causes:
         raise errors.StatusError(500, "", aggregate(f"{c.field}: {c.message}" for c in causes))
     if not name:
         raise errors.bad_request("Name parameter required.")
+    return then(validate(), lambda _: _assigned(context, obj, server, namespace, name))
+
+
+def _assigned(context, obj: dict, server, namespace: str, name: str):
+    meta = obj["metadata"]
     store = server.stores[PODS]
     key = store.kind.storage_key(namespace, name)
     uid, version = meta.get("uid"), meta.get("resourceVersion")

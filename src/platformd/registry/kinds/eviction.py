@@ -34,8 +34,9 @@ A dry run (query or ``deleteOptions``) decides everything and writes nothing.  T
 is not served on its own: it is ``pods.subresources["eviction"]`` (``kinds/pod.py``);
 bodies may name ``policy/v1``/``policy/v1beta1`` (upstream's groups, as unmodified
 ``kubectl drain`` sends them) as well as ``policy.platform.io/v1``/``v1beta1``.
-Not done: admission of the Eviction object itself (upstream runs the create
-admission on ``pods/eviction``).
+Admission sees the ``Eviction`` as a create of ``pods/eviction`` (``api/reviews.py``):
+the mutating plugins before any of this, the validating ones (``validate``) after the
+name and dry-run checks, as upstream's ``createValidation``.
 """
 
 from __future__ import annotations
@@ -145,11 +146,12 @@ def check_names(meta: dict, context, kind: str) -> tuple:
 
 
 @inlineCallbacks
-def _evict(context, obj: dict, server):
+def _evict(context, obj: dict, server, validate):
     meta = obj["metadata"]
     namespace, name = check_names(meta, context, "Eviction")
     options = _delete_options(obj, context)
     context.dry_run = bool(options.get("dryRun"))
+    yield validate()
     pod_store = server.stores[PODS]
     pdb_store = server.stores[pdbs.KIND.gvr]
     # Upstream reads the pod and the budgets through the registry, from etcd.

@@ -89,8 +89,9 @@ def _invalid(name: str, causes) -> errors.StatusError:
     return errors.invalid("TokenRequest", GROUP, name, causes)
 
 
-def _request(context, obj: dict, server):
-    """Upstream's ``TokenREST.Create`` (see module docstring): a Deferred of the answer."""
+def _request(context, obj: dict, server, validate):
+    """Upstream's ``TokenREST.Create`` (see module docstring): a Deferred of the answer;
+    ``validate``: the validating admission, run after the static validation."""
     issuer = getattr(server, "token_issuer", None)
     if issuer is None:
         raise errors.not_found_path()
@@ -107,10 +108,11 @@ def _request(context, obj: dict, server):
     # Upstream reads the service account (and the bound object) through the registry,
     # from etcd: over etcd another server may have just created them.
     accounts = (info.group, info.version, info.resource)  # the kind of the parent
-    return then(issuer.sync(), lambda _: _mint(obj, issuer, accounts, namespace, name))
+    return then(issuer.sync(), lambda _: _mint(obj, issuer, accounts, namespace, name,
+                                               validate))
 
 
-def _mint(obj: dict, issuer, accounts: tuple, namespace: str, name: str) -> dict:
+def _mint(obj: dict, issuer, accounts: tuple, namespace: str, name: str, validate):
     """The rest of ``TokenREST.Create``, on a cache holding every earlier write;
     ``accounts``: the service accounts' gvr."""
     meta = obj["metadata"]
@@ -133,6 +135,12 @@ def _mint(obj: dict, issuer, accounts: tuple, namespace: str, name: str) -> dict
     causes = _validate(obj)
     if causes:
         raise _invalid("", causes)
+    return then(validate(), lambda _: _bound(obj, issuer, account, namespace, name, now))
+
+
+def _bound(obj: dict, issuer, account: dict, namespace: str, name: str, now) -> dict:
+    """The token, bound to the object the request names (if any)."""
+    spec = obj["spec"]
     pod = secret = None
     ref = spec.get("boundObjectRef")
     if ref is not None:

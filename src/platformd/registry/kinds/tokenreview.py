@@ -77,11 +77,16 @@ class TokenOnlyRequest:
         return values[-1] if values else None
 
 
-def _review(context, obj: dict, server) -> object:
-    """Upstream's ``tokenreview.REST.Create``."""
+def _review(context, obj: dict, server, validate) -> object:
+    """Upstream's ``tokenreview.REST.Create`` (``validate``: the validating admission,
+    once the token is known to be there)."""
     spec = obj.get("spec") or {}
     if not spec.get("token"):
         raise errors.bad_request("token is required for TokenReview in authentication")
+    return then(validate(), lambda _: _authenticate(obj, spec, server))
+
+
+def _authenticate(obj: dict, spec: dict, server) -> object:
     issuer = getattr(server, "token_issuer", None)
     api_audiences = tuple(issuer.api_audiences) if issuer is not None else ()
     audiences = tuple(spec.get("audiences") or ()) or api_audiences
