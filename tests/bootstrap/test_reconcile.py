@@ -237,3 +237,24 @@ class LeaderLockingTests(BootstrapCase):
                                 "poddisruptionbudgets"))
         self.assertFalse(allowed(scheduler, "", "delete", "", "nodes"))
         self.assertFalse(allowed(scheduler, "ns1", "create", "", "pods", "p", "eviction"))
+        # kube-proxy and kube-dns, bound as upstream binds them.
+        self.assertTrue(allowed("system:kube-proxy", "", "watch", "discovery.platform.io",
+                                "endpointslices"))
+        self.assertFalse(allowed("system:kube-proxy", "ns1", "update", "", "services"))
+        self.assertTrue(allowed("system:serviceaccount:platform-system:kube-dns", "ns1",
+                                "watch", "", "endpoints"))
+        # system:node is shipped and bound to no one (the Node authorizer's job).
+        self.assertFalse(allowed("system:node:n1", "", "create", "", "nodes"))
+        binding = admin.get("/apis/rbac.authorization.platform.io/v1/clusterrolebindings/"
+                            "system:node").json()
+        self.assertNotIn("subjects", binding)
+        self.assertEqual(binding["roleRef"]["name"], "system:node")
+        node = admin.get("/apis/rbac.authorization.platform.io/v1/clusterroles/"
+                         "system:node").json()
+        self.assertIn({"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]},
+                      node["rules"])
+        # Workloads read the service account issuer's discovery documents.
+        r = admin.post("/apis/authorization.platform.io/v1/subjectaccessreviews", {"spec": {
+            "user": "system:serviceaccount:ns1:default", "groups": ["system:serviceaccounts"],
+            "nonResourceAttributes": {"path": "/openid/v1/jwks", "verb": "get"}}})
+        self.assertIs(r.json()["status"]["allowed"], True)

@@ -38,6 +38,31 @@ READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 READ_WRITE = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
+COORDINATION_GROUP = "coordination.platform.io"
+EVENTS_GROUP = "events.platform.io"
+#: Upstream's kube-system.
+SYSTEM_NAMESPACE = "platform-system"
+
+# Upstream's eventsRule(): events written through either group.
+_EVENT_WRITES = {"verbs": ["create", "patch", "update"], "apiGroups": ["", EVENTS_GROUP],
+                 "resources": ["events"]}
+_REVIEWS = [
+    {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["tokenreviews"]},
+    {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
+     "resources": ["subjectaccessreviews"]}]
+
+
+def _leader_elected(component: str, rules: list) -> dict:
+    """``system:kube-controller-manager``/``-scheduler``: events, its own lease, ``rules``."""
+    return {"metadata": {"name": f"system:{component}"}, "rules": [
+        _EVENT_WRITES,
+        {"verbs": ["create"], "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]},
+        {"verbs": ["get", "update"], "apiGroups": [COORDINATION_GROUP],
+         "resources": ["leases"], "resourceNames": [component]},
+        *rules]}
+
+
+# In upstream's order (policy.go's ClusterRoles()).
 _CLUSTER_ROLES: list[dict] = [
     {
         # A "root" role which can do absolutely anything.
@@ -121,8 +146,10 @@ _CLUSTER_ROLES: list[dict] = [
             {"verbs": WRITE, "apiGroups": [""], "resources": ["pods"]},
             {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]},
             {"verbs": WRITE, "apiGroups": [""],
-             "resources": ["configmaps", "secrets", "serviceaccounts", "services"]},
+             "resources": ["configmaps", "events", "secrets", "serviceaccounts", "services"]},
+            {"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]},
             {"verbs": WRITE, "apiGroups": [POLICY_GROUP], "resources": ["poddisruptionbudgets"]},
+            {"verbs": READ_WRITE, "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]},
         ],
     },
     {
@@ -132,7 +159,8 @@ _CLUSTER_ROLES: list[dict] = [
             {"verbs": READ, "apiGroups": [""],
              "resources": ["configmaps", "endpoints", "pods", "serviceaccounts", "services",
                            "services/status"]},
-            {"verbs": READ, "apiGroups": [""], "resources": ["namespaces/status", "pods/status"]},
+            {"verbs": READ, "apiGroups": [""],
+             "resources": ["bindings", "events", "namespaces/status", "pods/status"]},
             # Reading namespaces at the namespace scope reads *this* namespace: a sign of
             # which namespaces one has access to.
             {"verbs": READ, "apiGroups": [""], "resources": ["namespaces"]},
@@ -141,78 +169,85 @@ _CLUSTER_ROLES: list[dict] = [
              "resources": ["poddisruptionbudgets", "poddisruptionbudgets/status"]},
         ],
     },
-]
-
-
-def _group(name: str) -> dict:
-    return {"kind": "Group", "apiGroup": RBAC_GROUP, "name": name}
-
-
-def _binding(name: str, *groups: str) -> dict:
-    """A ClusterRoleBinding of the ClusterRole ``name`` to ``groups``, named after it."""
-    return {
-        "metadata": {"name": name},
-        "subjects": [_group(g) for g in groups],
-        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
-    }
-
-
-_CLUSTER_ROLE_BINDINGS = [
-    _binding("cluster-admin", "system:masters"),
-    _binding("system:monitoring", "system:monitoring"),
-    _binding("system:discovery", "system:authenticated"),
-    _binding("system:basic-user", "system:authenticated"),
-    _binding("system:public-info-viewer", "system:authenticated", "system:unauthenticated"),
-]
-
-
-# -- Issue 32: events and leases -------------------------------------------------------
-# Upstream's grants of ``events`` (core and events.k8s.io) and ``coordination.k8s.io``
-# ``leases``, renamed; kube-system is platform-system.  Kept as one block: rules added
-# to the roles above, the two control-plane components' ClusterRoles (cut, as the rest,
-# to what is served) and the leader-locking Roles (``namespace_policy.go``).
-COORDINATION_GROUP = "coordination.platform.io"
-EVENTS_GROUP = "events.platform.io"
-SYSTEM_NAMESPACE = "platform-system"
-_EVENT_WRITES = {"verbs": ["create", "patch", "update"], "apiGroups": ["", EVENTS_GROUP],
-                 "resources": ["events"]}
-_LEADER_LOCKING = [{"verbs": ["create", "get", "list", "update", "watch"],
-                    "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]}]
-_MORE_RULES = {
-    # Upstream lists events among the core writes and reads of these two roles.
-    "system:aggregate-to-edit": [
-        {"verbs": WRITE, "apiGroups": [""], "resources": ["events"]},
-        {"verbs": READ_WRITE, "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]}],
-    "system:aggregate-to-view": [
-        {"verbs": READ, "apiGroups": [""], "resources": ["events"]}],
-}
-for _role in _CLUSTER_ROLES:
-    if _role["metadata"]["name"] in _MORE_RULES:
-        _role["rules"] = _role["rules"] + _MORE_RULES[_role["metadata"]["name"]]
-
-
-def _leader_elected(component: str, extra: list) -> dict:
-    """``system:kube-controller-manager``/``-scheduler``: events, its own lease, ``extra``."""
-    return {"metadata": {"name": f"system:{component}"}, "rules": [
-        _EVENT_WRITES,
-        {"verbs": ["create"], "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]},
-        {"verbs": ["get", "update"], "apiGroups": [COORDINATION_GROUP],
-         "resources": ["leases"], "resourceNames": [component]},
-        *extra]}
-
-
-_CLUSTER_ROLES += [
+    {
+        "metadata": {"name": "system:heapster"},
+        "rules": [
+            {"verbs": READ, "apiGroups": [""],
+             "resources": ["events", "namespaces", "nodes", "pods"]},
+        ],
+    },
+    {
+        # What a node's agent may do (the Node authorizer's static part); bound to no one.
+        "metadata": {"name": "system:node"},
+        "rules": [
+            {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP],
+             "resources": ["tokenreviews"]},
+            {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
+             "resources": ["localsubjectaccessreviews", "subjectaccessreviews"]},
+            {"verbs": READ, "apiGroups": [""], "resources": ["services"]},
+            {"verbs": ["create", "get", "list", "watch"], "apiGroups": [""],
+             "resources": ["nodes"]},
+            {"verbs": ["patch", "update"], "apiGroups": [""], "resources": ["nodes/status"]},
+            {"verbs": ["patch", "update"], "apiGroups": [""], "resources": ["nodes"]},
+            {"verbs": ["create", "patch", "update"], "apiGroups": [""],
+             "resources": ["events"]},
+            {"verbs": READ, "apiGroups": [""], "resources": ["pods"]},
+            {"verbs": ["create", "delete"], "apiGroups": [""], "resources": ["pods"]},
+            {"verbs": ["patch", "update"], "apiGroups": [""], "resources": ["pods/status"]},
+            {"verbs": ["create"], "apiGroups": [""], "resources": ["pods/eviction"]},
+            {"verbs": READ, "apiGroups": [""], "resources": ["configmaps", "secrets"]},
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["endpoints"]},
+            {"verbs": ["create", "delete", "get", "patch", "update"],
+             "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]},
+            {"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]},
+        ],
+    },
+    {
+        "metadata": {"name": "system:node-problem-detector"},
+        "rules": [
+            {"verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]},
+            {"verbs": ["patch"], "apiGroups": [""], "resources": ["nodes/status"]},
+            _EVENT_WRITES,
+        ],
+    },
+    {
+        # For a server that delegates authentication and authorization to this one.
+        "metadata": {"name": "system:auth-delegator"},
+        "rules": _REVIEWS,
+    },
+    {
+        "metadata": {"name": "system:kube-aggregator"},
+        "rules": [
+            {"verbs": READ, "apiGroups": [""], "resources": ["endpoints", "services"]},
+        ],
+    },
     _leader_elected("kube-controller-manager", [
         {"verbs": ["create"], "apiGroups": [""], "resources": ["secrets", "serviceaccounts"]},
         {"verbs": ["delete"], "apiGroups": [""], "resources": ["secrets"]},
         {"verbs": ["get"], "apiGroups": [""],
          "resources": ["configmaps", "namespaces", "secrets", "serviceaccounts"]},
         {"verbs": ["update"], "apiGroups": [""], "resources": ["secrets", "serviceaccounts"]},
-        {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["tokenreviews"]},
-        {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
-         "resources": ["subjectaccessreviews"]},
+        *_REVIEWS,
         {"verbs": ["list", "watch"], "apiGroups": ["*"], "resources": ["*"]},
         {"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}]),
+    {
+        "metadata": {"name": "system:kube-dns"},
+        "rules": [
+            {"verbs": ["list", "watch"], "apiGroups": [""],
+             "resources": ["endpoints", "services"]},
+        ],
+    },
+    {
+        "metadata": {"name": "system:node-proxier"},
+        "rules": [
+            {"verbs": ["list", "watch"], "apiGroups": [""],
+             "resources": ["endpoints", "services"]},
+            {"verbs": READ, "apiGroups": [""], "resources": ["nodes"]},
+            _EVENT_WRITES,
+            {"verbs": ["list", "watch"], "apiGroups": [DISCOVERY_GROUP],
+             "resources": ["endpointslices"]},
+        ],
+    },
     _leader_elected("kube-scheduler", [
         {"verbs": READ, "apiGroups": [""], "resources": ["nodes"]},
         {"verbs": ["delete", "get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]},
@@ -220,11 +255,21 @@ _CLUSTER_ROLES += [
         {"verbs": ["patch", "update"], "apiGroups": [""], "resources": ["pods/status"]},
         {"verbs": READ, "apiGroups": [""], "resources": ["services"]},
         {"verbs": READ, "apiGroups": [POLICY_GROUP], "resources": ["poddisruptionbudgets"]},
-        {"verbs": ["create"], "apiGroups": [AUTHENTICATION_GROUP], "resources": ["tokenreviews"]},
-        {"verbs": ["create"], "apiGroups": [AUTHORIZATION_GROUP],
-         "resources": ["subjectaccessreviews"]},
+        *_REVIEWS,
         {"verbs": READ, "apiGroups": [""], "resources": ["namespaces"]}]),
+    {
+        # The service account issuer's discovery documents, for in-cluster workloads.
+        "metadata": {"name": "system:service-account-issuer-discovery"},
+        "rules": [
+            {"verbs": ["get"], "nonResourceURLs": [
+                "/.well-known/openid-configuration", "/openid/v1/jwks"]},
+        ],
+    },
 ]
+
+
+def _group(name: str) -> dict:
+    return {"kind": "Group", "apiGroup": RBAC_GROUP, "name": name}
 
 
 def _user(name: str) -> dict:
@@ -235,11 +280,35 @@ def _service_account(name: str) -> dict:
     return {"kind": "ServiceAccount", "name": name, "namespace": SYSTEM_NAMESPACE}
 
 
-_CLUSTER_ROLE_BINDINGS += [
-    {"metadata": {"name": f"system:{c}"}, "subjects": [_user(f"system:{c}")],
-     "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": f"system:{c}"}}
-    for c in ("kube-controller-manager", "kube-scheduler")]
+def _binding(name: str, *subjects: dict) -> dict:
+    """A ClusterRoleBinding of the ClusterRole ``name`` to ``subjects``, named after it."""
+    binding: dict = {"metadata": {"name": name}}
+    if subjects:
+        binding["subjects"] = list(subjects)
+    binding["roleRef"] = {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name}
+    return binding
 
+
+# Upstream's order (ClusterRoleBindings()).
+_CLUSTER_ROLE_BINDINGS = [
+    _binding("cluster-admin", _group("system:masters")),
+    _binding("system:monitoring", _group("system:monitoring")),
+    _binding("system:discovery", _group("system:authenticated")),
+    _binding("system:basic-user", _group("system:authenticated")),
+    _binding("system:public-info-viewer", _group("system:authenticated"),
+             _group("system:unauthenticated")),
+    _binding("system:node-proxier", _user("system:kube-proxy")),
+    _binding("system:kube-controller-manager", _user("system:kube-controller-manager")),
+    _binding("system:kube-dns", _service_account("kube-dns")),
+    _binding("system:kube-scheduler", _user("system:kube-scheduler")),
+    # Kept, with no subjects, since the Node authorizer replaced it (upstream, 1.7).
+    _binding("system:node"),
+    _binding("system:service-account-issuer-discovery", _group("system:serviceaccounts")),
+]
+
+# namespace_policy.go: the leader-locking Roles in kube-system.
+_LEADER_LOCKING = [{"verbs": ["create", "get", "list", "update", "watch"],
+                    "apiGroups": [COORDINATION_GROUP], "resources": ["leases"]}]
 _NAMESPACE_ROLES = [
     {"metadata": {"name": f"system::leader-locking-{c}", "namespace": SYSTEM_NAMESPACE},
      "rules": _LEADER_LOCKING}
@@ -269,7 +338,6 @@ def namespace_roles() -> list:
 def namespace_role_bindings() -> list:
     """The bootstrap RoleBindings (new dicts each call), each in its namespace."""
     return [_with_defaults(b) for b in _NAMESPACE_ROLE_BINDINGS]
-# -- end of issue 32's block -------------------------------------------------------------
 
 
 def _with_defaults(obj: dict) -> dict:
