@@ -20,7 +20,7 @@ from platformd.codecs.protobufcodec import MAGIC
 from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
 from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
 from platformd.registry.catalog import builtin
-from platformd.registry.customresources import kind_for
+from platformd.registry.customresources import kind_for, kinds_for
 from tests.apiextensions.test_crd import CRDS, definition
 from tests.stub import StubServer
 
@@ -193,6 +193,24 @@ class CustomResourceTests(SynchronousTestCase):
                     {"subresource": "scale", "responseKind": {
                         "group": "autoscaling", "version": "v1", "kind": "Scale"},
                      "verbs": STATUS}]}], "freshness": "Current"}]})
+
+
+    def test_versions_in_priority_order(self):
+        """Two served versions: v2 first (the plain documents' preferred version), each
+        naming its own version in ``responseKind``."""
+        crd = definition(status=False)
+        v1 = crd["spec"]["versions"][0]
+        crd["spec"]["versions"].append({**v1, "name": "v2", "storage": False})
+        crd["status"] = {"acceptedNames": crd["spec"]["names"]}
+        catalog = builtin()
+        for kind in kinds_for(crd):
+            catalog.add(kind)
+        group = aggregateddiscovery.document(catalog, "/apis")["items"][-1]
+        self.assertEqual([(v["version"], v["resources"][0]["responseKind"]["version"])
+                          for v in group["versions"]], [("v2", "v2"), ("v1", "v1")])
+        self.assertEqual(discovery.api_group(catalog, "example.com")["preferredVersion"],
+                         {"groupVersion": "example.com/v2", "version": "v2"})
+        self.assertNotIn("subresources", group["versions"][0]["resources"][0])
 
 
 class DocumentsTests(SynchronousTestCase):
