@@ -29,7 +29,7 @@ import attrs
 from platformd import errors
 from platformd.codecs.interface import ICodec, ITypedCodec
 from platformd.codecs.jsoncodec import JSONCodec
-from platformd.codecs.protobufcodec import KUBERNETES_PROTOBUF, PROTOBUF
+from platformd.codecs.protobufcodec import APIDISCOVERY, KUBERNETES_PROTOBUF, PROTOBUF
 from platformd.codecs.yamlcodec import YAMLCodec
 
 
@@ -106,8 +106,8 @@ VIEWS = frozenset({TABLE, METADATA, METADATA_LIST})
 #: Aggregated discovery (``api/aggregateddiscovery.py``): the one view of another group
 #: and version, served by ``/api`` and ``/apis`` alone.  Only the platform group is
 #: taken: stock kubectl asks for ``apidiscovery.k8s.io`` and gets the plain documents.
-AGGREGATED, AGGREGATED_GROUP, AGGREGATED_VERSION = (
-    "APIGroupDiscoveryList", "apidiscovery.platform.io", "v2")
+AGGREGATED = "APIGroupDiscoveryList"
+AGGREGATED_GROUP, _, AGGREGATED_VERSION = APIDISCOVERY.partition("/")
 #: Other names of served encodings: alias -> the canonical media type it names.
 ALIASES = {KUBERNETES_PROTOBUF: PROTOBUF}
 
