@@ -106,6 +106,20 @@ class NegotiationTests(SynchronousTestCase):
                   "application/json")
         self.assertEqual(self.n.pick(accept).codec.media_type, "application/json")
 
+    def test_aggregated_discovery_view(self):
+        """The platform group's v2 APIGroupDiscoveryList is a view, taken only where it
+        is offered (``/api``, ``/apis``); upstream's group and v2beta1 are skipped."""
+        accept = "application/json;g=apidiscovery.platform.io;v=v2;as=APIGroupDiscoveryList"
+        choice = self.n.pick(accept + ",application/yaml", {"APIGroupDiscoveryList"})
+        self.assertEqual((choice.view, choice.group, choice.version),
+                         ("APIGroupDiscoveryList", "apidiscovery.platform.io", "v2"))
+        self.assertEqual(self.n.pick(accept + ",application/yaml").view, None)
+        for other in (accept.replace("platform.io", "k8s.io"), accept.replace("v2", "v2beta1"),
+                      accept.replace("v=v2", "v=v1")):
+            self.assertEqual(self.n.pick(other + ",application/yaml",
+                                         {"APIGroupDiscoveryList"}).codec.media_type,
+                             "application/yaml", other)
+
     def test_wildcards(self):
         """*/*, a lone * and application/* give JSON."""
         for accept in ("*/*", "application/*", "text/html, */*;q=0.1", "*"):

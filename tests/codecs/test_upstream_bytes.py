@@ -19,6 +19,7 @@ from platformd.errors import StatusError
 from platformd.protos.platform.api.admissionregistration.v1 import (
     generated_pb2 as admissionregistration,
 )
+from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
@@ -106,6 +107,27 @@ class HandBuiltTests(SynchronousTestCase):
         resource = (s(1, "widgets") + v(2, 1) + s(3, "Widget") + m(4, s(1, "get"), s(1, "list"))
                     + s(5, "wd") + s(6, "widget") + s(8, "") + s(9, "") + s(10, "abc="))
         self.check(obj, s(1, "g.io/v1") + m(2, resource))
+
+    def test_aggregated_discovery(self):
+        """
+        APIGroupDiscoveryList: its ListMeta and each group's ObjectMeta always written
+        (structs), the resource's resource/scope/singularResource and the version's
+        version/freshness strings always, GroupVersionKind's three strings always (a
+        built-in's empty group and version too), verbs one string field each.
+        """
+        obj = {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.platform.io/v2",
+               "metadata": {}, "items": [{"metadata": {}, "versions": [{
+                   "version": "v1", "resources": [{
+                       "resource": "bindings",
+                       "responseKind": {"group": "", "version": "", "kind": "Binding"},
+                       "scope": "Namespaced", "singularResource": "binding",
+                       "verbs": ["create"]}], "freshness": "Current"}]}]}
+        resource = (s(1, "bindings") + m(2, s(1, ""), s(2, ""), s(3, "Binding"))
+                    + s(3, "Namespaced") + s(4, "binding") + s(5, "create"))
+        group = m(1, object_meta()) + m(2, s(1, "v1"), m(2, resource), s(3, "Current"))
+        item_type = {"kind": "APIGroupDiscovery", "apiVersion": "apidiscovery.platform.io/v2"}
+        self.check(obj, m(1, s(1, ""), s(2, ""), s(3, "")) + m(2, group),
+                   decoded={**obj, "items": [{**item_type, **obj["items"][0]}]})
 
     def test_api_versions_and_groups(self):
         """/api's APIVersions has no apiVersion; APIGroup always writes preferredVersion."""
@@ -359,7 +381,8 @@ class UpstreamGoldenTests(SynchronousTestCase):
 
 def _modules():
     return (core, rbac, meta, runtime, resource, authorization, authentication,
-            admissionregistration, coordination, eventsv1, discovery, policy, intstr)
+            admissionregistration, coordination, eventsv1, discovery, policy, intstr,
+            apidiscovery)
 
 
 def _messages():

@@ -518,6 +518,28 @@ class DiscoveryEncodingTests(EncodingTestCase):
             self.assertEqual((r.code, r.header("Content-Type")), (200, "application/json"))
 
 
+    @inlineCallbacks
+    def test_aggregated_discovery(self):
+        """Over TLS: the aggregated documents in every encoding, one ETag for all, a 304
+        for it; stock kubectl's Accept gets the plain document."""
+        aggregated = ";g=apidiscovery.platform.io;v=v2;as=APIGroupDiscoveryList"
+        decoders = {"application/yaml": yaml.safe_load, "application/cbor": CBORCodec().decode}
+        for path in ("/api", "/apis"):
+            plain = yield self.get(path, "application/json" + aggregated)
+            self.assertEqual((plain.code, plain.json()["kind"]), (200, "APIGroupDiscoveryList"))
+            etag = plain.header("ETag")
+            for media, decode in decoders.items():
+                r = yield self.get(path, media + aggregated)
+                self.assertEqual((r.code, r.header("Content-Type"), r.header("ETag")),
+                                 (200, media + aggregated, etag), (path, media))
+                self.assertEqual(decode(r.body), plain.json(), (path, media))
+            r = yield self.get(path, "application/json" + aggregated, **{"If-None-Match": etag})
+            self.assertEqual((r.code, r.body, r.header("Vary")), (304, b"", "Accept"))
+            r = yield self.get(path, "application/json;g=apidiscovery.k8s.io;v=v2;"
+                                     "as=APIGroupDiscoveryList,application/json")
+            self.assertIn(r.json()["kind"], ("APIVersions", "APIGroupList"))
+
+
 OBJECT_ROUTE = "application/json, application/yaml, application/vnd.platform.protobuf"
 LIST_ROUTE = (OBJECT_ROUTE + ", application/json;stream=watch, "
               "application/vnd.platform.protobuf;stream=watch")

@@ -20,7 +20,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
-from platformd.api import deadline, deletes, filters, responses, reviews, scale, views, writes
+from platformd.api import (
+    aggregateddiscovery, deadline, deletes, filters, responses, reviews, scale, views, writes,
+)
 from platformd.api.health import HealthChecks
 from platformd.api.site import DirectResource
 from platformd.api.watch import STREAM, WATCH_MEDIA
@@ -279,7 +281,12 @@ class APIServer:
             raise errors.not_found_path()
         if document.value is None:
             return responses.write(request, 200, document.json, JSON)
-        choice = call.negotiator.pick(call.accept, (), document)
+        aggregated = aggregateddiscovery.root(call.info.path) in aggregateddiscovery.ROOTS
+        choice = call.negotiator.pick(
+            call.accept, aggregateddiscovery.VIEWS if aggregated else (), document)
+        if choice.view is not None:
+            return aggregateddiscovery.serve(
+                call, self.documents.aggregated(call.info.path), choice)
         codec = choice.codec
         if call.indented(choice):
             body = codec.encode(document.value, True)

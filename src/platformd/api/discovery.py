@@ -9,12 +9,11 @@ order are upstream's (``k8s.io/apimachinery/pkg/apis/meta/v1`` ``APIVersions``,
 ``APIGroupList``, ``APIGroup``, ``APIResourceList``), because clients decode them with
 upstream's types.
 
-Aggregated discovery (``Accept: application/json;g=apidiscovery.k8s.io;v=v2;
-as=APIGroupDiscoveryList``) is deliberately not served: kubectl asks for it first, and
-when the answer comes back as plain ``application/json`` it decodes the plain
-``APIVersions``/``APIGroupList`` documents below and walks the group-versions one by
-one.  The server must therefore answer every discovery request with these documents and
-``Content-Type: application/json``, whatever the Accept header asks for.
+Aggregated discovery is served under the platform group alone
+(``g=apidiscovery.platform.io``: ``aggregateddiscovery.py``).  Stock kubectl asks for
+``apidiscovery.k8s.io`` first; that range is skipped, so it gets these documents as plain
+``application/json`` (the range it lists last), decodes the ``APIVersions``/
+``APIGroupList`` below and walks the group-versions one by one.
 
 Every function here is pure over a ``Catalog`` and returns a dict ready to encode; the
 server encodes each once.

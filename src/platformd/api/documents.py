@@ -12,6 +12,8 @@ Discovery documents (``APIVersions``, ``APIGroupList``, ``APIGroup``,
 ``WriteObjectNegotiated``: JSON, YAML, Protobuf or CBOR, each encoding made once.  The
 OpenAPI documents and ``/version`` are JSON whatever the ``Accept`` (upstream writes
 ``/version`` as raw JSON, and the OpenAPI handlers' other form is their own Protobuf).
+The aggregated discovery documents of ``/api`` and ``/apis`` are kept beside them, each
+with its ETag (``aggregateddiscovery.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Optional
 import attrs
 
 from platformd import __version__
-from platformd.api import discovery
+from platformd.api import aggregateddiscovery, discovery
 from platformd.codecs.jsoncodec import JSON, dumps
 
 
@@ -37,6 +39,8 @@ class Document:
     json: bytes
     value: Optional[dict] = None
     _encodings: dict = attrs.field(factory=dict, eq=False)
+    #: An aggregated discovery document's ETag value (``aggregateddiscovery.etag``).
+    etag: str = ""
 
     @property
     def api_version(self) -> str:
@@ -63,6 +67,8 @@ class Documents:
         self.catalog = catalog
         self.server_address = server_address
         self._cache: dict = {}
+        #: The aggregated discovery documents, by root (``/api``, ``/apis``).
+        self._aggregated: dict = {}
         self._v3: Optional[dict] = None
         #: The paths ``add`` serves (kept when the catalog changes).
         self._added: dict = {}
@@ -74,6 +80,7 @@ class Documents:
         """The catalog changed (a kind added or removed at run time): every discovery and
         OpenAPI document is built again on its next request."""
         self._cache = dict(self._added)
+        self._aggregated = {}
         self._v3 = None
 
     def lookup(self, path: str) -> Optional[Document]:
@@ -85,6 +92,17 @@ class Documents:
             if doc is None:
                 return None
             self._cache[path] = doc
+        return doc
+
+    def aggregated(self, path: str) -> Document:
+        """The aggregated discovery document of ``path`` (one of
+        ``aggregateddiscovery.ROOTS``), built once per catalog change with its ETag."""
+        path = aggregateddiscovery.root(path)
+        doc = self._aggregated.get(path)
+        if doc is None:
+            value = aggregateddiscovery.document(self.catalog, path)
+            doc = self._aggregated[path] = Document(
+                dumps(value), value, etag=aggregateddiscovery.etag(value))
         return doc
 
     def add(self, path: str, value: dict) -> None:

@@ -11,6 +11,7 @@ import gzip
 import time
 
 from platformd import errors
+from platformd.codecs import negotiation
 from platformd.util import warningheaders
 from platformd.api import query, views
 
@@ -112,8 +113,11 @@ def compressed(call, body: bytes) -> bytes:
 def content_type(choice) -> str:
     """
     The Content-Type of a response in ``choice``: the media type as the client named it
-    (an alias is echoed); views carry as/g/v, as upstream.
+    (an alias is echoed); views carry as/g/v, as upstream; aggregated discovery g/v/as,
+    as upstream's ``generateMediaTypeWithGVK`` writes them.
     """
     if choice.view is None:
         return choice.media_type
-    return f"{choice.media_type};as={choice.view};g={choice.group};v=v1"
+    if choice.view == negotiation.AGGREGATED:
+        return f"{choice.media_type};g={choice.group};v={choice.version};as={choice.view}"
+    return f"{choice.media_type};as={choice.view};g={choice.group};v={choice.version}"

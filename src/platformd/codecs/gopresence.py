@@ -38,7 +38,7 @@ Container, ContainerPort, ContainerState*, ContainerStatus, EnvVar,
 LocalObjectReference, Namespace*, ObjectReference, PodCondition, PodIP, PodList, PodSpec,
 PodStatus, Secret, SecretList), ``rbac/v1/generated.pb.go`` (all),
 ``meta/v1/generated.pb.go`` (APIGroup*, APIResource*, APIVersions,
-GroupVersionForDiscovery, ServerAddressByClientCIDR, Verbs, LabelSelector*, ListMeta, ManagedFieldsEntry, ObjectMeta,
+GroupVersionForDiscovery, GroupVersionKind, ServerAddressByClientCIDR, Verbs, LabelSelector*, ListMeta, ManagedFieldsEntry, ObjectMeta,
 OwnerReference, PartialObjectMetadata*, Preconditions, Status*, Timestamp, WatchEvent),
 ``time_proto.go``; field types and JSON tags in ``meta/v1/types.go`` (1.37-era: the
 ``ClusterName`` tombstone, ``ShardInfo *ShardInfo``, ``creationTimestamp``
@@ -71,6 +71,7 @@ META = "platform.apimachinery.pkg.apis.meta.v1."
 RUNTIME = "platform.apimachinery.pkg.runtime."
 RESOURCE = "platform.apimachinery.pkg.api.resource."
 INTSTR = "platform.apimachinery.pkg.util.intstr."
+APIDISCOVERY = "platform.api.apidiscovery.v2."
 
 #: Types with a hand-written marshaller upstream (see the module docstring).
 CUSTOM = frozenset({META + "Time", META + "MicroTime", META + "FieldsV1", META + "Verbs",
@@ -87,6 +88,7 @@ ALWAYS = {
     META + "DeleteOptions": "",
     META + "FieldsV1": "",
     META + "GroupVersionForDiscovery": "groupVersion version",
+    META + "GroupVersionKind": "group version kind",
     META + "LabelSelector": "",
     META + "LabelSelectorRequirement": "key operator",
     META + "ListMeta": "selfLink? resourceVersion? continue?",
@@ -117,6 +119,13 @@ ALWAYS = {
     # k8s.io/apimachinery/pkg/util/intstr (intstr/generated.pb.go: type, intVal and
     # strVal always written; handled by type in protoconvert)
     INTSTR + "IntOrString": "",
+    # k8s.io/api/apidiscovery/v2 (apidiscovery/v2/types.go and generated.pb.go): the
+    # aggregated discovery document, no kind's own (api/aggregateddiscovery.py).
+    APIDISCOVERY + "APIGroupDiscoveryList": "metadata",
+    APIDISCOVERY + "APIGroupDiscovery": "metadata",
+    APIDISCOVERY + "APIVersionDiscovery": "version freshness?",
+    APIDISCOVERY + "APIResourceDiscovery": "resource scope singularResource",
+    APIDISCOVERY + "APISubresourceDiscovery": "subresource",
 }
 
 

@@ -4,9 +4,9 @@ Content negotiation: which codec reads a request body and which writes the respo
 ``Accept`` is parsed as goautoneg parses it: media ranges with q-values, in its order
 (``parse_accept``).  The parameters are
 read as upstream's ``acceptMediaTypeOptions`` reads them: ``as``/``g``/``v`` ask for a
-view, and a range asking for one this server does not serve (aggregated discovery's
-``as=APIGroupDiscoveryList``, another group or version, a Table in anything but JSON or
-YAML) is skipped, so a client that lists a plain type after it falls back to it;
+view, and a range asking for one this server does not serve (another group or version,
+upstream's ``apidiscovery.k8s.io`` or its removed ``v2beta1``, a Table in anything but
+JSON or YAML) is skipped, so a client that lists a plain type after it falls back to it;
 ``stream`` must be ``watch``; any other parameter (``charset``, ``includeObject``,
 ``profile`` ...) is ignored.  A codec that serves only some kinds (``ITypedCodec``:
 Protobuf) is skipped for the others, so ``Accept: <protobuf>, application/json``
@@ -29,7 +29,7 @@ import attrs
 from platformd import errors
 from platformd.codecs.interface import ICodec, ITypedCodec
 from platformd.codecs.jsoncodec import JSONCodec
-from platformd.codecs.protobufcodec import KUBERNETES_PROTOBUF, PROTOBUF
+from platformd.codecs.protobufcodec import APIDISCOVERY, KUBERNETES_PROTOBUF, PROTOBUF
 from platformd.codecs.yamlcodec import YAMLCodec
 
 
@@ -103,6 +103,11 @@ TABLE = "Table"
 METADATA = "PartialObjectMetadata"
 METADATA_LIST = "PartialObjectMetadataList"
 VIEWS = frozenset({TABLE, METADATA, METADATA_LIST})
+#: Aggregated discovery (``api/aggregateddiscovery.py``): the one view of another group
+#: and version, served by ``/api`` and ``/apis`` alone.  Only the platform group is
+#: taken: stock kubectl asks for ``apidiscovery.k8s.io`` and gets the plain documents.
+AGGREGATED = "APIGroupDiscoveryList"
+AGGREGATED_GROUP, _, AGGREGATED_VERSION = APIDISCOVERY.partition("/")
 #: Other names of served encodings: alias -> the canonical media type it names.
 ALIASES = {KUBERNETES_PROTOBUF: PROTOBUF}
 
@@ -120,6 +125,8 @@ class Choice:
     #: alias, ``ALIASES``), else the codec's own.
     media_type: str = attrs.field(
         default=attrs.Factory(lambda self: self.codec.media_type, takes_self=True))
+    #: The view's version (``v1``, or ``v2`` for aggregated discovery).
+    version: str = VIEW_VERSION
 
 
 class Negotiator:
@@ -163,8 +170,7 @@ class Negotiator:
                 continue
             view = params.get("as")
             if view is not None or "g" in params or "v" in params:
-                if view not in VIEWS or params.get("g") not in VIEW_GROUPS \
-                        or params.get("v") != VIEW_VERSION:
+                if not _served_view(view, params.get("g"), params.get("v")):
                     continue  # a view of another group or version: not served here
             if media.full in ("*/*", "application/*"):
                 codec, name = self.default, self.default.media_type
@@ -175,7 +181,8 @@ class Negotiator:
             if view == TABLE and codec.media_type not in TABLE_MEDIA_TYPES:
                 continue
             choice = Choice(codec, view, params.get("g", VIEW_GROUP),
-                            params.get("pretty") == "1", name)
+                            params.get("pretty") == "1", name,
+                            params.get("v", VIEW_VERSION))
             if choice not in out:
                 out.append(choice)
         return tuple(out)
@@ -233,12 +240,19 @@ class Negotiator:
         return codec
 
 
+def _served_view(view, group, version) -> bool:
+    """Whether ``as``/``g``/``v`` name a view this server serves somewhere."""
+    if view == AGGREGATED:
+        return group == AGGREGATED_GROUP and version == AGGREGATED_VERSION
+    return view in VIEWS and group in VIEW_GROUPS and version == VIEW_VERSION
+
+
 def _serves(choice: Choice, kind) -> bool:
     codec = choice.codec
     if not ITypedCodec.providedBy(codec):
         return True
     if choice.view is not None:
-        return codec.serves(f"{choice.group}/{VIEW_VERSION}", choice.view)
+        return codec.serves(f"{choice.group}/{choice.version}", choice.view)
     return kind is None or codec.serves(kind.api_version, kind.kind)
 
 

@@ -39,6 +39,7 @@ from platformd.codecs.interface import CodecError, IItemCodec, ITypedCodec
 from platformd.protos.platform.api.admissionregistration.v1 import (
     generated_pb2 as admissionregistration,
 )
+from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
@@ -95,6 +96,9 @@ _ANY_VERSION = {"Status": meta.Status, "DeleteOptions": meta.DeleteOptions}
 #: The discovery documents: upstream's unversioned ``v1`` kinds, written without an
 #: ``apiVersion`` on the legacy ``/api`` paths.
 _DISCOVERY_KINDS = ("APIGroup", "APIGroupList", "APIResourceList", "APIVersions")
+#: The aggregated discovery document (``api/aggregateddiscovery.py``), upstream's
+#: ``apidiscovery.k8s.io/v2`` message under the platform group.
+APIDISCOVERY = "apidiscovery.platform.io/v2"
 #: The trailer of every envelope: contentEncoding and contentType, both empty.
 _TRAILER = b"\x1a\x00\x22\x00"
 
@@ -125,6 +129,7 @@ def builtin_messages() -> dict:
     for kind in _DISCOVERY_KINDS:
         for api_version in ("", "v1"):
             table[(api_version, kind)] = getattr(meta, kind)
+    table[(APIDISCOVERY, "APIGroupDiscoveryList")] = apidiscovery.APIGroupDiscoveryList
     return table
 
 
