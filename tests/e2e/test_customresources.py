@@ -5,8 +5,11 @@ and category, its printer columns, ``explain``, ``api-resources``, and ``delete 
 (its objects go with it, the kind stops being served).
 """
 
+import base64
+import copy
 import json
 
+import yaml
 from twisted.internet.defer import inlineCallbacks
 
 from tests.e2e.test_clients import KubectlCase
@@ -62,13 +65,15 @@ spec:
 """
 
 
-class CustomResourceKubectlTests(KubectlCase):
-
+class SucceedingKubectl(KubectlCase):
     @inlineCallbacks
     def succeeds(self, *args, stdin=None):
         r = yield self.run_kubectl(*args, stdin=stdin)
         self.assertEqual(r.returncode, 0, f"kubectl {' '.join(args)}: {r.stderr}")
         return r.stdout
+
+
+class CustomResourceKubectlTests(SucceedingKubectl):
 
     @inlineCallbacks
     def test_apply_get_explain_delete(self):
@@ -103,3 +108,51 @@ class CustomResourceKubectlTests(KubectlCase):
         self.assertNotEqual(r.returncode, 0, r.stdout)
         out = yield self.succeeds("get", "crd", "-o", "name")
         self.assertEqual(out, "")
+
+
+class ConversionWebhookKubectlTests(SucceedingKubectl):
+    """A definition whose v2 a real HTTPS conversion webhook on loopback makes: stock
+    kubectl applies a v1 object and reads it as v2."""
+
+    @inlineCallbacks
+    def setUp(self):
+        yield super().setUp()
+        from twisted.internet import reactor
+        from twisted.web import server
+
+        from platformd.edge.tlscontext import server_tls_options
+        from platformd.files.pki import ensure_pki
+        from tests.apiextensions.test_conversionwebhook import ConversionServer
+        paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:1")
+        with open(paths.ca_cert, "rb") as f:
+            self.ca_bundle = base64.b64encode(f.read()).decode()
+        self.webhook = ConversionServer()
+        port = reactor.listenSSL(0, server.Site(self.webhook),
+                                 server_tls_options(paths.serving_cert, paths.serving_key),
+                                 interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        self.addCleanup(self.server.components.custom_resources.caller.close)
+        self.url = f"https://127.0.0.1:{port.getHost().port}/convert"
+
+    @inlineCallbacks
+    def test_apply_v1_get_v2(self):
+        yield self.succeeds("create", "namespace", "team")
+        crd = yaml.safe_load(CRD_YAML)
+        v2 = copy.deepcopy(crd["spec"]["versions"][0])
+        v2["name"], v2["storage"] = "v2", False
+        crd["spec"]["versions"].append(v2)
+        crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+            "clientConfig": {"url": self.url, "caBundle": self.ca_bundle},
+            "conversionReviewVersions": ["v1"]}}
+        yield self.succeeds("apply", "-f", "-", stdin=json.dumps(crd))
+        yield self.succeeds("wait", "--for", "condition=established", "--timeout=20s",
+                            "crd/widgets.example.com")
+        yield self.succeeds("apply", "-f", "-", stdin=WIDGET_YAML.replace("size: 3",
+                                                                          'size: "3"'))
+        out = yield self.succeeds("-n", "team", "get", "widgets.v2.example.com", "small",
+                                  "-o", "json")
+        got = json.loads(out)
+        self.assertEqual((got["apiVersion"], got["spec"]), ("example.com/v2", {"replicas": 3}))
+        out = yield self.succeeds("-n", "team", "get", "widgets.v1.example.com", "small",
+                                  "-o", "jsonpath={.spec.size}")
+        self.assertEqual(out, "3")
