@@ -80,6 +80,19 @@ class ConversionServer(resource.Resource):
         return answer if isinstance(answer, bytes) else json.dumps(answer).encode()
 
 
+def https_webhook(testcase, webhook) -> tuple:
+    """``(caBundle, url)`` of ``webhook`` (a resource) served over HTTPS on loopback
+    with a CA of its own, stopped at the test's cleanup."""
+    paths = ensure_pki(testcase.mktemp(), [], [], "https://127.0.0.1:1")
+    with open(paths.ca_cert, "rb") as f:
+        ca_bundle = base64.b64encode(f.read()).decode()
+    port = reactor.listenSSL(0, server.Site(webhook),
+                             server_tls_options(paths.serving_cert, paths.serving_key),
+                             interface="127.0.0.1")
+    testcase.addCleanup(port.stopListening)
+    return ca_bundle, f"https://127.0.0.1:{port.getHost().port}/convert"
+
+
 class ConversionWebhookTests(TestCase):
     timeout = 30
 

@@ -5,13 +5,13 @@ and category, its printer columns, ``explain``, ``api-resources``, and ``delete 
 (its objects go with it, the kind stops being served).
 """
 
-import base64
 import copy
 import json
 
 import yaml
 from twisted.internet.defer import inlineCallbacks
 
+from tests.apiextensions.test_conversionwebhook import ConversionServer, https_webhook
 from tests.e2e.test_clients import KubectlCase
 
 CRD_YAML = """\
@@ -117,22 +117,9 @@ class ConversionWebhookKubectlTests(SucceedingKubectl):
     @inlineCallbacks
     def setUp(self):
         yield super().setUp()
-        from twisted.internet import reactor
-        from twisted.web import server
-
-        from platformd.edge.tlscontext import server_tls_options
-        from platformd.files.pki import ensure_pki
-        from tests.apiextensions.test_conversionwebhook import ConversionServer
-        paths = ensure_pki(self.mktemp(), [], [], "https://127.0.0.1:1")
-        with open(paths.ca_cert, "rb") as f:
-            self.ca_bundle = base64.b64encode(f.read()).decode()
         self.webhook = ConversionServer()
-        port = reactor.listenSSL(0, server.Site(self.webhook),
-                                 server_tls_options(paths.serving_cert, paths.serving_key),
-                                 interface="127.0.0.1")
-        self.addCleanup(port.stopListening)
+        self.ca_bundle, self.url = https_webhook(self, self.webhook)
         self.addCleanup(self.server.components.custom_resources.caller.close)
-        self.url = f"https://127.0.0.1:{port.getHost().port}/convert"
 
     @inlineCallbacks
     def test_apply_v1_get_v2(self):
