@@ -31,6 +31,7 @@ from twisted.internet.defer import inlineCallbacks
 
 from platformd import errors
 from platformd.admission.chain import AdmissionChain
+from platformd.admission.webhooks.client import Caller
 from platformd.admission import plugins as admission_registry
 from platformd.api.app import APIServer
 from platformd.api.documents import Documents
@@ -217,7 +218,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             health_checks: Iterable[tuple] = (),
             event_ttl: float = DEFAULT_EVENT_TTL,
             service_network: ServiceNetwork = ServiceNetwork(),
-            master: Optional[Callable[[], tuple]] = None) -> Components:
+            master: Optional[Callable[[], tuple]] = None,
+            conversion_reactor=None) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -236,7 +238,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     long a stored Event lives after its last write (``--event-ttl``);
     ``service_network`` the services' ranges (``--service-cluster-ip-range``,
     ``--service-node-port-range``); ``master()`` gives ``(address, port)`` the server's
-    own Service points at (default: no address, the port of ``address``).
+    own Service points at (default: no address, the port of ``address``);
+    ``conversion_reactor`` the reactor the custom resources' conversion webhooks are
+    called on (default: ``clock``; the in-memory test server's clock has no sockets).
     """
     catalog = catalog if catalog is not None else builtin()
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
@@ -304,7 +308,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         aggregator=ClusterRoleAggregator(clock, informers, stores),
         custom_resources=CustomResourceController(
             clock, informers, cache, catalog, stores, storage, admission,
-            apiextensions.CUSTOM_RESOURCE_DEFINITION),
+            apiextensions.CUSTOM_RESOURCE_DEFINITION,
+            Caller(clock, conversion_reactor or clock, egress=egress)),
         disruption=DisruptionController(clock, informers, stores, core.POD_DISRUPTION_BUDGET,
                                         core.POD),
         readiness=readiness, metrics=metrics, health=checks,

@@ -5,10 +5,13 @@ and category, its printer columns, ``explain``, ``api-resources``, and ``delete 
 (its objects go with it, the kind stops being served).
 """
 
+import copy
 import json
 
+import yaml
 from twisted.internet.defer import inlineCallbacks
 
+from tests.apiextensions.test_conversionwebhook import ConversionServer, https_webhook
 from tests.e2e.test_clients import KubectlCase
 
 CRD_YAML = """\
@@ -62,13 +65,15 @@ spec:
 """
 
 
-class CustomResourceKubectlTests(KubectlCase):
-
+class SucceedingKubectl(KubectlCase):
     @inlineCallbacks
     def succeeds(self, *args, stdin=None):
         r = yield self.run_kubectl(*args, stdin=stdin)
         self.assertEqual(r.returncode, 0, f"kubectl {' '.join(args)}: {r.stderr}")
         return r.stdout
+
+
+class CustomResourceKubectlTests(SucceedingKubectl):
 
     @inlineCallbacks
     def test_apply_get_explain_delete(self):
@@ -103,3 +108,38 @@ class CustomResourceKubectlTests(KubectlCase):
         self.assertNotEqual(r.returncode, 0, r.stdout)
         out = yield self.succeeds("get", "crd", "-o", "name")
         self.assertEqual(out, "")
+
+
+class ConversionWebhookKubectlTests(SucceedingKubectl):
+    """A definition whose v2 a real HTTPS conversion webhook on loopback makes: stock
+    kubectl applies a v1 object and reads it as v2."""
+
+    @inlineCallbacks
+    def setUp(self):
+        yield super().setUp()
+        self.webhook = ConversionServer()
+        self.ca_bundle, self.url = https_webhook(self, self.webhook)
+        self.addCleanup(self.server.components.custom_resources.caller.close)
+
+    @inlineCallbacks
+    def test_apply_v1_get_v2(self):
+        yield self.succeeds("create", "namespace", "team")
+        crd = yaml.safe_load(CRD_YAML)
+        v2 = copy.deepcopy(crd["spec"]["versions"][0])
+        v2["name"], v2["storage"] = "v2", False
+        crd["spec"]["versions"].append(v2)
+        crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+            "clientConfig": {"url": self.url, "caBundle": self.ca_bundle},
+            "conversionReviewVersions": ["v1"]}}
+        yield self.succeeds("apply", "-f", "-", stdin=json.dumps(crd))
+        yield self.succeeds("wait", "--for", "condition=established", "--timeout=20s",
+                            "crd/widgets.example.com")
+        yield self.succeeds("apply", "-f", "-", stdin=WIDGET_YAML.replace("size: 3",
+                                                                          'size: "3"'))
+        out = yield self.succeeds("-n", "team", "get", "widgets.v2.example.com", "small",
+                                  "-o", "json")
+        got = json.loads(out)
+        self.assertEqual((got["apiVersion"], got["spec"]), ("example.com/v2", {"replicas": 3}))
+        out = yield self.succeeds("-n", "team", "get", "widgets.v1.example.com", "small",
+                                  "-o", "jsonpath={.spec.size}")
+        self.assertEqual(out, "3")

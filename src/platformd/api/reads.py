@@ -52,6 +52,11 @@ class Reader:
                         lambda _: self._get_now(call, store)))
 
     def _get_now(self, call, store):
+        """The object once the kind's cache holds what the cache does (a converted
+        version view may still be converting, or fail with its conversion's error)."""
+        return then(store.cache.ready_at(self.cache.revision), self._get_ready, call, store)
+
+    def _get_ready(self, _, call, store):
         choice = call.pick(views.READ_VIEWS)
         entry = store.get(call.info.namespace or None, call.info.name)
         views.check_shape(choice, call.kind, is_list=False)

@@ -315,7 +315,7 @@ class WatchStream:
     def _tick(self) -> None:
         if self.closed:
             return
-        self._send(self._bookmark_frame(self.server.cache.revision))
+        self._send(self._bookmark_frame(self.server.cache.bookmark_revision(self.kind)))
         self._timers.append(self.server.clock.callLater(self.server.bookmark_interval, self._tick))
 
     def _bookmark_frame(self, revision: int, initial_end: bool = False) -> bytes:
@@ -345,7 +345,7 @@ class WatchStream:
         if self.closed:
             return
         if self.options.allow_bookmarks and self._caught_up:
-            self._send(self._bookmark_frame(self.server.cache.revision))
+            self._send(self._bookmark_frame(self.server.cache.bookmark_revision(self.kind)))
         self._finish()
 
     def kind_removed(self) -> None:

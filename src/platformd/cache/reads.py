@@ -87,6 +87,9 @@ class ICacheReader(Interface):
     def watch_start(kind, namespace, options):
         """Deferred[WatchStart] (spec 4.9's watch table)."""
 
+    def bookmark_revision(kind):
+        """The revision a bookmark of ``kind``'s watch may carry now."""
+
     def subscribe(kind, namespace, watcher):
         """
         Offer ``watcher`` every later event of ``kind`` in ``namespace`` ("" for all)
@@ -188,8 +191,9 @@ class CacheReader:
                                     prefix))
         elif plan == MOST_RECENT:
             yield self.sync()  # a consistent read
-        revision = self.cache.revision
-        entries = self._kind_cache(kind).current(prefix)
+        kind_cache = yield self._ready(kind, self.cache.revision)
+        revision = kind_cache.state_revision(self.cache.revision)
+        entries = kind_cache.current(prefix)
         if limit:
             self.snapshots.put(prefix, revision, entries)
         returnValue(Listing(revision, entries, "", self.clock.seconds(), prefix))
@@ -199,10 +203,26 @@ class CacheReader:
             continuetokens.Token(listing.revision, next_start, listing.issued), listing.prefix)
 
     @inlineCallbacks
+    def _ready(self, kind, revision: int):
+        """``kind``'s cache once it holds what the cache held at ``revision`` (a
+        converted version view may still be converting: ``KindCache.ready_at``; its
+        conversion's error is the read's)."""
+        yield self._kind_cache(kind).ready_at(revision)
+        return self._kind_cache(kind)
+
+    def bookmark_revision(self, kind) -> int:
+        """The revision a bookmark of ``kind``'s watch may carry: every event of the
+        kind up to it has been offered (a converted view's may lag the cache's)."""
+        try:
+            return self.cache.for_kind(kind).state_revision(self.cache.revision)
+        except UnknownKindError:
+            return self.cache.revision
+
+    @inlineCallbacks
     def _state(self, kind, prefix: str, revision: int, continuation: bool = False):
         """The objects under ``prefix`` at ``revision`` in key order, or 410 Gone."""
-        kind_cache = self._kind_cache(kind)
-        if revision == self.cache.revision:
+        kind_cache = yield self._ready(kind, revision)
+        if revision == kind_cache.state_revision(self.cache.revision):
             entries = kind_cache.current(prefix)
             self.snapshots.put(prefix, revision, entries)
             returnValue(entries)
@@ -216,7 +236,8 @@ class CacheReader:
             raise errors.gone(f"too old resource version: {revision} ({horizon})")
         if revision > self.cache.revision:
             raise too_large(revision, self.cache.revision)
-        if self.gates["ListFromCacheSnapshot"]:
+        if self.gates["ListFromCacheSnapshot"] or kind_cache.feed is not None:
+            # (A converted view's objects are not those stored: its history has them.)
             entries = kind_cache.state_at(prefix, revision)
         else:
             result = yield self.storage.range(prefix, revision)
@@ -241,14 +262,15 @@ class CacheReader:
             # Upstream starts such a watch at etcd's current revision (the cacher's
             # getWatchCacheResourceVersion); unset alone is its legacy "any" start.
             yield self.sync()
-        kind_cache = self._kind_cache(kind)
+        kind_cache = yield self._ready(kind, rv or self.cache.revision)
         if initial_events or (not rv and initial_events is None):
-            revision = self.cache.revision
+            revision = kind_cache.state_revision(self.cache.revision)
             end = revision if initial_events and options.allow_bookmarks else None
             returnValue(WatchStart(revision, kind_cache.current(_prefix(kind, namespace)), (),
                                    end))
         if not rv:
-            returnValue(WatchStart(self.cache.revision, [], (), None))
+            returnValue(WatchStart(kind_cache.state_revision(self.cache.revision), [], (),
+                                   None))
         horizon = self.cache.horizon_of(kind)
         if rv < horizon:
             raise errors.gone(f"too old resource version: {rv} ({horizon})")

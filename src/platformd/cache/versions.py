@@ -75,8 +75,17 @@ class ConvertedKindCache:
         self._relays: dict = {}
         self._listeners: dict = {}
 
+    #: Converted synchronously: never waits (``KindCache.ready_at``).
+    feed = None
+
     def __len__(self) -> int:
         return len(self.base)
+
+    def ready_at(self, revision: int) -> None:
+        return None
+
+    def state_revision(self, current: int) -> int:
+        return current
 
     # Its lifecycle is the storage kind's (built in: loaded with the cache, never removed).
     @property

@@ -34,7 +34,7 @@ from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from platformd.cache import versions
+from platformd.cache import versions, webhookversions
 from platformd.informing import UnknownKindError, unknown_kind
 from platformd.util.deferreds import then
 from platformd.model.meta import set_resource_version
@@ -305,9 +305,26 @@ class KindCache:
         self.removed = False
         self._on_loaded: list = []
         self._on_removed: list = []
+        #: A converted version view's feed (``webhookversions.ConvertingFeed``), which
+        #: converts the storage events it is fed asynchronously; None: events are
+        #: applied as they come.
+        self.feed: Optional[webhookversions.ConvertingFeed] = None
 
     def __len__(self) -> int:
         return len(self._objects)
+
+    def ready_at(self, revision: int) -> Optional[Deferred]:
+        """
+        None when the kind's objects are those of the cache at ``revision`` (always,
+        but for a converted view still converting: then a Deferred firing once they
+        are, or failing with the conversion's ``StatusError``).
+        """
+        return None if self.feed is None else self.feed.ready_at(revision)
+
+    def state_revision(self, current: int) -> int:
+        """The revision the kind's objects are consistent at when the cache is at
+        ``current`` (a converted view still converting is at an older one)."""
+        return current if self.feed is None else self.feed.state_revision(current)
 
     def when_loaded(self, f: Callable[[], None]) -> None:
         """``f()`` once the kind's objects are loaded (at once if they are; never if it
@@ -781,6 +798,15 @@ class WatchCache:
         Removed with ``remove_kind`` (and with the stored kind).  A custom resource's
         versions other than its storage version (conversion ``None``).
         """
+        stored, view = self._new_view(kind, convert)
+        for entry in stored.current(kind.storage_prefix):
+            view.load(old_kv(entry))
+        view.mark_loaded(self.revision)
+
+    def _new_view(self, kind, convert=None) -> tuple:
+        """``(stored kind's cache, view)``: a version view of ``kind`` served (not yet
+        loaded); ``ValueError`` unless its stored kind is served and loaded and it is
+        not served yet."""
         prefix = kind.storage_prefix
         stored = self._kinds.get(prefix)
         if stored is None or not stored.loaded:
@@ -788,11 +814,23 @@ class WatchCache:
         if kind.gvr in self._by_kind:
             raise ValueError(f"{kind.qualified_resource} {kind.version} is already served")
         view = KindCache(kind, self.clock, convert)
-        for entry in stored.current(prefix):
-            view.load(old_kv(entry))
-        view.mark_loaded(self.revision)
         self._by_kind[kind.gvr] = view
         self._views.setdefault(prefix, []).append(view)
+        return stored, view
+
+    def add_converted_version(self, kind, convert: Callable) -> None:
+        """
+        Serve ``kind`` as another version of the kind stored under its storage prefix,
+        its objects made by ``convert(objects, api_version)`` (a Deferred: a custom
+        resource's conversion webhook) asynchronously and in order
+        (``webhookversions.ConvertingFeed``): the view loads once its first conversion
+        is in (or has failed: its reads then say why).  ``ValueError`` as for
+        ``add_version``; removed with ``remove_kind``.
+        """
+        stored, view = self._new_view(kind)
+        feed = view.feed = webhookversions.ConvertingFeed(view, stored, convert,
+                                                          lambda: self.revision, self.clock)
+        feed.start()
 
     def _remove_view(self, view) -> None:
         prefix = view.kind.storage_prefix
@@ -802,6 +840,8 @@ class WatchCache:
         if not views:
             self._views.pop(prefix, None)
         self._by_kind.pop(view.kind.gvr, None)
+        if view.feed is not None:
+            view.feed.stop()
         view.remove()
         for f in list(self._on_kind_removed):
             f(view.kind)
@@ -970,7 +1010,10 @@ class WatchCache:
         for prefix, cache in list(self._kinds.items()):
             cache.replace(grouped[prefix], result.revision)
             for view in list(self._views.get(prefix, ())):
-                view.replace(grouped[prefix], result.revision)
+                if view.feed is not None:
+                    view.feed.relisted()
+                else:
+                    view.replace(grouped[prefix], result.revision)
         # A kind still loading is loaded from this list: the events it kept are older.
         for prefix, load in loading.items():
             if self._loading.get(prefix) is load:
@@ -991,7 +1034,10 @@ class WatchCache:
             cache.apply(event)
             if self._views:
                 for view in self._views.get(_prefix_of(key), ()):
-                    view.apply(event)
+                    if view.feed is not None:
+                        view.feed.offer(event)
+                    else:
+                        view.apply(event)
         elif self._loading:
             load = self._loading.get(_prefix_of(key))
             if load is not None:

@@ -47,6 +47,7 @@ from platformd.controllers.queue import WorkQueue, default_rate_limiter
 from platformd.controllers.worker import Controller, work
 from platformd.model.times import rfc3339
 from platformd.registry.customresources import api_version_converter, kinds_for, storage_kind
+from platformd.registry.conversionwebhook import WebhookConverter
 from platformd.registry.interfaces import IWriteCheck
 from platformd.registry.store import GenericStore
 from platformd.util.ratelog import RateLimitedLog
@@ -93,10 +94,13 @@ def _source(crd: dict) -> bytes:
 
 class CustomResourceController(Controller):
     """``CustomResourceController(clock, informers, cache, catalog, stores, storage,
-    admission, crd_kind)``."""
+    admission, crd_kind, caller)``: ``caller`` (an ``admission.webhooks.client.Caller``)
+    calls the definitions' conversion webhooks."""
 
-    def __init__(self, clock, informers, cache, catalog, stores, storage, admission, crd_kind):
+    def __init__(self, clock, informers, cache, catalog, stores, storage, admission, crd_kind,
+                 caller=None):
         super().__init__(clock)
+        self.caller = caller
         self.informers = informers
         self.cache = cache
         self.catalog = catalog
@@ -308,13 +312,22 @@ class CustomResourceController(Controller):
         if self.served.get(name) is not None:
             return  # served meanwhile by another sync
         cached = [stored]
+        convert = None
+        if ((spec.get("conversion") or {}).get("strategy") == "Webhook"
+                and self.caller is not None):
+            convert = WebhookConverter(crd, self.caller).convert
         for kind in kinds:
             if kind.gvr != stored.gvr:
-                self.cache.add_version(kind, api_version_converter(kind.api_version))
+                if convert is not None:
+                    self.cache.add_converted_version(kind, convert)
+                else:
+                    self.cache.add_version(kind, api_version_converter(kind.api_version))
                 cached.append(kind)
+            other = kind.gvr != stored.gvr
             self.stores[kind.gvr] = GenericStore(
                 kind, self.storage, self.cache, self.clock, self.admission, check,
-                stored_as=None if kind.gvr == stored.gvr else stored.api_version)
+                stored_as=stored.api_version if other else None,
+                convert=convert if other else None)
         for kind in kinds:
             self.catalog.add(kind)
         self._follow_content(stored)

@@ -85,11 +85,18 @@ class GenericStore:
     """CRUD for one kind (see module docstring)."""
 
     def __init__(self, kind, storage, cache, clock, admission, write_check=None, hooks=None,
-                 stored_as: Optional[str] = None):
+                 stored_as: Optional[str] = None, convert=None):
         self.kind = kind
         #: The apiVersion objects are stored in when it is not the kind's own (a custom
         #: resource's version other than its storage version); None: the kind's.
         self.stored_as = stored_as
+        #: How objects reach ``stored_as`` and come back, when not by rewriting their
+        #: apiVersion: ``convert(objects, api_version)``, a Deferred of them converted
+        #: (a custom resource's conversion webhook); None: rewritten.  Upstream's
+        #: storage codec converts a write's object to the storage version and decodes
+        #: the stored bytes back for the answer: so does the store, both ways, dry runs
+        #: too.
+        self.convert = convert
         #: What the kind does around its writes besides storing them, or None (most
         #: kinds): upstream's ``BeginCreate``/``BeginUpdate``/``AfterDelete`` hooks,
         #: services' address and port allocation (``serviceallocation.ServiceHooks``).
@@ -110,10 +117,14 @@ class GenericStore:
         #: between the kind's validation and validating admission.
         self.write_check = write_check
 
-    def _encode(self, obj: dict) -> bytes:
+    def _encode(self, obj: dict):
         """The stored bytes of ``obj``: in its storage kind's form, for a kind served from
         another kind's storage (``ResourceType.to_storage``), or in the storage version
-        (``stored_as``: a custom resource's other versions)."""
+        (``stored_as``: a custom resource's other versions; a Deferred of them when
+        ``convert`` calls a webhook)."""
+        if self.convert is not None:
+            return self.convert([obj], self.stored_as).addCallback(
+                lambda objs: _encode_for_storage(objs[0]))
         if self.stored_as is not None:
             return _encode_for_storage({**obj, "apiVersion": self.stored_as})
         to_storage = self.kind.to_storage
@@ -264,7 +275,10 @@ class GenericStore:
             def vacant(_):
                 if self.cache.get(key) is not None:
                     raise self._exists(name)
-                return obj
+                # Upstream's dry run encodes and decodes the object (converting it).
+                return then(self._encode(obj),
+                            lambda value: then(self._converted_back(obj, value),
+                                               lambda _: obj))
             return maybeDeferred(then, self.watch_cache.sync(), vacant)
 
         def exists(failure):
@@ -273,7 +287,7 @@ class GenericStore:
 
         value = self._encode(obj)
         d = spans.around(ctx.span, "Create etcd3", self._span_attributes(ctx, key),
-                         lambda: self.storage.create(key, value))
+                         lambda: self._put(lambda v: self.storage.create(key, v), obj, value))
         return d.addCallbacks(self._stored, exists, (obj,))
 
     def _span_attributes(self, ctx, key: str) -> dict | None:
@@ -285,6 +299,29 @@ class GenericStore:
         return {"audit-id": ctx.audit_id, "key": key,
                 "type": f"*{group.split('.')[0] if group else 'core'}.{self.kind.kind}",
                 "resource": f"{self.kind.plural}.{group}" if group else self.kind.plural}
+
+    def _converted_back(self, obj: dict, value: bytes):
+        """
+        With a ``convert``: ``obj`` becomes (in place) the stored ``value`` converted
+        back to the kind's version, as upstream answers a write with the stored bytes
+        decoded (a Deferred); without: None, ``obj`` is the answer as it is.
+        """
+        if self.convert is None:
+            return None
+
+        def replace(objs):
+            back = _with_type(self.kind, objs[0])
+            obj.clear()
+            obj.update(back)
+        return self.convert([orjson.loads(value)], self.kind.api_version).addCallback(replace)
+
+    def _put(self, write, obj: dict, value):
+        """``write(value)`` (a storage create or update, Deferred[kv]) once ``value`` is
+        encoded, then ``obj`` converted back (``_converted_back``); Deferred[kv]."""
+        def written(value: bytes):
+            return write(value).addCallback(
+                lambda kv: then(self._converted_back(obj, value), lambda _: kv))
+        return maybeDeferred(then, value, written)
 
     def _stored(self, kv, obj: dict):
         """Answer with ``obj`` at ``kv``'s revision once the cache shows that revision."""
@@ -332,6 +369,7 @@ class GenericStore:
             current = yield self._current(key)
             fresh = True
         else:
+            yield self.cache.ready_at(self.watch_cache.revision)  # a converted view's
             current = self.cache.get(key)
             fresh = False  # whether ``current`` is known to be the stored version
         for _attempt in range(RETRIES):
@@ -358,7 +396,8 @@ class GenericStore:
 
     def _current(self, key: str):
         """The stored version of ``key`` (or None), or a Deferred of it: the cache, synced."""
-        return then(self.watch_cache.sync(), lambda _: self.cache.get(key))
+        return then(self.watch_cache.sync(), lambda _: then(
+            self.cache.ready_at(self.watch_cache.revision), lambda _: self.cache.get(key)))
 
     def _carry_out(self, ctx, key: str, current, outcome, fresh: bool):
         """
@@ -384,27 +423,48 @@ class GenericStore:
     def _write_new(self, ctx, key: str, outcome: Write):
         outcome.created = True
         if ctx.dry_run:
-            return succeed(True)
-        d = self.storage.create(key, self._encode(outcome.obj))
+            if self.convert is None:
+                return succeed(True)
+            obj = outcome.obj  # converted there and back, as upstream's dry run does
+            return self._encode(obj).addCallback(
+                lambda value: self._converted_back(obj, value)).addCallback(lambda _: True)
+        d = self._put(lambda v: self.storage.create(key, v), outcome.obj,
+                      self._encode(outcome.obj))
         d.addCallback(self._stored, outcome.obj)
         return d.addCallbacks(lambda _: True, _lost_race)
 
     def _write(self, ctx, key: str, current, new: dict, fresh: bool):
-        value = self._encode(new)
-        if ctx.dry_run or (value == self._encode(current.obj)
-                           and not self.storage.needs_rewrite(key)):
-            # Nothing to write (a dry run, or no change: no new version, as upstream;
-            # but a value stored with an old encryption key is written again).  No
-            # write confirms ``current`` then, so a cached version must be the stored
-            # one (upstream reads etcd before it skips a write), else decide again.
-            set_resource_version(new["metadata"], str(current.revision))
-            if fresh:
-                return succeed(True)
-            return then(self._current(key),
-                        lambda latest: _revision(latest) == current.revision)
-        d = self.storage.update(key, value, current.revision)
+        return then(self._encode(new), self._write_value, ctx, key, current, new, fresh)
+
+    def _unchanged(self, value: bytes, current, new: dict) -> bool:
+        """Whether ``new`` stores as ``current`` is stored (with a ``convert``: the
+        same object in the kind's version, rather than converting ``current`` too)."""
+        if self.convert is None:
+            return value == self._encode(current.obj)
+        return _without_version(new) == _without_version(current.obj)
+
+    def _write_value(self, value: bytes, ctx, key: str, current, new: dict, fresh: bool):
+        if ctx.dry_run:
+            # Upstream's dry run encodes the object and decodes it back (converting it).
+            return then(self._converted_back(new, value),
+                        lambda _: self._unwritten(key, current, new, fresh))
+        if self._unchanged(value, current, new) and not self.storage.needs_rewrite(key):
+            return self._unwritten(key, current, new, fresh)
+        d = self._put(lambda v: self.storage.update(key, v, current.revision), new, value)
         d.addCallback(self._stored, new)
         return d.addCallbacks(lambda _: True, _lost_race)
+
+    def _unwritten(self, key: str, current, new: dict, fresh: bool):
+        """
+        Nothing to write (a dry run, or no change: no new version, as upstream; but a
+        value stored with an old encryption key is written again).  No write confirms
+        ``current`` then, so a cached version must be the stored one (upstream reads
+        etcd before it skips a write), else decide again.
+        """
+        set_resource_version(new["metadata"], str(current.revision))
+        if fresh:
+            return succeed(True)
+        return then(self._current(key), lambda latest: _revision(latest) == current.revision)
 
     def _remove(self, ctx, key: str, current):
         if ctx.dry_run:
@@ -625,6 +685,11 @@ class GenericStore:
 
     def _conflict(self, name, why=errors.STALE_OBJECT):
         return errors.conflict(self.kind.plural, self.kind.group, name, why)
+
+
+def _without_version(obj: dict) -> dict:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
 
 
 def _finish_one(_, transaction, success: bool):

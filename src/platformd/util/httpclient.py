@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from twisted.internet import defer
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.python.failure import Failure
+from twisted.web.client import ResponseDone, readBody
+from twisted.web.http import PotentialDataLoss
 from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
 
@@ -48,6 +54,51 @@ def post(agent, url: str, headers, body: bytes, timeout: float, clock):
         return result
 
     return answer.addBoth(done)
+
+
+class BodyTooLarge(Exception):
+    """An answer's body went past the caller's limit (the rest was not read)."""
+
+
+class _Bounded(Protocol):
+    """Collects a body of at most ``limit`` bytes; past it, the connection is dropped."""
+
+    def __init__(self, done: defer.Deferred, limit: int):
+        self.done = done
+        self.limit = limit
+        self.parts: list = []
+        self.size = 0
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.done.called:
+            return
+        self.size += len(data)
+        if self.size > self.limit:
+            self.parts = []
+            self.done.errback(BodyTooLarge(
+                f"the response body is larger than {self.limit} bytes"))
+            if self.transport is not None:
+                self.transport.stopProducing()  # type: ignore[attr-defined]
+            return
+        self.parts.append(data)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self.done.called:
+            return
+        if reason.check(ResponseDone, PotentialDataLoss):
+            self.done.callback(b"".join(self.parts))
+        else:
+            self.done.errback(reason)
+
+
+def read_body(response, limit: Optional[int]):
+    """Deferred[bytes]: ``response``'s body (``readBody``), failing with
+    ``BodyTooLarge`` once it passes ``limit`` bytes (None: no limit)."""
+    if limit is None:
+        return readBody(response)
+    done: defer.Deferred = defer.Deferred()
+    response.deliverBody(_Bounded(done, limit))
+    return done
 
 
 def failure_text(failure, url: str) -> str:

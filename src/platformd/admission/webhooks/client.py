@@ -26,14 +26,14 @@ as upstream's ``could not get REST client: <why>``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 import attrs
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from twisted.internet import defer, ssl
 from twisted.internet.endpoints import wrapClientTLS
-from twisted.web.client import Agent, HTTPConnectionPool, readBody
+from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
 from zope.interface import implementer
@@ -135,6 +135,19 @@ class Caller:
     def post(self, hook, body: bytes, span=None):
         """``span``: the call's ``tracing.spans.Trace`` (None: not traced), parent of the
         HTTP client span whose ``traceparent`` the webhook receives."""
+        answer = self.exchange(hook, body, span)
+        answer.addCallback(lambda reply: _check_code(reply.body, reply.code))
+        answer.addErrback(_as_call_error, hook.name)
+        return answer
+
+    def exchange(self, hook, body: bytes, span=None, limit: Optional[int] = None):
+        """
+        Deferred[``Reply``]: ``body`` POSTed to ``hook`` (anything with ``name``,
+        ``url``, ``service``, ``ca_bundle`` and ``timeout``), whatever status code it is
+        answered with; a body above ``limit`` bytes (None: any) is not read.  Fails
+        with ``CallError`` (credentials, caBundle) or ``TransportError`` (Go's words for a
+        call that got no answer: ``Post "<url>": ...``).
+        """
         try:
             credentials = self.authinfo.credentials(hook)
         except CredentialsError as error:
@@ -151,8 +164,8 @@ class Caller:
         answer: Any = httpclient.post(agent, url, headers, body, hook.timeout, self.clock)
         if client_span is not None:
             answer.addBoth(spans.answered, client_span)
-        answer.addCallback(_read)
-        answer.addErrback(_as_call_error, hook.name, url)
+        answer.addCallback(_read, limit)
+        answer.addErrback(_as_transport_error, url)
         return answer
 
     def close(self):
@@ -181,10 +194,24 @@ class _PoolFor:
         return self.pool.persistent
 
 
-def _read(response):
-    reading = readBody(response)
-    reading.addCallback(_check_code, response.code)
-    return reading
+@attrs.frozen
+class Reply:
+    """A webhook's answer: its status code, ``Content-Type`` and body."""
+
+    code: int
+    content_type: str
+    body: bytes
+
+
+class TransportError(Exception):
+    """The call got no answer (or one cut short): Go's client's words."""
+
+
+def _read(response, limit: Optional[int]):
+    reading = httpclient.read_body(response, limit)
+    content_type = (response.headers.getRawHeaders(b"content-type") or [b""])[0]
+    return reading.addCallback(
+        lambda body: Reply(response.code, content_type.decode("latin-1"), body))
 
 
 class _StatusCode(Exception):
@@ -204,9 +231,15 @@ def _check_code(body: bytes, code: int) -> bytes:
                       "more information")
 
 
-def _as_call_error(failure, name: str, url: str):
+def _as_transport_error(failure, url: str):
     if failure.check(CallError):
         return failure
-    if failure.check(_StatusCode):
+    raise TransportError(httpclient.failure_text(failure, url))
+
+
+def _as_call_error(failure, name: str):
+    if failure.check(CallError):
+        return failure
+    if failure.check(_StatusCode, TransportError):
         raise CallError(name, f"failed to call webhook: {failure.value}")
-    raise CallError(name, "failed to call webhook: " + httpclient.failure_text(failure, url))
+    return failure
