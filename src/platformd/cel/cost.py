@@ -110,14 +110,22 @@ _SCALAR_PRIMITIVES = frozenset((1, 2, 3, 4))  # BOOL INT64 UINT64 DOUBLE
 _SCALAR_WELL_KNOWN = frozenset((2, 3))  # TIMESTAMP DURATION
 
 
+def _unpacked(serialized: bytes, out):
+    envelope = any_pb2.Any()
+    envelope.ParseFromString(serialized)
+    out.ParseFromString(envelope.value)
+    return out
+
+
 def checked(serialized: bytes) -> checked_pb2.CheckedExpr:
     """The ``CheckedExpr`` in what cel-expr-python's ``Expression.serialize()`` answers
     (a ``google.protobuf.Any``)."""
-    envelope = any_pb2.Any()
-    envelope.ParseFromString(serialized)
-    out = checked_pb2.CheckedExpr()
-    out.ParseFromString(envelope.value)
-    return out
+    return _unpacked(serialized, checked_pb2.CheckedExpr())
+
+
+def parsed(serialized: bytes) -> checked_pb2.ParsedExpr:
+    """The ``ParsedExpr`` in what ``serialize()`` answers for an unchecked expression."""
+    return _unpacked(serialized, checked_pb2.ParsedExpr())
 
 
 def estimate(tree: checked_pb2.CheckedExpr, sizes=UNKNOWN_SIZES) -> int:
