@@ -22,9 +22,10 @@ of the ``ISizeEstimator`` (None: unknown, estimated as 2^64 − 1, as cel-go doe
 ``UNKNOWN_SIZES`` knows nothing: every variable's value is unbounded.
 
 Only the maximum is computed (upstream's checks use ``CostEstimate.Max``).  Kubernetes'
-library functions' costs (``library.CostEstimator.EstimateCallCost``: ``url``, ``regex``
-``find``, ``quantity`` ...) are not modelled; an estimator may give them through
-``estimate_call_cost``.
+library functions cost what ``library.CostEstimator.EstimateCallCost`` says
+(``platformd.cel.library.cost``: ``find`` the string's traversal times the regex's
+length, ``isSorted`` a comparison per element ...), unless the estimator's own
+``estimate_call_cost`` answers first.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Optional
 from google.protobuf import any_pb2
 from zope.interface import Interface, implementer
 
+from platformd.cel.library import cost as _library
 from platformd.protos.cel.expr import checked_pb2
 
 MAX_UINT64 = (1 << 64) - 1
@@ -242,6 +244,28 @@ class _Coster:
                 return var.size
         return None
 
+    # -- what the libraries' costs ask (``platformd.cel.library.cost``)
+
+    def is_list(self, e) -> bool:
+        return self._kind(e) == "list_type"
+
+    def element_kind(self, e) -> str:
+        """"string", "bytes" or "" for the elements of the list ``e``."""
+        t = self.types.get(e.id)
+        element = t.list_type.elem_type
+        if element.WhichOneof("type_kind") == "primitive":
+            return {5: "string", 6: "bytes"}.get(element.primitive, "")
+        return ""
+
+    def element_size(self, e) -> int:
+        """The estimator's size of the elements of the list ``e`` (unknown: 2^64 − 1)."""
+        path = self._path(e)
+        found = self._estimate_size(path + ["@items"]) if path else None
+        return M if found is None else found
+
+    def set_size(self, e, size: int) -> None:
+        self.sizes[e.id] = size
+
     def size_or_unknown(self, e) -> int:
         found = self.size(e)
         return M if found is None else found
@@ -384,6 +408,8 @@ class _Coster:
             custom = self.estimator.estimate_call_cost(
                 call.function, overload, None if target is None else self.size(target),
                 [self.size(a) for a in args])
+            if custom is None:
+                custom = _library.call_cost(self, e, call.function, overload, target, args)
             if custom is not None:
                 function_cost = max(function_cost, _add(custom, arg_sum))
             else:
