@@ -17,6 +17,7 @@ import ipaddress
 
 from platformd.cel.library import opaque
 from platformd.cel.library.overloads import Implementation, Library, Overload
+from platformd.goformat import gonetip
 from platformd.goformat.gotext import go_quote
 
 
@@ -40,56 +41,42 @@ def _go_text(address) -> str:
     return ":".join(text[:best]) + "::" + ":".join(text[best + best_len:])
 
 
-def _netip_parse(raw: str):
-    """``netip.ParseAddr``; ``ValueError`` with its message."""
-    if "%" in raw:
-        address, _, zone = raw.partition("%")
-        if ":" not in address or not zone:
-            raise ValueError(f"ParseAddr({go_quote(raw)}): unable to parse IP")
-        return ipaddress.IPv6Address(address), zone
-    try:
-        return ipaddress.ip_address(raw), ""
-    except ValueError:
-        raise ValueError(f"ParseAddr({go_quote(raw)}): unable to parse IP") from None
-
-
 def parse_ip(raw: str):
     """``parseIPAddr``: an address without zone, not IPv4-mapped; ``ValueError``."""
     try:
-        address, zone = _netip_parse(raw)
+        packed, zone = gonetip.parse_addr(raw)
     except ValueError as error:
         raise ValueError(f"IP Address {go_quote(raw)} parse error during conversion from "
                          f"string: {error}") from None
     if zone:
         raise ValueError(f"IP address {go_quote(raw)} with zone value is not allowed")
+    address = ipaddress.ip_address(packed)
     if address.version == 6 and address.ipv4_mapped is not None:
         raise ValueError(f"IPv4-mapped IPv6 address {go_quote(raw)} is not allowed")
     return address
 
 
+_CIDR_ERROR = "network address parse error during conversion from string: "
+
+
 def parse_cidr(raw: str):
     """``parseCIDR``: (address, bits); ``ValueError`` with upstream's message."""
-    where = f"netip.ParsePrefix({go_quote(raw)})"
     try:
-        text, slash, bits = raw.rpartition("/")
-        if not slash:
-            raise ValueError(f"{where}: no '/'")
-        try:
-            address, zone = _netip_parse(text)
-        except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
-        if zone:
-            raise ValueError(f"{where}: IPv6 zones cannot be present in a prefix")
-        if not bits.isdigit() or not bits.isascii() or len(bits) > 1 and bits[0] == "0":
-            raise ValueError(f"{where}: bad bits after slash: {go_quote(bits)}")
-        if int(bits) > address.max_prefixlen:
-            raise ValueError(f"{where}: prefix length out of range")
+        packed, bits = gonetip.parse_prefix(raw)
     except ValueError as error:
-        raise ValueError(f"network address parse error during conversion from string: "
-                         f"{error}") from None
+        raise ValueError(f"{_CIDR_ERROR}{error}") from None
+    address = ipaddress.ip_address(packed)
     if address.version == 6 and address.ipv4_mapped is not None:
         raise ValueError(f"IPv4-mapped IPv6 address {go_quote(raw)} is not allowed")
-    return address, int(bits)
+    return address, bits
+
+
+def _to_cidr(raw: str):
+    """``stringToCIDR``: ``parseCIDR``'s error said after the same words again."""
+    try:
+        return parse_cidr(raw)
+    except ValueError as error:
+        raise ValueError(f"{_CIDR_ERROR}{error}") from None
 
 
 def _ip(address):
@@ -154,7 +141,7 @@ def _contains_ip(cidr, other) -> bool:
 
 
 def _contains_cidr(cidr, other) -> bool:
-    address, bits = parse_cidr(other) if isinstance(other, str) else _prefix(other)
+    address, bits = _to_cidr(other) if isinstance(other, str) else _prefix(other)
     mine, my_bits = _prefix(cidr)
     if address.version != mine.version or my_bits > bits:
         return False
@@ -220,7 +207,7 @@ CIDR_LIBRARY = Library(
      Overload("cidr_masked", "masked", (_C,), _C, member=True),
      Overload("is_cidr", "isCIDR", ("string",), "bool"),
      Overload("cidr_to_string", "string", (_C,), "string")),
-    (Implementation("cidr", ("dyn",), lambda raw: _cidr(*parse_cidr(raw))),
+    (Implementation("cidr", ("dyn",), lambda raw: _cidr(*_to_cidr(raw))),
      Implementation("containsIP", ("dyn", "dyn"), _contains_ip, member=True),
      Implementation("containsCIDR", ("dyn", "dyn"), _contains_cidr, member=True),
      Implementation("ip", ("dyn",), _ip_function, member=True),
