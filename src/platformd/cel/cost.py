@@ -30,12 +30,12 @@ length, ``isSorted`` a comparison per element ...), unless the estimator's own
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from google.protobuf import any_pb2
 from zope.interface import Interface, implementer
 
+from platformd.cel import saturating
 from platformd.cel.library import cost as _library
 from platformd.protos.cel.expr import checked_pb2
 
@@ -88,23 +88,7 @@ UNKNOWN_SIZES = UnknownSizes()
 # -- cel-go's checker/cost.go over the checked AST --------------------------------------
 
 M = MAX_UINT64
-
-
-def _add(x: int, y: int) -> int:
-    return M if x > M - y else x + y
-
-
-def _mul(x: int, y: int) -> int:
-    return M if y and x > M // y else x * y
-
-
-def _factor(x: int, factor: float) -> int:
-    as_float = float(x)
-    if as_float > 0 and factor > 0 and as_float > M / factor:
-        return M
-    result = math.ceil(as_float * factor)
-    return M if result >= 2.0 ** 64 else int(result)
-
+_add, _mul, _factor = saturating.add, saturating.mul, saturating.factor
 
 STRING_TRAVERSAL = 0.1
 REGEX_LENGTH = 0.25

@@ -17,7 +17,11 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-M = (1 << 64) - 1
+from platformd.cel.saturating import M
+from platformd.cel.saturating import add as _add
+from platformd.cel.saturating import factor as _factor
+from platformd.cel.saturating import mul as _mul
+
 STRING_TRAVERSAL = 0.1
 REGEX_LENGTH = 0.25
 _NOMINAL = frozenset(("masked", "prefixLength", "family", "isUnspecified", "isLoopback",
@@ -28,23 +32,6 @@ _TRAVERSALS = frozenset(("isSorted", "sum", "max", "min", "indexOf", "lastIndexO
 _STRING_RESULTS = frozenset(("lowerAscii", "upperAscii", "substring", "trim"))
 #: IPv4 or IPv6: 4 to 16 bytes compared (``containsIP``, ``containsCIDR``).
 _IP_BYTES = 16
-
-
-def _add(x: int, y: int) -> int:
-    return M if x > M - y else x + y
-
-
-def _mul(x: int, y: int) -> int:
-    return M if y and x > M // y else x * y
-
-
-def _factor(x: int, factor: float) -> int:
-    """``MultiplyByCostFactor``: ceil(x × factor), saturating."""
-    as_float = float(x)
-    if as_float > 0 and factor > 0 and as_float > M / factor:
-        return M
-    result = math.ceil(as_float * factor)
-    return M if result >= 2.0 ** 64 else int(result)
 
 
 def _size(sizes, e) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 
 from platformd.cel.library import opaque
-from platformd.cel.library.overloads import Implementation, Library, Overload
+from platformd.cel.library.overloads import Implementation, Library, Overload, parses
 from platformd.goformat import gonetip
 from platformd.goformat.gotext import go_quote
 
@@ -124,16 +124,6 @@ def _is_canonical(raw: str) -> bool:
     return _go_text(parse_ip(raw)) == raw
 
 
-def _valid(parse):
-    def valid(raw: str) -> bool:
-        try:
-            parse(raw)
-        except ValueError:
-            return False
-        return True
-    return valid
-
-
 def _contains_ip(cidr, other) -> bool:
     address = parse_ip(other) if isinstance(other, str) else _address(other)
     network = _network(cidr)
@@ -191,7 +181,7 @@ IP_LIBRARY = Library(
      Implementation("isLinkLocalUnicast", ("dyn",), _ip_test(_link_local_unicast),
                     member=True),
      Implementation("isGlobalUnicast", ("dyn",), _ip_test(_is_global_unicast), member=True),
-     Implementation("isIP", ("dyn",), _valid(parse_ip)),
+     Implementation("isIP", ("dyn",), parses(parse_ip)),
      Implementation("string", (_I,), _string)))
 
 CIDR_LIBRARY = Library(
@@ -214,4 +204,4 @@ CIDR_LIBRARY = Library(
      Implementation("prefixLength", ("dyn",), lambda c: _prefix(c)[1], member=True),
      Implementation("masked", ("dyn",),
                     lambda c: _cidr(_network(c).network_address, _prefix(c)[1]), member=True),
-     Implementation("isCIDR", ("dyn",), _valid(parse_cidr))))
+     Implementation("isCIDR", ("dyn",), parses(parse_cidr))))

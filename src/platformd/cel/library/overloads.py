@@ -71,3 +71,15 @@ def comparisons(prefix: str, type_name: str) -> tuple:
     return (Overload(f"{prefix}_is_greater_than", "isGreaterThan", pair, "bool", member=True),
             Overload(f"{prefix}_is_less_than", "isLessThan", pair, "bool", member=True),
             Overload(f"{prefix}_compare_to", "compareTo", pair, "int", member=True))
+
+
+def parses(parse: Callable) -> Callable:
+    """A predicate: whether ``parse`` accepts its arguments (``isQuantity``, ``isURL``
+    ... are their parser without the error)."""
+    def accepted(*args) -> bool:
+        try:
+            parse(*args)
+        except ValueError:
+            return False
+        return True
+    return accepted

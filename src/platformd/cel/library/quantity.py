@@ -21,8 +21,8 @@ import math
 from fractions import Fraction
 
 from platformd.cel.library import opaque
-from platformd.cel.library.overloads import Implementation, Library, Overload, comparisons, sign
-
+from platformd.cel.library.overloads import (Implementation, Library, Overload, comparisons,
+                                             parses, sign)
 FORMAT_WRONG = ("quantities must match the regular expression "
                 "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
 SUFFIX = "unable to parse quantity's suffix"
@@ -146,14 +146,6 @@ def _as_integer(quantity) -> int:
     return found
 
 
-def _is_quantity(text: str) -> bool:
-    try:
-        parse(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _operand(other) -> Fraction:
     return Fraction(other) if isinstance(other, int) else _value(other)
 
@@ -178,7 +170,7 @@ LIBRARY = Library(
      Overload("quantity_sub", "sub", (_Q, _Q), _Q, member=True),
      Overload("quantity_sub_int", "sub", (_Q, "int"), _Q, member=True)),
     (Implementation("quantity", ("dyn",), lambda text: _quantity(parse(text))),
-     Implementation("isQuantity", ("dyn",), _is_quantity),
+     Implementation("isQuantity", ("dyn",), parses(parse)),
      Implementation("sign", ("dyn",), lambda q: sign(_value(q))),
      Implementation("asApproximateFloat", ("dyn",), lambda q: float(_value(q)), member=True),
      Implementation("asInteger", ("dyn",), _as_integer, member=True),

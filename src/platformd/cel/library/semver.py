@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from platformd.cel.library import opaque
 from platformd.cel.library.overloads import (Implementation, Library, Overload, comparisons,
-                                             sign)
+                                             parses, sign)
 from platformd.goformat.gotext import go_quote
 
 _NUMBERS = frozenset("0123456789")
@@ -103,14 +103,6 @@ def _semver(text: str, normalize: bool = False):
     return opaque.make(opaque.SEMVER, canonical)
 
 
-def _is_semver(text: str, normalize: bool = False) -> bool:
-    try:
-        _parsed(text, normalize)
-    except ValueError:
-        return False
-    return True
-
-
 def _version(value) -> tuple:
     return parse(opaque.text(value))
 
@@ -148,8 +140,8 @@ LIBRARY = Library(
      Overload("semver_patch", "patch", (_S,), "int", member=True)),
     (Implementation("semver", ("dyn",), _semver),
      Implementation("semver", ("dyn", "dyn"), _semver),
-     Implementation("isSemver", ("dyn",), _is_semver),
-     Implementation("isSemver", ("dyn", "dyn"), _is_semver),
+     Implementation("isSemver", ("dyn",), parses(_parsed)),
+     Implementation("isSemver", ("dyn", "dyn"), parses(_parsed)),
      Implementation("major", ("dyn",), lambda v: _version(v)[0], member=True),
      Implementation("minor", ("dyn",), lambda v: _version(v)[1], member=True),
      Implementation("patch", ("dyn",), lambda v: _version(v)[2], member=True)))

@@ -15,7 +15,7 @@ from typing import Optional
 from urllib.parse import unquote_to_bytes
 
 from platformd.cel.library import opaque
-from platformd.cel.library.overloads import Implementation, Library, Overload
+from platformd.cel.library.overloads import Implementation, Library, Overload, parses
 from platformd.goformat.gotext import go_quote
 
 _SCHEME_FIRST = re.compile(r"[A-Za-z]")
@@ -111,14 +111,6 @@ def parse(raw: str) -> dict:
                          f"{go_quote(raw)}: {error}") from None
 
 
-def _is_url(raw: str) -> bool:
-    try:
-        _parse(raw, True)
-    except ValueError:
-        return False
-    return True
-
-
 def _parts(url) -> dict:
     return parse(opaque.text(url))
 
@@ -181,7 +173,7 @@ LIBRARY = Library(
      Overload("url_get_query", "getQuery", (_U,), "map<string, list<string>>", member=True),
      Overload("is_url_string", "isURL", ("string",), "bool")),
     (Implementation("url", ("dyn",), lambda raw: (parse(raw), opaque.make(_U, raw))[1]),
-     Implementation("isURL", ("dyn",), _is_url),
+     Implementation("isURL", ("dyn",), parses(lambda raw: _parse(raw, True))),
      Implementation("getScheme", ("dyn",), lambda u: _parts(u)["scheme"], member=True),
      Implementation("getHost", ("dyn",), lambda u: _parts(u)["host"], member=True),
      Implementation("getHostname", ("dyn",),
