@@ -32,6 +32,8 @@ that ``==`` compares them as upstream does and ``type()`` names them as upstream
 
 from __future__ import annotations
 
+import functools
+
 from cel_expr_python import cel as _cel
 
 from platformd.cel.library import comparisons, lists, net, quantity, regex, semver, urls
@@ -64,14 +66,18 @@ def config():
     return _cel.NewEnvConfigFromYaml(CONFIG)
 
 
+@functools.cache
 def declarations():
-    """The extension declaring every library's overloads, for the type checker."""
+    """The extension declaring every library's overloads, for the type checker (made
+    once: every environment shares it)."""
     return _cel.CelExtension("kubernetes", _grouped(
         (o.function, o.declared()) for lib in LIBRARIES for o in lib.overloads))
 
 
+@functools.cache
 def implementations():
-    """The extension implementing every library's functions, for unchecked evaluation."""
+    """The extension implementing every library's functions, for unchecked evaluation
+    (made once: every environment shares it)."""
     pairs: list = []
     for lib in LIBRARIES:
         for implementation in lib.implementations:
