@@ -22,6 +22,14 @@ time as upstream's DeclTypes are: ``request.nope`` is a compile error, ``request
 is a string.  Dynamic variables (``DYN``: admission's ``object``) are checked when
 evaluated.
 
+Every environment has what upstream's base environment adds at 1.36 and
+cel-expr-python can build (``platformd.cel.library``): optional types, the strings
+extension (version 2), sets, two-variable comprehensions, and Kubernetes' lists, regex,
+url, quantity, ip, cidr and semver libraries.  An expression is type-checked against
+the libraries' declared overloads and evaluated compiled again, unchecked, in a second
+environment where they are Python functions (``Environment.runnable``): the binding
+runs a Python function per parameter kinds, not per declared overload.
+
 Messages are worded as upstream words them: a compile error is ``compilation failed:
 ERROR: <input>:1:9: ...`` (cel-cpp's issues without its status code); a wrong result type
 is ``must evaluate to bool but got string`` (``must evaluate to one of [bool string]`` for
