@@ -491,3 +491,98 @@ class StructuralSchemaTests(Base):
         self.assertEqual(r.code, 422, r.body)
         self.assertTrue(any(c["field"].startswith("spec.validation.openAPIV3Schema")
                             for c in r.json()["details"]["causes"]), r.body)
+
+
+class ValidationRuleTests(Base):
+    """``x-kubernetes-validations`` using Kubernetes' CEL libraries and optionalOldSelf,
+    from the definition's write to a refused object's 422."""
+
+    def setUp(self):
+        super().setUp()
+        crd = definition()
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+            "type": "object",
+            "properties": {
+                "memory": {"type": "string", "maxLength": 20},
+                "endpoint": {"type": "string", "maxLength": 200},
+                "network": {"type": "string", "maxLength": 50},
+                "ports": {"type": "array", "maxItems": 10, "items": {"type": "integer"}},
+                "version": {"type": "string", "maxLength": 20}},
+            "x-kubernetes-validations": [
+                {"rule": "!has(self.memory) || "
+                         "quantity(self.memory).isLessThan(quantity('1Gi'))",
+                 "message": "memory must be less than 1Gi"},
+                {"rule": "!has(self.endpoint) || url(self.endpoint).getScheme() == 'https'",
+                 "messageExpression": "url(self.endpoint).getScheme() == 'http' ? "
+                                      "'scheme http is not https' : 'not https'"},
+                {"rule": "!has(self.network) || cidr(self.network).prefixLength() >= 16",
+                 "fieldPath": ".network", "reason": "FieldValueForbidden",
+                 "message": "network too large"},
+                {"rule": "!has(self.ports) || self.ports.isSorted()",
+                 "fieldPath": ".ports", "message": "ports must be sorted"},
+                {"rule": "!has(self.version) || !oldSelf.hasValue() || "
+                         "!has(oldSelf.value().version) || "
+                         "semver(self.version).compareTo(semver(oldSelf.value().version)) >= 0",
+                 "optionalOldSelf": True, "message": "no downgrade"}]}
+        self.create_crd(crd)
+        self.path = "/apis/example.com/v1/namespaces/default/widgets"
+
+    def test_refused_with_the_rules_messages(self):
+        r = self.admin.post(self.path, {"metadata": {"name": "a"}, "spec": {
+            "memory": "2Gi", "endpoint": "http://example.com/x", "network": "10.0.0.0/8",
+            "ports": [443, 80]}})
+        self.assertEqual(r.code, 422, r.body)
+        body = r.json()
+        self.assertEqual(body["reason"], "Invalid")
+        self.assertEqual(body["details"]["causes"], [
+            {"reason": "FieldValueInvalid", "message": "Invalid value: "
+             "memory must be less than 1Gi", "field": "spec"},
+            {"reason": "FieldValueInvalid", "message": "Invalid value: "
+             "scheme http is not https", "field": "spec"},
+            {"reason": "FieldValueForbidden", "message": "Forbidden: network too large",
+             "field": "spec.network"},
+            {"reason": "FieldValueInvalid", "message": "Invalid value: "
+             "ports must be sorted", "field": "spec.ports"}])
+        self.assertEqual(body["message"],
+                         'Widget.example.com "a" is invalid: [spec: Invalid value: memory must '
+                         'be less than 1Gi, spec: Invalid value: scheme http is not https, '
+                         'spec.network: Forbidden: network too large, spec.ports: Invalid '
+                         'value: ports must be sorted]')
+
+    def test_library_error_in_a_rule(self):
+        r = self.admin.post(self.path, {"metadata": {"name": "a"}, "spec": {"memory": "1Mo"}})
+        self.assertEqual(r.code, 422, r.body)
+        self.assertEqual(r.json()["details"]["causes"], [
+            {"reason": "FieldValueInvalid", "field": "spec", "message":
+             "Invalid value: \"object\": quantities must match the regular expression "
+             "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: memory must be "
+             "less than 1Gi"}])
+
+    def test_optional_old_self_on_create_and_update(self):
+        r = self.admin.post(self.path, {"metadata": {"name": "a"},
+                                        "spec": {"version": "1.2.0"}})
+        self.assertEqual(r.code, 201, r.body)
+        current = r.json()
+        current["spec"]["version"] = "1.10.0"
+        r = self.admin.put(f"{self.path}/a", current)
+        self.assertEqual(r.code, 200, r.body)
+        current = r.json()
+        current["spec"]["version"] = "1.9.9"
+        r = self.admin.put(f"{self.path}/a", current)
+        self.assertEqual(r.code, 422, r.body)
+        self.assertEqual(r.json()["details"]["causes"], [
+            {"reason": "FieldValueInvalid", "message": "Invalid value: no downgrade",
+             "field": "spec"}])
+
+    def test_definition_refused_for_a_library_type_error(self):
+        crd = definition(plural="gadgets", kind="Gadget", short_names=())
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+            "type": "object", "properties": {"n": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "quantity(self.n).sign() > 0"}]}
+        r = self.admin.post(CRDS, crd)
+        self.assertEqual(r.code, 422, r.body)
+        [cause] = r.json()["details"]["causes"]
+        self.assertEqual(cause["field"], "spec.validation.openAPIV3Schema.properties[spec]."
+                                         "x-kubernetes-validations[0].rule")
+        self.assertIn("compilation failed: ERROR: <input>:1:9: found no matching overload "
+                      "for 'quantity' applied to '(int)'", cause["message"])

@@ -22,6 +22,14 @@ time as upstream's DeclTypes are: ``request.nope`` is a compile error, ``request
 is a string.  Dynamic variables (``DYN``: admission's ``object``) are checked when
 evaluated.
 
+Every environment has what upstream's base environment adds at 1.36 and
+cel-expr-python can build (``platformd.cel.library``): optional types, the strings
+extension (version 2), sets, two-variable comprehensions, and Kubernetes' lists, regex,
+url, quantity, ip, cidr and semver libraries.  An expression is type-checked against
+the libraries' declared overloads and evaluated compiled again, unchecked, in a second
+environment where they are Python functions (``Environment.runnable``): the binding
+runs a Python function per parameter kinds, not per declared overload.
+
 Messages are worded as upstream words them: a compile error is ``compilation failed:
 ERROR: <input>:1:9: ...`` (cel-cpp's issues without its status code); a wrong result type
 is ``must evaluate to bool but got string`` (``must evaluate to one of [bool string]`` for
@@ -76,6 +84,8 @@ from cel_expr_python import cel as _cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
 from platformd.cel import cost as _cost
+from platformd.cel import library as _library
+from platformd.cel.library import opaque as _opaque
 
 # -- upstream's limits ------------------------------------------------------------------
 # k8s.io/apiserver/pkg/apis/cel/config.go:
@@ -113,6 +123,10 @@ map_of = _cel.Type.Map
 def message_type(full_name: str):
     """The CEL type of the protobuf message ``full_name`` (declared with ``proto_file``)."""
     return _cel.Type(full_name)
+
+
+#: The most unchecked compilations an environment keeps (see ``Environment.runnable``).
+_RUNNABLES = 4096
 
 
 class CompileError(ValueError):
@@ -156,20 +170,26 @@ def _go_error(error) -> str:
 
 @attrs.frozen
 class Program:
-    """One compiled expression."""
+    """One compiled expression: ``_compiled`` checked (its type, its cost), evaluated as
+    ``_environment`` runs it (see ``Environment.runnable``)."""
 
     source: str
     _compiled: Any = attrs.field(repr=False)
+    _environment: Any = attrs.field(repr=False, eq=False)
 
     def evaluate(self, variables: dict):
         """The value of the expression with ``variables`` bound; ``EvaluationError``."""
         try:
-            result = self._compiled.eval(data=variables)
+            result = self._environment.runnable(self.source).eval(data=variables)
         except Exception as error:  # the bindings reject a value of the wrong type
             raise EvaluationError(_go_error(error)) from None
         if result.type() == _cel.Type.ERROR:
             raise EvaluationError(_go_error(result.value()))
         return result.plain_value()
+
+    def parsed(self):
+        """The syntax tree: a ``cel.expr.ParsedExpr`` (of a program from ``parse``)."""
+        return _cost.parsed(self._compiled.serialize())
 
     def checked(self):
         """The checked AST: a ``cel.expr.CheckedExpr`` (every node's type, every call's
@@ -192,10 +212,44 @@ class Environment:
     def __init__(self, variables: dict, messages: descriptor_pb2.FileDescriptorProto | None = None):
         self.pool = descriptor_pool.DescriptorPool()
         self.pool.AddSerializedFile(struct_pb2.DESCRIPTOR.serialized_pb)
+        _opaque.add_to(self.pool)
         if messages is not None:
             self.pool.Add(messages)
-        self._env = _cel.NewEnv(self.pool, variables=variables)
+        self._variables = variables
+        self._env = _cel.NewEnv(self.pool, config=_library.config(), variables=variables,
+                                extensions=[_library.declarations()])
+        self._runtime: Any = None
         self._programs: dict = {}
+        self._runnables: dict = {}
+
+    def runnable(self, source: str):
+        """
+        ``source`` compiled for evaluation: unchecked, in a second environment (made on
+        first use) where the Kubernetes libraries' functions are Python functions over
+        values of any type (``platformd.cel.library``: the binding cannot run the typed
+        overloads the checker sees).  ``CompileError`` when it does not parse.
+        """
+        found = self._runnables.get(source)
+        if found is not None:
+            return found
+        if self._runtime is None:
+            self._runtime = _cel.NewEnv(self.pool, config=_library.config(),
+                                        variables=self._variables,
+                                        extensions=[_library.implementations()])
+        try:
+            found = self._runtime.compile(source, disable_check=True)
+        except Exception as error:
+            raise CompileError("compilation failed: " + _issues(error)) from None
+        if len(self._runnables) >= _RUNNABLES:
+            self._runnables.clear()
+        self._runnables[source] = found
+        return found
+
+    def parse(self, source: str) -> Program:
+        """``source`` parsed but not type-checked (its variables' values are checked
+        when it runs); ``CompileError`` when it does not parse.  ``Program.parsed()``
+        is its syntax tree."""
+        return Program(source, self.runnable(source), self)
 
     def message_class(self, full_name: str):
         """The Python class of a declared message, to build variable values with."""
@@ -223,7 +277,7 @@ class Environment:
             else:
                 reason = f"must evaluate to one of [{' '.join(map(type_name, result_types))}]"
             raise CompileError(reason)
-        program = self._programs[key] = Program(source, compiled)
+        program = self._programs[key] = Program(source, compiled, self)
         return program
 
 

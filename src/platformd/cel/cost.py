@@ -22,19 +22,21 @@ of the ``ISizeEstimator`` (None: unknown, estimated as 2^64 − 1, as cel-go doe
 ``UNKNOWN_SIZES`` knows nothing: every variable's value is unbounded.
 
 Only the maximum is computed (upstream's checks use ``CostEstimate.Max``).  Kubernetes'
-library functions' costs (``library.CostEstimator.EstimateCallCost``: ``url``, ``regex``
-``find``, ``quantity`` ...) are not modelled; an estimator may give them through
-``estimate_call_cost``.
+library functions cost what ``library.CostEstimator.EstimateCallCost`` says
+(``platformd.cel.library.cost``: ``find`` the string's traversal times the regex's
+length, ``isSorted`` a comparison per element ...), unless the estimator's own
+``estimate_call_cost`` answers first.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from google.protobuf import any_pb2
 from zope.interface import Interface, implementer
 
+from platformd.cel import saturating
+from platformd.cel.library import cost as _library
 from platformd.protos.cel.expr import checked_pb2
 
 MAX_UINT64 = (1 << 64) - 1
@@ -86,23 +88,7 @@ UNKNOWN_SIZES = UnknownSizes()
 # -- cel-go's checker/cost.go over the checked AST --------------------------------------
 
 M = MAX_UINT64
-
-
-def _add(x: int, y: int) -> int:
-    return M if x > M - y else x + y
-
-
-def _mul(x: int, y: int) -> int:
-    return M if y and x > M // y else x * y
-
-
-def _factor(x: int, factor: float) -> int:
-    as_float = float(x)
-    if as_float > 0 and factor > 0 and as_float > M / factor:
-        return M
-    result = math.ceil(as_float * factor)
-    return M if result >= 2.0 ** 64 else int(result)
-
+_add, _mul, _factor = saturating.add, saturating.mul, saturating.factor
 
 STRING_TRAVERSAL = 0.1
 REGEX_LENGTH = 0.25
@@ -110,14 +96,22 @@ _SCALAR_PRIMITIVES = frozenset((1, 2, 3, 4))  # BOOL INT64 UINT64 DOUBLE
 _SCALAR_WELL_KNOWN = frozenset((2, 3))  # TIMESTAMP DURATION
 
 
+def _unpacked(serialized: bytes, out):
+    envelope = any_pb2.Any()
+    envelope.ParseFromString(serialized)
+    out.ParseFromString(envelope.value)
+    return out
+
+
 def checked(serialized: bytes) -> checked_pb2.CheckedExpr:
     """The ``CheckedExpr`` in what cel-expr-python's ``Expression.serialize()`` answers
     (a ``google.protobuf.Any``)."""
-    envelope = any_pb2.Any()
-    envelope.ParseFromString(serialized)
-    out = checked_pb2.CheckedExpr()
-    out.ParseFromString(envelope.value)
-    return out
+    return _unpacked(serialized, checked_pb2.CheckedExpr())
+
+
+def parsed(serialized: bytes) -> checked_pb2.ParsedExpr:
+    """The ``ParsedExpr`` in what ``serialize()`` answers for an unchecked expression."""
+    return _unpacked(serialized, checked_pb2.ParsedExpr())
 
 
 def estimate(tree: checked_pb2.CheckedExpr, sizes=UNKNOWN_SIZES) -> int:
@@ -233,6 +227,28 @@ class _Coster:
             if var is not None and var.size is not None:
                 return var.size
         return None
+
+    # -- what the libraries' costs ask (``platformd.cel.library.cost``)
+
+    def is_list(self, e) -> bool:
+        return self._kind(e) == "list_type"
+
+    def element_kind(self, e) -> str:
+        """"string", "bytes" or "" for the elements of the list ``e``."""
+        t = self.types.get(e.id)
+        element = t.list_type.elem_type
+        if element.WhichOneof("type_kind") == "primitive":
+            return {5: "string", 6: "bytes"}.get(element.primitive, "")
+        return ""
+
+    def element_size(self, e) -> int:
+        """The estimator's size of the elements of the list ``e`` (unknown: 2^64 − 1)."""
+        path = self._path(e)
+        found = self._estimate_size(path + ["@items"]) if path else None
+        return M if found is None else found
+
+    def set_size(self, e, size: int) -> None:
+        self.sizes[e.id] = size
 
     def size_or_unknown(self, e) -> int:
         found = self.size(e)
@@ -376,6 +392,8 @@ class _Coster:
             custom = self.estimator.estimate_call_cost(
                 call.function, overload, None if target is None else self.size(target),
                 [self.size(a) for a in args])
+            if custom is None:
+                custom = _library.call_cost(self, e, call.function, overload, target, args)
             if custom is not None:
                 function_cost = max(function_cost, _add(custom, arg_sum))
             else:

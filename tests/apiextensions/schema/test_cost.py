@@ -1,8 +1,8 @@
 """
 The static cost estimator against upstream's numbers: the cases of
 apiextensions-apiserver v1.36's ``TestCostEstimation`` (pkg/apiserver/schema/cel/
-compilation_test.go) whose rules use CEL's standard library (those of the Kubernetes
-libraries, which platformd's CEL environment does not declare, are left out).  Each
+compilation_test.go), those whose rules use CEL's standard library and those of the
+Kubernetes libraries and the strings extension ("extended library ...").  Each
 schema is built without limits (the "calc" cost) and with ``maxItems``,
 ``maxProperties`` or ``maxLength`` set (the "set" cost); the cost is one evaluation's
 maximum (``CompilationResult.MaxCost``), the rule's ``self`` not a resource root.
@@ -120,6 +120,27 @@ def genArrayForMap() -> dict:
 
 def genMapForMap() -> dict:
     return {"type": "object", "additionalProperties": {"type": "number"}}
+
+
+def genStringArrayWithRule(rule: str):
+    """``arrayType`` of ``maxLength``-limited strings, ``maxItems`` the same limit."""
+    return lambda limit: _with_rule(_limited(
+        {"type": "array", "items": _limited({"type": "string"}, "maxLength", limit)},
+        "maxItems", limit), rule)
+
+
+def genReplaceObject(limit):
+    return _with_rule({"type": "object", "properties": {
+        "str": _limited({"type": "string"}, "maxLength", limit),
+        "before": {"type": "string", "maxLength": 2},
+        "after": {"type": "string", "maxLength": 4}}},
+        "self.str.replace(self.before, self.after) == 'does not matter'")
+
+
+def genSplitObject(limit):
+    string = _limited({"type": "string"}, "maxLength", limit)
+    return _with_rule({"type": "object", "properties": {"str": string, "separator": string}},
+                      "self.str.split(self.separator) == []")
 
 
 def genMapWithCustomItemRule(item: dict, rule: str):
@@ -251,6 +272,17 @@ CASES = [
      8, 0, 42, 8, 0),
     ('enums with maxLength equals to the longest possible value', genEnumWithRuleAndValues("self.contains('A')", 'A', 'B', 'C', 'LongValue'),
      2, 0, 1000, 401, 0),
+    # the libraries' functions with the schema's sizes (library/cost.go)
+    ('extended library regex find', genStringWithRule("self.find('[0-9]+') == ''"),
+     629147, 0, 10, 11, 0),
+    ('extended library join', genStringArrayWithRule("self.join(' ') == 'aa bb'"),
+     329853068905, 0, 10, 43, 0),
+    ('extended library isSorted', genStringArrayWithRule("self.isSorted() == true"),
+     329854432052, 0, 10, 52, 0),
+    ('extended library replace', genReplaceObject, 629154, 0, 4, 12, 0),
+    ('extended library split', genSplitObject, 629160, 0, 10, 22, 0),
+    ('extended library lowerAscii', genStringWithRule("self.lowerAscii() == 'lower!'"),
+     314575, 0, 10, 6, 0),
 ]
 
 

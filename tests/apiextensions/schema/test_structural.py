@@ -523,6 +523,77 @@ class RuleTests(SynchronousTestCase):
         self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}}, {"spec": {"x": 1}})), [
             "spec: Invalid value: no going back"])
 
+    def test_optional_old_self(self):
+        """An optionalOldSelf rule runs on create with oldSelf empty, and on update with
+        the old value; it is type-checked with oldSelf an optional."""
+        s = self.rules({"rule": "!oldSelf.hasValue() || self.x >= oldSelf.value().x",
+                        "optionalOldSelf": True, "message": "no going back"},
+                       {"rule": "oldSelf.hasValue() || self.x < 5", "optionalOldSelf": True,
+                        "messageExpression": "oldSelf.hasValue() ? 'updated' : 'created'"})
+        self.assertEqual(s.validate_rules({"spec": {"x": 0}}, None), [])
+        self.assertEqual(texts(s.validate_rules({"spec": {"x": 7}}, None)), [
+            "spec: Invalid value: created"])
+        self.assertEqual(s.validate_rules({"spec": {"x": 7}}, {"spec": {"x": 1}}), [])
+        self.assertEqual(texts(s.validate_rules({"spec": {"x": 0}}, {"spec": {"x": 1}})), [
+            "spec: Invalid value: no going back"])
+
+    def test_optional_old_self_compile_errors(self):
+        """Without optionalOldSelf, oldSelf is no optional; with it, a compile error's
+        position is the rule's own; setting it without using oldSelf is refused."""
+        schema = obj(spec={"type": "object", "properties": {"x": {"type": "integer"}},
+                           "x-kubernetes-validations": [
+                               {"rule": "oldSelf.hasValue()"},
+                               {"rule": "oldSelf.x > 0", "optionalOldSelf": True},
+                               {"rule": "self.x > 0", "optionalOldSelf": True}]})
+        causes = texts(check(schema, P))
+        self.assertEqual(len(causes), 3, causes)
+        self.assertIn("x-kubernetes-validations[0].rule: Invalid value: ", causes[0])
+        self.assertIn("found no matching overload for 'hasValue'", causes[0])
+        self.assertIn("x-kubernetes-validations[1].rule: Invalid value: ", causes[1])
+        self.assertIn("compilation failed: ERROR: <input>:1:11: found no matching overload "
+                      "for '_>_' applied to '(optional_type(int), int)'\n"
+                      " | oldSelf.x > 0\n | ..........^", causes[1])
+        self.assertIn("x-kubernetes-validations[2].optionalOldSelf: Invalid value: true: "
+                      "may not be set if oldSelf is not used in rule", causes[2])
+
+    def test_library_rules(self):
+        """Rules use Kubernetes' libraries, with their errors as upstream words them."""
+        s = self.rules(
+            {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))",
+             "message": "at most 1Gi"},
+            {"rule": "self.ports.isSorted() && self.ports.sum() < 100"},
+            {"rule": "isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https'",
+             "messageExpression": "url(self.endpoint).getScheme()"},
+            {"rule": "cidr('10.0.0.0/8').containsIP(self.address)"},
+            {"rule": "self.endpoint.find('[0-9]+') != '' && self.?address.orValue('') != ''"},
+            memory={"type": "string", "maxLength": 20},
+            ports={"type": "array", "items": {"type": "integer"}, "maxItems": 10},
+            endpoint={"type": "string", "maxLength": 100},
+            address={"type": "string", "maxLength": 50})
+        good = {"memory": "512Mi", "ports": [1, 2], "endpoint": "https://a1.example",
+                "address": "10.1.2.3"}
+        self.assertEqual(s.validate_rules({"spec": good}), [])
+        bad = {"memory": "2Gi", "ports": [3, 2], "endpoint": "http://example",
+               "address": "11.0.0.1"}
+        self.assertEqual(texts(s.validate_rules({"spec": bad})), [
+            "spec: Invalid value: at most 1Gi",
+            "spec: Invalid value: failed rule: self.ports.isSorted() && self.ports.sum() < 100",
+            "spec: Invalid value: http",
+            "spec: Invalid value: failed rule: cidr('10.0.0.0/8').containsIP(self.address)",
+            "spec: Invalid value: failed rule: self.endpoint.find('[0-9]+') != '' && "
+            "self.?address.orValue('') != ''"])
+        self.assertEqual(texts(s.validate_rules({"spec": dict(good, memory="10Mo")})), [
+            'spec: Invalid value: "object": quantities must match the regular expression '
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: at most 1Gi"])
+
+    def test_library_rules_type_checked(self):
+        """A library function applied to the wrong type does not compile."""
+        schema = obj(spec={"type": "object", "properties": {"x": {"type": "integer"}},
+                           "x-kubernetes-validations": [{"rule": "quantity(self.x).sign() > 0"}]})
+        causes = texts(check(schema, P))
+        self.assertEqual(len(causes), 1, causes)
+        self.assertIn("found no matching overload for 'quantity' applied to '(int)'", causes[0])
+
 
 class ModelTests(SynchronousTestCase):
     def test_to_model(self):

@@ -25,7 +25,8 @@ import re
 from typing import Optional
 
 from platformd.cel import STATIC_ESTIMATED_CRD_COST_LIMIT
-from platformd.apiextensions.schema import causes, cost, objectmeta, regexps, rules, values
+from platformd.apiextensions.schema import causes, cost, objectmeta, rules, values
+from platformd.goformat import goregexp
 from platformd.apiextensions.schema.causes import forbidden, invalid, not_supported, required
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index, key
@@ -244,8 +245,8 @@ def _value_validation(s: dict, skip_any_of: bool, skip_first: bool, level: str, 
 
 
 def _regexp_problem(pattern: str) -> Optional[str]:
-    """Go's ``regexp.Compile`` error (RE2), None when it compiles (``regexps``)."""
-    return regexps.problem(pattern)
+    """Go's ``regexp.Compile`` error (RE2), None when it compiles (``goformat.goregexp``)."""
+    return goregexp.problem(pattern)
 
 
 def _nested(v: dict, skip_any_of: bool, level: str, path: str, out: list) -> None:

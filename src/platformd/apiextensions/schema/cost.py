@@ -245,6 +245,11 @@ class SchemaSizes:
 def estimate(serialized, scope: Node, resource_root: bool = False) -> int:
     """The maximum estimated cost of one evaluation of a compiled expression whose
     ``self`` is of ``scope`` (``ruleEnv.EstimateCost(ast, estimator).Max``); ``serialized``
-    is what ``Expression.serialize()`` answers, or a ``cel.Program``."""
-    tree = serialized.checked() if isinstance(serialized, cel.Program) else checked(serialized)
+    is what ``Expression.serialize()`` answers, a ``cel.Program`` or a checked AST."""
+    if isinstance(serialized, cel.Program):
+        tree = serialized.checked()
+    elif isinstance(serialized, bytes):
+        tree = checked(serialized)
+    else:
+        tree = serialized
     return _estimate(tree, SchemaSizes(decl(scope, resource_root)))

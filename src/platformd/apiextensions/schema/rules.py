@@ -13,10 +13,11 @@ messageExpression's a string.  Evaluation compiles the rule again, unchecked, ov
 from the object is ``no such key: x evaluating rule: ...``, as upstream.
 
 Evaluation follows upstream: rules using ``oldSelf`` (transition rules) run only where an
-old value correlates (same property, same map key, same map-list key), optionalOldSelf
-rules too (platformd's CEL environment has no optional types, so such a rule compiles
-only if it uses none); a rule without ``oldSelf`` failing on a value equal to its old
-one is let through (ratcheting); a false rule gives
+old value correlates (same property, same map key, same map-list key); an
+``optionalOldSelf: true`` rule runs everywhere, its ``oldSelf`` an optional (of the old
+value where one correlates, else empty), as it was type-checked; a rule without
+``oldSelf`` failing on a value equal to its old one is let through (ratcheting); a
+false rule gives
 ``fieldErrorForReason`` of its message, its messageExpression's value, or ``failed rule:
 <rule>``, at the node's path plus ``fieldPath``; an object's or list's value is omitted
 from the message, a scalar's shown.  The static cost (``cost``) is enforced when the CRD
@@ -29,13 +30,10 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from google.protobuf import any_pb2
-
 from platformd import cel
 from platformd.apiextensions.schema import causes, celtypes, cost
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index
-from platformd.protos.cel.expr import checked_pb2
 
 #: The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound to
 #: ``celtypes.cel_value`` of the object.
@@ -44,31 +42,54 @@ _RUNTIME: dict = {}
 _RUNTIME_LIMIT = 4096
 
 
-def _runtime(source: str):
+def _runtime(source: str, optional: bool = False):
     """
-    ``source`` compiled for evaluation, and whether it uses ``oldSelf``.  A rule that
-    type-checked against its schema (``compile_causes``) is compiled here without
-    checking: cel-cpp's checker refuses some expressions over ``dyn`` that are fine over
-    the schema's types (a comprehension over ``self.m['k']``), and the values are
-    dynamic anyway.  ``platformd.cel`` offers no unchecked compile, so its environment's
-    is called directly; ``None`` when the source does not parse.
+    ``source`` compiled for evaluation, and whether it uses ``oldSelf``; ``(None,
+    False)`` when it does not parse.  A rule that type-checked against its schema
+    (``compile_causes``) is compiled here without checking: cel-cpp's checker refuses
+    some expressions over ``dyn`` that are fine over the schema's types (a comprehension
+    over ``self.m['k']``), and the values are dynamic anyway.  An ``optional`` rule
+    (``optionalOldSelf``) runs inside ``_OPTIONAL_RUNTIME``, which makes ``oldSelf`` an
+    optional: empty when it is bound to null (no old value), else of the old value.
     """
-    found = _RUNTIME.get(source)
+    found = _RUNTIME.get((source, optional))
     if found is not None:
         return found
     try:
-        compiled = _ENV._env.compile(source, disable_check=True)
-    except Exception:
+        program = _ENV.parse(source)
+        if optional:
+            program = _ENV.parse(_OPTIONAL_RUNTIME.format(source))
+    except cel.CompileError:
         return None, False
-    parsed = checked_pb2.ParsedExpr()
-    envelope = any_pb2.Any()
-    envelope.ParseFromString(compiled.serialize())
-    parsed.ParseFromString(envelope.value)
-    found = (cel.Program(source, compiled), _names(parsed.expr, "oldSelf"))
+    found = (program, _names(_ENV.parse(source).parsed().expr, "oldSelf"))
     if len(_RUNTIME) >= _RUNTIME_LIMIT:
         _RUNTIME.clear()
-    _RUNTIME[source] = found
+    _RUNTIME[(source, optional)] = found
     return found
+
+
+#: An ``optionalOldSelf`` rule as it runs and as it is checked: cel-expr-python cannot
+#: bind a variable to an optional value, so the rule is the body of a one-element
+#: ``map`` whose element, named ``oldSelf``, is the optional (CEL has no other binding
+#: here: upstream's environment has no ``cel.bind``).  The rule starts a line of its
+#: own, so a compile error's line is one more than upstream's (``_unwrapped_error``).
+_OPTIONAL_RUNTIME = "[oldSelf == null ? optional.none() : optional.of(oldSelf)].map(oldSelf,\n{}\n)[0]"
+_OPTIONAL_CHECKED = "[optional.of(oldSelf)].map(oldSelf,\n{}\n)[0]"
+_LINE = re.compile(r"<input>:(\d+):")
+
+
+def _unwrapped_error(problem: str) -> str:
+    """A compile error of a wrapped rule as upstream words it for the rule alone."""
+    return _LINE.sub(lambda m: f"<input>:{int(m.group(1)) - 1}:", problem)
+
+
+def _unwrapped(program):
+    """The checked AST of a wrapped rule (``_OPTIONAL_CHECKED``) reduced to the rule's
+    own: the map's loop step is ``accumulator + [rule]``."""
+    tree = program.checked()
+    comprehension = tree.expr.call_expr.args[0].comprehension_expr
+    tree.expr.CopyFrom(comprehension.loop_step.call_expr.args[1].list_expr.elements[0])
+    return tree
 
 
 def _names(expr, name: str) -> bool:
@@ -98,12 +119,17 @@ def _names(expr, name: str) -> bool:
 _STRUCT = re.compile(r"(undefined field '[^']*') not found in struct '[^']*'")
 
 
-def _compile(source: str, env: cel.Environment = _ENV):
+def _compile(source: str, env: cel.Environment = _ENV, optional: bool = False):
+    """``source`` compiled against its schema (wrapped if ``optional``: an
+    ``optionalOldSelf`` rule's), or its error as upstream words it."""
     try:
+        if optional:
+            return env.compile(_OPTIONAL_CHECKED.format(source)), None
         return env.compile(source), None
     except cel.CompileError as error:
         # cel-cpp names the message; cel-go does not
-        return None, _STRUCT.sub(r"\1", str(error))
+        problem = _STRUCT.sub(r"\1", str(error))
+        return None, _unwrapped_error(problem) if optional else problem
 
 
 def _uses_old_self(program) -> bool:
@@ -142,14 +168,16 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
         source = rule.get("rule") or ""
         if not source.strip():
             continue
-        program, problem = _compile(source, env)
+        optional = rule.get("optionalOldSelf") is True
+        program, problem = _compile(source, env, optional)
         estimated = 0
         if program is not None:
             if _result_type(program) != "bool":
                 problem = "cel expression must evaluate to a bool"
             else:
-                estimated = cost.guarded_product(
-                    cost.estimate(program, node, resource_root), times)
+                estimated = cost.guarded_product(cost.estimate(
+                    _unwrapped(program) if optional else program, node, resource_root),
+                    times)
         if estimated > cel.STATIC_ESTIMATED_COST_LIMIT:
             out.append(causes.forbidden(child(where, "rule"), cost.message(
                 "estimated rule cost", estimated, cel.STATIC_ESTIMATED_COST_LIMIT)))
@@ -159,7 +187,7 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
             continue
         expression = rule.get("messageExpression") or ""
         if expression:
-            message_program, message_problem = _compile(expression, env)
+            message_program, message_problem = _compile(expression, env, optional)
             if message_program is None:
                 out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
                                           "messageExpression " + (message_problem or "")))
@@ -167,15 +195,16 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
                 out.append(causes.invalid(child(where, "messageExpression"), _go_rule(rule),
                                           "messageExpression must evaluate to a string"))
             else:
-                message_cost = cost.guarded_product(
-                    cost.estimate(message_program, node, resource_root), times)
+                message_cost = cost.guarded_product(cost.estimate(
+                    _unwrapped(message_program) if optional else message_program, node,
+                    resource_root), times)
                 if message_cost > cel.STATIC_ESTIMATED_COST_LIMIT:
                     out.append(causes.forbidden(child(where, "messageExpression"), cost.message(
                         "estimated messageExpression cost", message_cost,
                         cel.STATIC_ESTIMATED_COST_LIMIT)))
                 total.observe(child(where, "messageExpression"), message_cost)
         assert program is not None
-        if _uses_old_self(program):
+        if _runtime(source)[1] if optional else _uses_old_self(program):
             if uncorrelatable is not None:
                 out.append(causes.invalid(child(where, "rule"), source, "oldSelf cannot be used "
                                           "on the uncorrelatable portion of the schema within "
@@ -358,17 +387,17 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
         source = rule.get("rule") or ""
         if not source.strip():
             continue
-        program, uses_old_self = _runtime(source)
+        optional = rule.get("optionalOldSelf") is True
+        program, uses_old_self = _runtime(source, optional)
         if program is None:
             out.append(causes.invalid(path, node.type, "rule compile error: compilation "
                                       "failed"))
             continue
-        if uses_old_self and not has_old:
+        if uses_old_self and not has_old and not optional:
             continue
         if variables is None:
-            variables = {"self": celtypes.cel_value(node, value)}
-            if has_old:
-                variables["oldSelf"] = celtypes.cel_value(node, old)
+            variables = {"self": celtypes.cel_value(node, value),
+                         "oldSelf": celtypes.cel_value(node, old) if has_old else None}
         try:
             result = program.evaluate(variables)
         except cel.EvaluationError as error:
@@ -394,17 +423,17 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
         detail: Optional[str] = None
         expression = rule.get("messageExpression") or ""
         if expression:
-            detail = _message(expression, variables)
+            detail = _message(expression, variables, optional)
         if detail is None:
             message = rule.get("message") or ""
             detail = message.strip() if message else f"failed rule: {source.strip()}"
         out.append(_reason_cause(where, node, value, detail, rule.get("reason")))
 
 
-def _message(expression: str, variables: dict) -> Optional[str]:
+def _message(expression: str, variables: dict, optional: bool) -> Optional[str]:
     """A messageExpression's message; None (the rule's message is used) when it fails,
     is empty, too long or spans lines, as upstream (which logs why)."""
-    program, _uses_old_self = _runtime(expression)
+    program, _uses_old_self = _runtime(expression, optional)
     if program is None:
         return None
     try:

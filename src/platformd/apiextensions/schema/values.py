@@ -26,7 +26,8 @@ import re
 import unicodedata
 from typing import Optional
 
-from platformd.apiextensions.schema import causes, regexps
+from platformd.apiextensions.schema import causes
+from platformd.goformat import goregexp
 from platformd.goformat.durations import go_parse_duration
 from platformd.goformat.gotext import go_value
 
@@ -414,7 +415,7 @@ def _string(schema: dict, data, name: str) -> Result:
 
 
 def _search(pattern: str, text: str) -> bool:
-    return regexps.search(pattern, text)
+    return goregexp.search(pattern, text)
 
 
 def _format(schema: dict, data, name: str) -> Result:

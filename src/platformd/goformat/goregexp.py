@@ -99,3 +99,37 @@ def search(pattern: str, text: str) -> bool:
             _COMPILED.clear()
         _COMPILED[pattern] = compiled
     return compiled.search(text) is not None
+
+
+def compiled(pattern: str):
+    """``pattern`` compiled as Go's ``regexp.Compile`` would accept it; ``ValueError``
+    with Go's message when RE2 refuses it (or this module cannot translate it)."""
+    found = _COMPILED.get(pattern)
+    if found is not None:
+        return found
+    refused = problem(pattern)
+    if refused is not None:
+        raise ValueError(refused)
+    try:
+        found = re.compile(_translate(pattern))
+    except (_Unchecked, re.error) as error:
+        raise ValueError(f"error parsing regexp: unsupported here: `{error}`") from None
+    if len(_COMPILED) > 4096:
+        _COMPILED.clear()
+    _COMPILED[pattern] = found
+    return found
+
+
+def find_all(pattern, text: str, limit: int = -1) -> list:
+    """Go's ``FindAllString(text, limit)``: the leftmost non-overlapping matches, an empty
+    match right after a match left out, at most ``limit`` of them (all if negative)."""
+    out: list = []
+    previous_end = -1
+    for match in pattern.finditer(text):
+        if limit >= 0 and len(out) >= limit:
+            break
+        if match.start() == match.end() == previous_end:
+            continue
+        out.append(match.group(0))
+        previous_end = match.end()
+    return out
