@@ -117,7 +117,8 @@ class _Plan:
         for field in descriptor.fields:
             how = _how(field)
             key = names.get(field.name, field.name)
-            self.by_json[key] = (how, field.name)
+            # A double is set as any scalar; only its way back differs.
+            self.by_json[key] = (_SCALAR if how == _DOUBLE else how, field.name)
             self.by_field[field.name] = (how, key)
         self.inlines = tuple(n for n, (how, _) in self.by_field.items() if how == _INLINE)
 
@@ -217,7 +218,9 @@ def from_message(message, upstream: bool = False) -> dict:
 
 def _fill(message, value) -> None:
     """Set ``message`` from the plain ``value`` of its type."""
-    if _fill_custom(message, value, _set_time, _fill):
+    special = _FILL.get(message.DESCRIPTOR.full_name)
+    if special is not None:
+        special(message, value, _fill)
         return
     message.SetInParent()
     _set_fields(message, value, _fill)
@@ -228,7 +231,9 @@ def _fill_go(message, value, filled: bool = False) -> None:
     ``_fill`` for upstream's bytes: always-written fields first (unless ``filled``: an
     always-written field of a parent, whose template held them), then the dict.
     """
-    if _fill_custom(message, value, _set_go_time, _fill_go):
+    special = _FILL_GO.get(message.DESCRIPTOR.full_name)
+    if special is not None:
+        special(message, value, _fill_go)
         return
     go = _go_plan(type(message))
     if not filled:
@@ -243,34 +248,24 @@ def _fill_go_filled(message, value) -> None:
     _fill_go(message, value, filled=True)
 
 
-def _fill_custom(message, value, set_time, fill) -> bool:
-    """
-    Set a message of a type with its own JSON form (``fill`` for the messages a
-    ``jsonforms`` form holds); False for any other type.
-    """
-    full_name = message.DESCRIPTOR.full_name
-    form = FORMS.get(full_name)
-    if form is not None:
-        form.fill(message, value, fill)
-    elif full_name == TIME:
-        set_time(message, value)
-    elif full_name == MICRO_TIME:
-        _set_micro_time(message, value)
-    elif full_name == QUANTITY:
-        message.string = value
-    elif full_name == FIELDS_V1:
-        message.Raw = orjson.dumps(value)
-    elif full_name in STRING_LISTS:
-        message.SetInParent()
-        message.items.extend(value)
-    elif full_name == INT_OR_STRING:
-        text = isinstance(value, str)
-        message.type = 1 if text else 0
-        message.intVal = 0 if text else value
-        message.strVal = value if text else ""
-    else:
-        return False
-    return True
+def _fill_string_list(message, value, fill) -> None:
+    message.SetInParent()
+    message.items.extend(value)
+
+
+def _fill_int_or_string(message, value, fill) -> None:
+    text = isinstance(value, str)
+    message.type = 1 if text else 0
+    message.intVal = 0 if text else value
+    message.strVal = value if text else ""
+
+
+def _fill_quantity(message, value, fill) -> None:
+    message.string = value
+
+
+def _fill_fields_v1(message, value, fill) -> None:
+    message.Raw = orjson.dumps(value)
 
 
 def _set_fields(message, value, fill, filled=frozenset(), fill_filled=None) -> None:
@@ -290,7 +285,7 @@ def _set_fields(message, value, fill, filled=frozenset(), fill_filled=None) -> N
         how, name = entry
         if how == _INLINE:
             continue
-        if how == _SCALAR or how == _DOUBLE:
+        if how == _SCALAR:
             setattr(message, name, item)
         elif how == _MESSAGE:
             (fill_filled if name in filled else fill)(getattr(message, name), item)
@@ -356,6 +351,24 @@ def _set_micro_time(message, text) -> None:
     message.nanos = stamp.nanos // 1000 * 1000
 
 
+#: How each type with its own JSON form is set from its plain value, by message full
+#: name (the times apart: they differ between the two modes); ``fill`` is the mode's, for
+#: the messages a ``jsonforms`` form holds.
+_FILL_CUSTOM = {
+    QUANTITY: _fill_quantity,
+    FIELDS_V1: _fill_fields_v1,
+    INT_OR_STRING: _fill_int_or_string,
+    **{name: _fill_string_list for name in STRING_LISTS},
+    **{name: form.fill for name, form in FORMS.items()},
+}
+_FILL = {TIME: lambda message, value, fill: _set_time(message, value),
+         MICRO_TIME: lambda message, value, fill: _set_micro_time(message, value),
+         **_FILL_CUSTOM}
+_FILL_GO = {TIME: lambda message, value, fill: _set_go_time(message, value),
+            MICRO_TIME: lambda message, value, fill: _set_micro_time(message, value),
+            **_FILL_CUSTOM}
+
+
 def _format_micro_time(message) -> str:
     return (datetime.fromtimestamp(message.seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
             + f".{message.nanos // 1000:06d}Z")
@@ -366,15 +379,10 @@ def _format_time(seconds) -> str:
 
 
 def _plain(message):
-    form = FORMS.get(message.DESCRIPTOR.full_name)
-    if form is not None:
-        return form.plain(message, _plain)
-    if message.DESCRIPTOR.full_name == TIME:
-        return _format_time(message.seconds)
-    if message.DESCRIPTOR.full_name == MICRO_TIME:
-        return _format_micro_time(message)
-    custom = _plain_custom(message)
-    return custom if custom is not None else _plain_fields(message, _plain)
+    special = _PLAIN.get(message.DESCRIPTOR.full_name)
+    if special is not None:
+        return special(message, _plain)
+    return _plain_fields(message, _plan(message.DESCRIPTOR), _plain)
 
 
 def _plain_go(message):
@@ -382,23 +390,14 @@ def _plain_go(message):
     What upstream's JSON shows of ``message`` (None: ``null``, a zero ``Time`` or an
     empty ``jsonforms`` value).
     """
-    form = FORMS.get(message.DESCRIPTOR.full_name)
-    if form is not None:
-        return form.plain(message, _plain_go)
-    if message.DESCRIPTOR.full_name == TIME:
-        if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
-            return None
-        return _format_time(message.seconds)
-    if message.DESCRIPTOR.full_name == MICRO_TIME:
-        if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
-            return None
-        return _format_micro_time(message)
-    custom = _plain_custom(message)
-    if custom is not None:
-        return custom
+    descriptor = message.DESCRIPTOR
+    special = _PLAIN_GO.get(descriptor.full_name)
+    if special is not None:
+        return special(message, _plain_go)
     go = _go_plan(type(message))
-    value = _plain_fields(message, _plain_go, go.omit_zero)
-    for name in _plan(message.DESCRIPTOR).inlines:
+    plan = _plan(descriptor)
+    value = _plain_fields(message, plan, _plain_go, go.omit_zero)
+    for name in plan.inlines:
         if not message.HasField(name):  # not on the wire: its JSON zero form
             value.update(_plain_go(getattr(message, name)))
     for key, name, zero in go.show:
@@ -407,27 +406,40 @@ def _plain_go(message):
     return value
 
 
-def _plain_custom(message):
-    """The plain value of a Quantity or FieldsV1; None for any other type."""
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == QUANTITY:
-        return message.string
-    if full_name == FIELDS_V1:
-        return orjson.loads(message.Raw) if message.Raw else {}
-    if full_name in STRING_LISTS:
-        return list(message.items)
-    if full_name == INT_OR_STRING:
-        return message.strVal if message.type == 1 else message.intVal
-    return None
+def _plain_go_time(message, plain):
+    if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
+        return None
+    return _format_time(message.seconds)
 
 
-def _plain_fields(message, plain, omit_zero=frozenset()) -> dict:
+def _plain_go_micro_time(message, plain):
+    if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
+        return None
+    return _format_micro_time(message)
+
+
+#: The plain value of each type with its own JSON form, by message full name (the
+#: times apart: they differ between the two modes).
+_PLAIN_CUSTOM = {
+    QUANTITY: lambda message, plain: message.string,
+    FIELDS_V1: lambda message, plain: orjson.loads(message.Raw) if message.Raw else {},
+    INT_OR_STRING: lambda message, plain: (message.strVal if message.type == 1
+                                           else message.intVal),
+    **{name: (lambda message, plain: list(message.items)) for name in STRING_LISTS},
+    **{name: form.plain for name, form in FORMS.items()},
+}
+_PLAIN = {TIME: lambda message, plain: _format_time(message.seconds),
+          MICRO_TIME: lambda message, plain: _format_micro_time(message), **_PLAIN_CUSTOM}
+_PLAIN_GO = {TIME: _plain_go_time, MICRO_TIME: _plain_go_micro_time, **_PLAIN_CUSTOM}
+
+
+def _plain_fields(message, plan: _Plan, plain, omit_zero=frozenset()) -> dict:
     """
-    The dict of ``message``'s set fields, message-typed ones through ``plain`` (left
-    out when it gives None); zero scalars named in ``omit_zero`` left out.  Keys are
-    the fields' JSON names.
+    The dict of ``message``'s set fields (``plan`` its type's), message-typed ones
+    through ``plain`` (left out when it gives None); zero scalars named in ``omit_zero``
+    left out.  Keys are the fields' JSON names.
     """
-    by_field = _plan(message.DESCRIPTOR).by_field
+    by_field = plan.by_field
     value = {}
     for field, item in message.ListFields():
         how, name = by_field[field.name]
