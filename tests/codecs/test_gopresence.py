@@ -281,6 +281,51 @@ EXPECTED.update({
 })
 APIDISCOVERY = "platform.api.apidiscovery.v2."
 
+#: Issue 31: the CustomResourceDefinition's messages (apiextensions/v1 types.go,
+#: types_jsonschema.go, generated.pb.go v0.36.3).
+_APIEXT = "platform.apiextensions_apiserver.pkg.apis.apiextensions.v1."
+EXPECTED.update({_APIEXT + name: fields for name, fields in {
+    "ConversionRequest": [("uid", False), ("desiredAPIVersion", False)],
+    "ConversionResponse": [("uid", False), ("result", False)],
+    "ConversionReview": [],
+    "CustomResourceColumnDefinition": [("name", False), ("type", False), ("format", True),
+        ("description", True), ("priority", True), ("jsonPath", False)],
+    "CustomResourceConversion": [("strategy", False)],
+    "CustomResourceDefinition": [("metadata", False), ("spec", False), ("status", False)],
+    "CustomResourceDefinitionCondition": [("type", False), ("status", False),
+        ("lastTransitionTime", True), ("reason", True), ("message", True),
+        ("observedGeneration", True)],
+    "CustomResourceDefinitionList": [("metadata", False)],
+    "CustomResourceDefinitionNames": [("plural", False), ("singular", True), ("kind", False),
+        ("listKind", True)],
+    "CustomResourceDefinitionSpec": [("group", False), ("names", False), ("scope", False),
+        ("preserveUnknownFields", True)],
+    "CustomResourceDefinitionStatus": [("acceptedNames", False), ("observedGeneration", True)],
+    "CustomResourceDefinitionVersion": [("name", False), ("served", False),
+        ("storage", False), ("deprecated", True)],
+    "CustomResourceSubresourceScale": [("specReplicasPath", False),
+        ("statusReplicasPath", False)],
+    "CustomResourceSubresourceStatus": [],
+    "CustomResourceSubresources": [],
+    "CustomResourceValidation": [],
+    "ExternalDocumentation": [("description", True), ("url", True)],
+    "JSON": [],
+    "JSONSchemaProps": [("id", True), ("schema", True), ("description", True),
+        ("type", True), ("format", True), ("title", True), ("exclusiveMaximum", True),
+        ("exclusiveMinimum", True), ("pattern", True), ("uniqueItems", True),
+        ("nullable", True), ("xKubernetesEmbeddedResource", True),
+        ("xKubernetesIntOrString", True)],
+    "JSONSchemaPropsOrArray": [],
+    "JSONSchemaPropsOrBool": [("allows", False)],
+    "JSONSchemaPropsOrStringArray": [],
+    "SelectableField": [("jsonPath", False)],
+    "ServiceReference": [("namespace", False), ("name", False)],
+    "ValidationRule": [("rule", False), ("message", True), ("messageExpression", True),
+        ("fieldPath", True)],
+    "WebhookClientConfig": [],
+    "WebhookConversion": [],
+}.items()})
+
 
 class FieldsTests(SynchronousTestCase):
     def setUp(self):
@@ -292,15 +337,17 @@ class FieldsTests(SynchronousTestCase):
                          EXPECTED)
 
     def test_kinds_own_their_messages(self):
-        """The core and RBAC messages' entries are exactly the built-in kinds' presence."""
+        """The kinds' messages' entries (core, RBAC, ..., apiextensions) are exactly the
+        built-in kinds' presence."""
         owned = {}
         for kind in builtin().kinds:
             owned.update(kind.presence)
             for subresource in kind.subresources.values():  # serviceaccounts/token
                 owned.update(subresource.presence)
-        self.assertEqual(sorted(owned),
-                         sorted(n for n in EXPECTED if n.startswith("platform.api.")
-                                and not n.startswith(APIDISCOVERY)))
+        self.assertEqual(sorted(owned), sorted(
+            n for n in EXPECTED
+            if n.startswith(("platform.api.", "platform.apiextensions_apiserver."))
+            and not n.startswith(APIDISCOVERY)))
 
 
 class RegisterTests(SynchronousTestCase):

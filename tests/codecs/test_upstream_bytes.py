@@ -21,6 +21,9 @@ from platformd.protos.platform.api.admissionregistration.v1 import (
 )
 from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
+from platformd.protos.platform.apiextensions_apiserver.pkg.apis.apiextensions.v1 import (
+    generated_pb2 as apiextensions,
+)
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
@@ -382,7 +385,7 @@ class UpstreamGoldenTests(SynchronousTestCase):
 def _modules():
     return (core, rbac, meta, runtime, resource, authorization, authentication,
             admissionregistration, coordination, eventsv1, discovery, policy, intstr,
-            apidiscovery)
+            apidiscovery, apiextensions)
 
 
 def _messages():

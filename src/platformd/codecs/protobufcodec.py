@@ -40,6 +40,9 @@ from platformd.protos.platform.api.admissionregistration.v1 import (
     generated_pb2 as admissionregistration,
 )
 from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
+from platformd.protos.platform.apiextensions_apiserver.pkg.apis.apiextensions.v1 import (
+    generated_pb2 as apiextensions,
+)
 from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
 from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
@@ -86,6 +89,9 @@ _UPSTREAM_REVIEW_VERSIONS = {"authentication.platform.io/v1": "authentication.k8
 #: ``kubectl drain`` names them).
 POLICY = "policy.platform.io/v1"
 _POLICY_KINDS = ("PodDisruptionBudget",)
+#: Issue 31: the CustomResourceDefinition kind itself (not the custom resources it
+#: defines, which have no message), and the conversion webhooks' ConversionReview.
+APIEXTENSIONS = "apiextensions.platform.io/v1"
 _SUBRESOURCE_BODIES = (
     ("v1", core.Binding),
     *((version, policy.Eviction) for version in (
@@ -113,7 +119,8 @@ def builtin_messages() -> dict:
             (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS),
             ("coordination.platform.io/v1", coordination, ("Lease",)),
             ("events.platform.io/v1", eventsv1, ("Event",)),
-            (POLICY, policy, _POLICY_KINDS)):
+            (POLICY, policy, _POLICY_KINDS),
+            (APIEXTENSIONS, apiextensions, ("CustomResourceDefinition",))):
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(api_version, kind + "List")] = getattr(module, kind + "List")
@@ -121,6 +128,7 @@ def builtin_messages() -> dict:
         for kind in kinds:
             table[(api_version, kind)] = getattr(module, kind)
             table[(_UPSTREAM_REVIEW_VERSIONS[api_version], kind)] = getattr(module, kind)
+    table[(APIEXTENSIONS, "ConversionReview")] = apiextensions.ConversionReview
     for api_version, message in _SUBRESOURCE_BODIES:
         table[(api_version, message.DESCRIPTOR.name)] = message
     for api_version in META_VERSIONS:

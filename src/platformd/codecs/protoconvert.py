@@ -19,6 +19,13 @@ types are encoded differently in the two forms and are handled by message type:
 * Go embedded structs (``INLINE``: ``RuleWithOperations.rule``,
   ``NamedRuleWithOperations.ruleWithOperations``): a nested message in Protobuf, its
   fields inline in the parent's JSON object.
+* ``double`` fields (``JSONSchemaProps.maximum``): a whole number below 1e21 is shown as
+  an integer, as Go's JSON writes a float64 (``5``, not ``5.0``).
+* The CustomResourceDefinition's schema messages (``jsonforms``): ``JSON`` (any JSON
+  value: ``default``, ``enum``, ``example``) and ``RawExtension`` as raw JSON bytes, the
+  ``JSONSchemaPropsOr*`` unions as a boolean, a list or a schema; and the fields whose
+  JSON name differs from their Protobuf name (``jsonforms.JSON_NAMES``: ``$ref``,
+  ``x-kubernetes-validations``, ...).
 
 Fields the message does not define are dropped, as upstream drops unknown fields when it
 decodes into a typed struct: the messages model what the schemas model, and free-form
@@ -55,6 +62,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from platformd.codecs import gopresence
+from platformd.codecs.jsonforms import FORMS, JSON_NAMES
 
 TIME = "platform.apimachinery.pkg.apis.meta.v1.Time"
 #: ``meta.v1.MicroTime``: RFC 3339 with six fractional digits in JSON, ``{seconds,
@@ -86,34 +94,56 @@ class ConversionError(ValueError):
 
 # Per field: how a value travels.  Computed once per message type.
 (_SCALAR, _REPEATED_SCALAR, _MESSAGE, _REPEATED_MESSAGE, _MAP_SCALAR, _MAP_MESSAGE,
- _BYTES, _MAP_BYTES, _INLINE) = range(9)
+ _BYTES, _MAP_BYTES, _INLINE, _DOUBLE) = range(10)
 _plans: dict = {}
-#: message full name → its ``_INLINE`` fields' names.
-_inlines: dict = {}
 _ZERO = {FieldDescriptor.CPPTYPE_STRING: "", FieldDescriptor.CPPTYPE_BOOL: False}
+_FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
+#: Go's JSON writes a float64 at or past this magnitude with an exponent.
+_GO_EXPONENT = 1e21
 
 
-def _plan(descriptor) -> dict:
+class _Plan:
+    """
+    How each field of one message type travels: ``by_json`` (JSON name → (how, field
+    name)) for filling a message from a dict, ``by_field`` (field name → (how, JSON
+    name)) for the way back, ``inlines`` (the ``_INLINE`` fields' names).
+    """
+
+    __slots__ = ("by_json", "by_field", "inlines")
+
+    def __init__(self, descriptor):
+        names = JSON_NAMES.get(descriptor.full_name, {})
+        self.by_json, self.by_field = {}, {}
+        for field in descriptor.fields:
+            how = _how(field)
+            key = names.get(field.name, field.name)
+            # A double is set as any scalar; only its way back differs.
+            self.by_json[key] = (_SCALAR if how == _DOUBLE else how, field.name)
+            self.by_field[field.name] = (how, key)
+        self.inlines = tuple(n for n, (how, _) in self.by_field.items() if how == _INLINE)
+
+
+def _how(field) -> int:
+    repeated = field.is_repeated
+    if field.type == FieldDescriptor.TYPE_BYTES and not repeated:
+        return _BYTES
+    if field.type in _FLOATS and not repeated:
+        return _DOUBLE
+    if field.type != FieldDescriptor.TYPE_MESSAGE:
+        return _REPEATED_SCALAR if repeated else _SCALAR
+    if field.message_type.GetOptions().map_entry:
+        value = field.message_type.fields_by_name["value"]
+        return {FieldDescriptor.TYPE_MESSAGE: _MAP_MESSAGE,
+                FieldDescriptor.TYPE_BYTES: _MAP_BYTES}.get(value.type, _MAP_SCALAR)
+    if field.full_name in INLINE:
+        return _INLINE
+    return _REPEATED_MESSAGE if repeated else _MESSAGE
+
+
+def _plan(descriptor) -> _Plan:
     plan = _plans.get(descriptor.full_name)
     if plan is None:
-        plan = {}
-        for field in descriptor.fields:
-            repeated = field.is_repeated
-            if field.type == FieldDescriptor.TYPE_BYTES and not repeated:
-                how = _BYTES
-            elif field.type != FieldDescriptor.TYPE_MESSAGE:
-                how = _REPEATED_SCALAR if repeated else _SCALAR
-            elif field.message_type.GetOptions().map_entry:
-                value = field.message_type.fields_by_name["value"]
-                how = {FieldDescriptor.TYPE_MESSAGE: _MAP_MESSAGE,
-                       FieldDescriptor.TYPE_BYTES: _MAP_BYTES}.get(value.type, _MAP_SCALAR)
-            elif field.full_name in INLINE:
-                how = _INLINE
-            else:
-                how = _REPEATED_MESSAGE if repeated else _MESSAGE
-            plan[field.name] = how
-        _inlines[descriptor.full_name] = tuple(n for n, how in plan.items() if how == _INLINE)
-        _plans[descriptor.full_name] = plan
+        plan = _plans[descriptor.full_name] = _Plan(descriptor)
     return plan
 
 
@@ -124,8 +154,8 @@ class _GoPlan:
     recursively (merged into a message before its dict is applied; None when it has
     none); ``filled``, its always-written message fields (the template already filled
     them); ``omit_zero``, the always-written fields JSON leaves out when zero; ``show``,
-    those JSON shows even when zero, with that zero (None for a message: its own plain
-    form).
+    those JSON shows even when zero, as (JSON name, field name, zero; None for a
+    message: its own plain form).
     """
 
     __slots__ = ("template", "filled", "omit_zero", "show")
@@ -135,6 +165,7 @@ class _GoPlan:
         descriptor = message_class.DESCRIPTOR
         template = message_class()
         filled, omit, show = set(), set(), []
+        by_field = _plan(descriptor).by_field
         for name, omitted in gopresence.fields(descriptor.full_name):
             field = descriptor.fields_by_name[name]
             if field.type == FieldDescriptor.TYPE_MESSAGE:
@@ -152,7 +183,7 @@ class _GoPlan:
             if omitted:
                 omit.add(name)
             elif field.full_name not in INLINE:
-                show.append((name, zero))
+                show.append((by_field[name][1], name, zero))
         self.template = template if template.ListFields() else None
         self.filled, self.omit_zero, self.show = frozenset(filled), frozenset(omit), tuple(show)
 
@@ -187,7 +218,9 @@ def from_message(message, upstream: bool = False) -> dict:
 
 def _fill(message, value) -> None:
     """Set ``message`` from the plain ``value`` of its type."""
-    if _fill_custom(message, value, _set_time):
+    special = _FILL.get(message.DESCRIPTOR.full_name)
+    if special is not None:
+        special(message, value, _fill)
         return
     message.SetInParent()
     _set_fields(message, value, _fill)
@@ -198,7 +231,9 @@ def _fill_go(message, value, filled: bool = False) -> None:
     ``_fill`` for upstream's bytes: always-written fields first (unless ``filled``: an
     always-written field of a parent, whose template held them), then the dict.
     """
-    if _fill_custom(message, value, _set_go_time):
+    special = _FILL_GO.get(message.DESCRIPTOR.full_name)
+    if special is not None:
+        special(message, value, _fill_go)
         return
     go = _go_plan(type(message))
     if not filled:
@@ -213,28 +248,24 @@ def _fill_go_filled(message, value) -> None:
     _fill_go(message, value, filled=True)
 
 
-def _fill_custom(message, value, set_time) -> bool:
-    """Set a message of a type with its own JSON form; False for any other type."""
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == TIME:
-        set_time(message, value)
-    elif full_name == MICRO_TIME:
-        _set_micro_time(message, value)
-    elif full_name == QUANTITY:
-        message.string = value
-    elif full_name == FIELDS_V1:
-        message.Raw = orjson.dumps(value)
-    elif full_name in STRING_LISTS:
-        message.SetInParent()
-        message.items.extend(value)
-    elif full_name == INT_OR_STRING:
-        text = isinstance(value, str)
-        message.type = 1 if text else 0
-        message.intVal = 0 if text else value
-        message.strVal = value if text else ""
-    else:
-        return False
-    return True
+def _fill_string_list(message, value, fill) -> None:
+    message.SetInParent()
+    message.items.extend(value)
+
+
+def _fill_int_or_string(message, value, fill) -> None:
+    text = isinstance(value, str)
+    message.type = 1 if text else 0
+    message.intVal = 0 if text else value
+    message.strVal = value if text else ""
+
+
+def _fill_quantity(message, value, fill) -> None:
+    message.string = value
+
+
+def _fill_fields_v1(message, value, fill) -> None:
+    message.Raw = orjson.dumps(value)
 
 
 def _set_fields(message, value, fill, filled=frozenset(), fill_filled=None) -> None:
@@ -243,12 +274,16 @@ def _set_fields(message, value, fill, filled=frozenset(), fill_filled=None) -> N
     ``fill`` (``fill_filled`` for the singular ones named in ``filled``).
     """
     plan = _plan(message.DESCRIPTOR)
-    for name in _inlines[message.DESCRIPTOR.full_name]:
+    for name in plan.inlines:
         # An embedded struct takes its fields from the parent's own dict.
         (fill_filled if name in filled else fill)(getattr(message, name), value)
-    for name, item in value.items():
-        how = plan.get(name)
-        if how is None or how == _INLINE or item is None:
+    by_json = plan.by_json
+    for key, item in value.items():
+        entry = by_json.get(key)
+        if entry is None or item is None:
+            continue
+        how, name = entry
+        if how == _INLINE:
             continue
         if how == _SCALAR:
             setattr(message, name, item)
@@ -316,6 +351,24 @@ def _set_micro_time(message, text) -> None:
     message.nanos = stamp.nanos // 1000 * 1000
 
 
+#: How each type with its own JSON form is set from its plain value, by message full
+#: name (the times apart: they differ between the two modes); ``fill`` is the mode's, for
+#: the messages a ``jsonforms`` form holds.
+_FILL_CUSTOM = {
+    QUANTITY: _fill_quantity,
+    FIELDS_V1: _fill_fields_v1,
+    INT_OR_STRING: _fill_int_or_string,
+    **{name: _fill_string_list for name in STRING_LISTS},
+    **{name: form.fill for name, form in FORMS.items()},
+}
+_FILL = {TIME: lambda message, value, fill: _set_time(message, value),
+         MICRO_TIME: lambda message, value, fill: _set_micro_time(message, value),
+         **_FILL_CUSTOM}
+_FILL_GO = {TIME: lambda message, value, fill: _set_go_time(message, value),
+            MICRO_TIME: lambda message, value, fill: _set_micro_time(message, value),
+            **_FILL_CUSTOM}
+
+
 def _format_micro_time(message) -> str:
     return (datetime.fromtimestamp(message.seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
             + f".{message.nanos // 1000:06d}Z")
@@ -326,64 +379,72 @@ def _format_time(seconds) -> str:
 
 
 def _plain(message):
-    if message.DESCRIPTOR.full_name == TIME:
-        return _format_time(message.seconds)
-    if message.DESCRIPTOR.full_name == MICRO_TIME:
-        return _format_micro_time(message)
-    custom = _plain_custom(message)
-    return custom if custom is not None else _plain_fields(message, _plain)
+    special = _PLAIN.get(message.DESCRIPTOR.full_name)
+    if special is not None:
+        return special(message, _plain)
+    return _plain_fields(message, _plan(message.DESCRIPTOR), _plain)
 
 
 def _plain_go(message):
-    """What upstream's JSON shows of ``message`` (None: a zero ``Time``, shown as null)."""
-    if message.DESCRIPTOR.full_name == TIME:
-        if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
-            return None
-        return _format_time(message.seconds)
-    if message.DESCRIPTOR.full_name == MICRO_TIME:
-        if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
-            return None
-        return _format_micro_time(message)
-    custom = _plain_custom(message)
-    if custom is not None:
-        return custom
+    """
+    What upstream's JSON shows of ``message`` (None: ``null``, a zero ``Time`` or an
+    empty ``jsonforms`` value).
+    """
+    descriptor = message.DESCRIPTOR
+    special = _PLAIN_GO.get(descriptor.full_name)
+    if special is not None:
+        return special(message, _plain_go)
     go = _go_plan(type(message))
-    value = _plain_fields(message, _plain_go, go.omit_zero)
-    for name in _inlines[message.DESCRIPTOR.full_name]:
+    plan = _plan(descriptor)
+    value = _plain_fields(message, plan, _plain_go, go.omit_zero)
+    for name in plan.inlines:
         if not message.HasField(name):  # not on the wire: its JSON zero form
             value.update(_plain_go(getattr(message, name)))
-    for name, zero in go.show:
-        if name not in value:
-            value[name] = zero if zero is not None else _plain_go(getattr(message, name))
+    for key, name, zero in go.show:
+        if key not in value:
+            value[key] = zero if zero is not None else _plain_go(getattr(message, name))
     return value
 
 
-def _plain_custom(message):
-    """The plain value of a Quantity or FieldsV1; None for any other type."""
-    full_name = message.DESCRIPTOR.full_name
-    if full_name == QUANTITY:
-        return message.string
-    if full_name == FIELDS_V1:
-        return orjson.loads(message.Raw) if message.Raw else {}
-    if full_name in STRING_LISTS:
-        return list(message.items)
-    if full_name == INT_OR_STRING:
-        return message.strVal if message.type == 1 else message.intVal
-    return None
+def _plain_go_time(message, plain):
+    if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
+        return None
+    return _format_time(message.seconds)
 
 
-def _plain_fields(message, plain, omit_zero=frozenset()) -> dict:
+def _plain_go_micro_time(message, plain):
+    if not message.ListFields() or message.seconds == ZERO_TIME_SECONDS:
+        return None
+    return _format_micro_time(message)
+
+
+#: The plain value of each type with its own JSON form, by message full name (the
+#: times apart: they differ between the two modes).
+_PLAIN_CUSTOM = {
+    QUANTITY: lambda message, plain: message.string,
+    FIELDS_V1: lambda message, plain: orjson.loads(message.Raw) if message.Raw else {},
+    INT_OR_STRING: lambda message, plain: (message.strVal if message.type == 1
+                                           else message.intVal),
+    **{name: (lambda message, plain: list(message.items)) for name in STRING_LISTS},
+    **{name: form.plain for name, form in FORMS.items()},
+}
+_PLAIN = {TIME: lambda message, plain: _format_time(message.seconds),
+          MICRO_TIME: lambda message, plain: _format_micro_time(message), **_PLAIN_CUSTOM}
+_PLAIN_GO = {TIME: _plain_go_time, MICRO_TIME: _plain_go_micro_time, **_PLAIN_CUSTOM}
+
+
+def _plain_fields(message, plan: _Plan, plain, omit_zero=frozenset()) -> dict:
     """
-    The dict of ``message``'s set fields, message-typed ones through ``plain`` (left
-    out when it gives None); zero scalars named in ``omit_zero`` left out.
+    The dict of ``message``'s set fields (``plan`` its type's), message-typed ones
+    through ``plain`` (left out when it gives None); zero scalars named in ``omit_zero``
+    left out.  Keys are the fields' JSON names.
     """
-    plan = _plan(message.DESCRIPTOR)
+    by_field = plan.by_field
     value = {}
     for field, item in message.ListFields():
-        name = field.name
-        how = plan[name]
+        how, name = by_field[field.name]
         if how == _SCALAR:
-            if item or name not in omit_zero:
+            if item or field.name not in omit_zero:
                 value[name] = item
         elif how == _MESSAGE:
             item = plain(item)
@@ -401,6 +462,16 @@ def _plain_fields(message, plain, omit_zero=frozenset()) -> dict:
             value[name] = base64.b64encode(item).decode("ascii")
         elif how == _MAP_BYTES:
             value[name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
+        elif how == _DOUBLE:
+            if item or field.name not in omit_zero:
+                value[name] = _go_float(item)
         else:
             value[name] = {key: plain(element) for key, element in item.items()}
     return value
+
+
+def _go_float(number: float):
+    """A float64 as Go's JSON writes it: a whole number below 1e21 without a fraction."""
+    if number.is_integer() and abs(number) < _GO_EXPONENT:
+        return int(number)
+    return number

@@ -16,10 +16,12 @@ from platformd.model.schema import (
     BOOLEAN, BYTES, INT32, STRING, TIME, ListOf, Prop, Struct,
 )
 from platformd.registry import deletion
+from platformd.registry.kinds import presence
 from platformd.registry.outcomes import Keep, Write
 from platformd.registry.resource import ResourceType
 
 PREFIX = "io.platform.apiextensions.v1"
+PROTO = "platform.apiextensions_apiserver.pkg.apis.apiextensions.v1."
 
 
 def struct(name, props, doc, **kw) -> Struct:
@@ -261,4 +263,39 @@ KIND = ResourceType(
     has_status=True, default=_default, validate=validation.validate,
     validate_update=validation.validate_update,
     prepare_for_create=_prepare_for_create, prepare_for_update=_prepare_for_update,
-    decide_delete=_decide_delete, definition_prefix=PREFIX)
+    decide_delete=_decide_delete, definition_prefix=PREFIX,
+    presence=presence(PROTO, "CustomResourceDefinition", {
+        # Read off apiextensions/v1 types.go, types_jsonschema.go and generated.pb.go
+        # (v0.36.3): non-pointer strings, ints and bools and non-pointer structs.
+        "CustomResourceDefinition": "metadata spec status",
+        "CustomResourceDefinitionSpec": "group names scope preserveUnknownFields?",
+        "CustomResourceDefinitionNames": "plural singular? kind listKind?",
+        "CustomResourceDefinitionVersion": "name served storage deprecated?",
+        "CustomResourceValidation": "",
+        "CustomResourceSubresources": "",
+        "CustomResourceSubresourceStatus": "",
+        "CustomResourceSubresourceScale": "specReplicasPath statusReplicasPath",
+        "CustomResourceColumnDefinition": "name type format? description? priority? jsonPath",
+        "SelectableField": "jsonPath",
+        "CustomResourceConversion": "strategy",
+        "WebhookConversion": "",
+        "WebhookClientConfig": "",
+        "ServiceReference": "namespace name",
+        "CustomResourceDefinitionStatus": "acceptedNames observedGeneration?",
+        "CustomResourceDefinitionCondition": "type status lastTransitionTime? reason? "
+                                             "message? observedGeneration?",
+        "JSONSchemaProps": "id? schema? description? type? format? title? "
+                           "exclusiveMaximum? exclusiveMinimum? pattern? uniqueItems? "
+                           "nullable? xKubernetesEmbeddedResource? xKubernetesIntOrString?",
+        "ValidationRule": "rule message? messageExpression? fieldPath?",
+        "ExternalDocumentation": "description? url?",
+        # The JSON wrapper and the unions have their own JSON form (codecs/jsonforms.py).
+        "JSON": "",
+        "JSONSchemaPropsOrArray": "",
+        "JSONSchemaPropsOrBool": "allows",
+        "JSONSchemaPropsOrStringArray": "",
+        # The conversion webhooks' messages.
+        "ConversionReview": "",
+        "ConversionRequest": "uid desiredAPIVersion",
+        "ConversionResponse": "uid result",
+    }))
