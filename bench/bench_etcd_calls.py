@@ -5,9 +5,9 @@ made by the two transports of the etcd client in one process, in turns:
 
 - ``grpcio``: a grpcio future started on the reactor, its completion handed back with
   ``callFromThread`` from grpcio's thread (the client's transport before this bench);
-- ``h2``: ``grpcwire.GRPCConnection``, gRPC over HTTP/2 (``h2``) on a Twisted
-  connection, made and completed on the reactor, with the per-call deadline timer the
-  client keeps.
+- ``h2``: ``Client.unary`` as it is now: gRPC over HTTP/2 (``h2``) on a Twisted
+  connection (``grpcwire``, ``member.py``), made and completed on the reactor, with
+  the client's deadline timer per call.
 
 Against a 1-member etcd started here (``tests/etcd/cluster.py``, fsync off, so the
 calls are quick and the client's CPU shows).  CPU is the process's (every thread:
@@ -31,16 +31,13 @@ import time
 
 import grpc
 from twisted.internet import defer, task
-from twisted.internet.endpoints import TCP4ClientEndpoint, wrapClientTLS
-from twisted.internet.protocol import Factory
-from twisted.internet.ssl import Certificate, PrivateCertificate, optionsForClientTLS
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 from platformd.storage import mvcc  # noqa: E402
-from platformd.storage.etcd3.client import REQUIRE_LEADER  # noqa: E402
-from platformd.storage.etcd3.grpcwire import GRPCConnection  # noqa: E402
+from platformd.storage.etcd3.client import REQUIRE_LEADER, Client, TLSFiles  # noqa: E402
+from platformd.storage.etcd3.member import READY  # noqa: E402
 from platformd.storage.etcd3.txn import transaction  # noqa: E402
 from tests.etcd.cluster import Cluster  # noqa: E402
 
@@ -91,45 +88,27 @@ class GrpcioCalls:
 
 
 class H2Calls:
-    """The reactor's transport: ``GRPCConnection``, a deadline timer per call."""
+    """The client's transport now: ``Client.unary`` (its members' ``GRPCConnection``,
+    a deadline timer per call), as the store calls it."""
 
-    REPLIES = {"Range": rpc_pb2.RangeResponse, "Txn": rpc_pb2.TxnResponse}
-
-    def __init__(self, reactor, connection: GRPCConnection):
-        self.reactor, self.connection = reactor, connection
+    def __init__(self, client: Client):
+        self.client = client
 
     @classmethod
     @defer.inlineCallbacks
     def connect(cls, reactor, url: str, tls):
-        scheme, address = url.split("://", 1)
-        host, port = address.rsplit(":", 1)
-        endpoint = TCP4ClientEndpoint(reactor, host, int(port))
-        if tls is not None:
-            with open(tls.ca, "rb") as ca, open(tls.key, "rb") as k, open(tls.cert, "rb") as c:
-                options = optionsForClientTLS(
-                    host, Certificate.loadPEM(ca.read()),
-                    PrivateCertificate.loadPEM(c.read() + k.read()),
-                    acceptableProtocols=[b"h2"])
-            endpoint = wrapClientTLS(options, endpoint)
-        ready: defer.Deferred = defer.Deferred()
-        connection = yield endpoint.connect(Factory.forProtocol(
-            lambda: GRPCConnection(reactor, address, scheme, 256 * 1024 * 1024,
-                                   REQUIRE_LEADER, ready=ready.callback)))
-        yield ready
-        return cls(reactor, connection)
+        files = TLSFiles() if tls is None else TLSFiles(tls.ca, tls.cert, tls.key)
+        client = Client(reactor, [url], files, timeout=TIMEOUT)
+        client.start()
+        while client.members[0].state is not READY:
+            yield task.deferLater(reactor, 0.01, lambda: None)
+        return cls(client)
 
     def call(self, method: str, request) -> defer.Deferred:
-        timer = self.reactor.callLater(TIMEOUT, lambda: None)
-        d = self.connection.call(b"/etcdserverpb.KV/" + method.encode(),
-                                 request.SerializeToString(), TIMEOUT)
-
-        def parse(message):
-            timer.cancel()
-            return self.REPLIES[method].FromString(message)
-        return d.addCallback(parse)
+        return self.client.unary(method, request)
 
     def close(self):
-        self.connection.close()
+        self.client.stop()
 
 
 @defer.inlineCallbacks

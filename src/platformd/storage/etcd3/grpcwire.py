@@ -32,7 +32,7 @@ from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated, DataReceived, PingAckReceived, RemoteSettingsChanged,
     ResponseReceived, StreamEnded, StreamReset, TrailersReceived, WindowUpdated)
-from h2.exceptions import ProtocolError
+from h2.exceptions import ProtocolError, StreamClosedError
 from h2.settings import SettingCodes
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
@@ -110,6 +110,8 @@ class GRPCConnection(Protocol):
     its connection open frees its calls that way.
     """
 
+    transport: Any  # ITCPTransport, or TLS over it (abortConnection, setTcpNoDelay)
+
     def __init__(self, reactor, authority: str, scheme: str, max_receive: int,
                  metadata: tuple = (), keepalive: tuple = (30.0, 10.0),
                  ready: Callable[["GRPCConnection"], None] = lambda _: None,
@@ -142,10 +144,10 @@ class GRPCConnection(Protocol):
         resets the stream.
         """
         if self.closing is not None:
-            return _failed(unsent(self.closing))
+            return failed(unsent(self.closing))
         h2 = self._h2
         stream_id = h2.get_next_available_stream_id()
-        result = Deferred(lambda _: self._cancel(stream_id))
+        result: Deferred = Deferred(lambda _: self._cancel(stream_id))
         stream = self._streams[stream_id] = _Stream(result)
         h2.send_headers(stream_id, [*self._scheme, (b":path", path), *self._headers,
                                     (b"grpc-timeout", b"%dm" % max(1, int(timeout * 1000)))])
@@ -166,15 +168,21 @@ class GRPCConnection(Protocol):
             if size <= 0:
                 return  # the rest when the server's WINDOW_UPDATE comes
             chunk, stream.unsent = stream.unsent[:size], stream.unsent[size:]
-            h2.send_data(stream_id, chunk.tobytes(), end_stream=not stream.unsent)
+            try:
+                h2.send_data(stream_id, chunk.tobytes(), end_stream=not stream.unsent)
+            except StreamClosedError:  # answered already (refused): its end is in events
+                stream.unsent = memoryview(b"")
 
     def _cancel(self, stream_id: int):
         if self._streams.pop(stream_id, None) is not None and self.closing is None:
-            try:
-                self._h2.reset_stream(stream_id, ErrorCodes.CANCEL)
-            except ProtocolError:  # already closed on the server's side
-                return
+            self._reset(stream_id)
             self.transport.write(self._h2.data_to_send())
+
+    def _reset(self, stream_id: int):
+        try:
+            self._h2.reset_stream(stream_id, ErrorCodes.CANCEL)
+        except StreamClosedError:  # closed on the server's side already
+            pass
 
     # -- what the server sends ------------------------------------------------------
 
@@ -192,7 +200,7 @@ class GRPCConnection(Protocol):
 
     def dataReceived(self, data: bytes):
         try:
-            events = self._h2.receive_data(data)
+            events: list[Any] = self._h2.receive_data(data)  # dispatched on type()
         except ProtocolError as error:
             self._drop(f"etcd HTTP/2 protocol error: {error}")
             return
@@ -277,6 +285,8 @@ class GRPCConnection(Protocol):
 
     def _finish(self, stream_id: int, outcome):
         stream = self._streams.pop(stream_id)
+        if self.closing is not None and not self._streams:
+            self.transport.loseConnection()  # gone away: its last call is done
         if isinstance(outcome, Exception):
             stream.result.errback(outcome)
         else:
@@ -284,7 +294,7 @@ class GRPCConnection(Protocol):
 
     def _fail_stream(self, stream_id: int, error: CallError):
         """A reply refused on our side: the stream reset, the call failed."""
-        self._h2.reset_stream(stream_id, ErrorCodes.CANCEL)
+        self._reset(stream_id)
         self._finish(stream_id, error)
 
     def _window_opened(self, stream_id: int):
@@ -301,6 +311,7 @@ class GRPCConnection(Protocol):
         """GOAWAY: the streams above its last are refused unread; the others finish.
         No new call starts here."""
         self.closing = f"etcd closed the connection (GOAWAY {error_code!r})"
+        self._lost(self)  # the member dials again now
         for stream_id in [s for s in self._streams if s > (last_stream_id or 0)]:
             self._finish(stream_id, unsent(self.closing))
         if not self._streams:
@@ -335,15 +346,21 @@ class GRPCConnection(Protocol):
         if reason is not None and self.closing is None:
             why = f"etcd connection lost: {reason.getErrorMessage()}"
         self.closing = why
-        streams, self._streams = self._streams, {}
-        for stream in streams.values():
-            stream.result.errback(CallError(grpc.StatusCode.UNAVAILABLE, why))
+        self._fail_all(lambda: CallError(grpc.StatusCode.UNAVAILABLE, why))
         self._lost(self)
 
+    def _fail_all(self, error: Callable[[], CallError]):
+        """Every call in flight fails (taken out one by one: a caller's errback may
+        close the connection, or cancel another call, while this runs)."""
+        while self._streams:
+            _, stream = self._streams.popitem()
+            stream.result.errback(error())
+
     def close(self):
-        """Ends the connection; the calls in flight fail."""
-        if self.transport is not None and self.closing is None:
-            self.closing = "etcd client stopped"
+        """Ends the connection; the calls in flight fail with ``stopped()``."""
+        if self.closing is None:
+            self.closing = stopped().details()
+            self._fail_all(stopped)
             self.transport.abortConnection()
 
 
@@ -356,7 +373,13 @@ def _reset(error_code) -> CallError:
     return CallError(grpc.StatusCode.UNAVAILABLE, f"stream reset by etcd ({error_code!r})")
 
 
-def _failed(error: Exception) -> Deferred:
+def stopped() -> CallError:
+    """A call ended by the client's stop, as grpcio's channel close ended them."""
+    return CallError(grpc.StatusCode.CANCELLED, "etcd client stopped")
+
+
+def failed(error: Exception) -> Deferred:
+    """A Deferred failed with ``error``."""
     d: Deferred = Deferred()
     d.errback(error)
     return d
