@@ -13,9 +13,12 @@ Against a 1-member etcd started here (``tests/etcd/cluster.py``, fsync off, so t
 calls are quick and the client's CPU shows).  CPU is the process's (every thread:
 grpcio's too) and the reactor thread's alone, per call, over ``--calls`` calls per
 row; ``--rounds`` alternations, each transport's median printed.  ``--tls`` serves
-etcd's clients over TLS with client certificates (``--client-cert-auth``).
+etcd's clients over TLS with client certificates (``--client-cert-auth``); ``--pin``
+keeps this process on CPU 0 and etcd on CPU 1 (grpcio's threads then take turns with
+the reactor for one core, as a replica's do on a machine of its own).
 
     PYTHONPATH=src:. python bench/bench_etcd_calls.py [--calls 4000] [--rounds 3] [--tls]
+                                                     [--pin]
 
 Not a test: it prints figures.
 """
@@ -136,6 +139,10 @@ def run(transport, kind: str, calls: int, in_flight: int):
 @defer.inlineCallbacks
 def main(reactor, args):
     cluster = Cluster.start(1, tls=args.tls)
+    if args.pin:  # this process on CPU 0, etcd on CPU 1
+        os.sched_setaffinity(0, {0})
+        for member in cluster.members:
+            os.sched_setaffinity(member.process.pid, {1})
     try:
         url = cluster.urls[0]
         tls = cluster.tls
@@ -173,4 +180,5 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tls", action="store_true")
+    parser.add_argument("--pin", action="store_true")
     task.react(main, [parser.parse_args()])

@@ -34,6 +34,8 @@ from h2.events import (
     ResponseReceived, StreamEnded, StreamReset, TrailersReceived, WindowUpdated)
 from h2.exceptions import ProtocolError, StreamClosedError
 from h2.settings import SettingCodes
+from hpack.hpack import encode_integer
+from hpack.table import HeaderTable
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 
@@ -121,6 +123,7 @@ class GRPCConnection(Protocol):
         self.keepalive = keepalive
         self._ready, self._lost = ready, lost
         self._h2 = H2Connection(H2Configuration(**_CONFIG))  # type: ignore[arg-type]
+        self._h2.encoder = _Encoder()  # type: ignore[assignment]
         self._streams: dict[int, _Stream] = {}
         #: The headers of every call but its path and timeout (pseudo-headers first).
         self._scheme = [(b":method", b"POST"), (b":scheme", scheme.encode())]
@@ -362,6 +365,54 @@ class GRPCConnection(Protocol):
             self.closing = stopped().details()
             self._fail_all(stopped)
             self.transport.abortConnection()
+
+
+class _Encoder:
+    """
+    HPACK for the calls' headers without the dynamic table (RFC 7541 allows an encoder
+    never to use it; the first block sets its size to 0): each header's encoding is
+    then the same every time, kept once made (but for ``grpc-timeout``'s, which
+    varies), and a header block is a join.  hpack's own ``Encoder`` searched and grew
+    the table for every header of every call, about a sixth of the call's CPU.
+    """
+
+    #: Set by h2 from the server's SETTINGS; nothing to do with no table in use.
+    header_table_size = 4096
+    _STATIC = {entry: n for n, entry in enumerate(HeaderTable.STATIC_TABLE, 1)}
+    _NAMES = {name: n for (name, _), n in reversed(list(_STATIC.items()))}
+    _VARYING = b"grpc-timeout"
+
+    def __init__(self):
+        self._first = True
+        self._known: dict = {}
+
+    def encode(self, headers, huffman: bool = True) -> bytes:
+        blocks = [b"\x20"] if self._first else []  # dynamic table size update: 0
+        self._first = False
+        known = self._known
+        for header in headers:
+            block = known.get(header)
+            if block is None:
+                block = self._literal(*header)
+                if header[0] != self._VARYING:
+                    known[tuple(header)] = block
+            blocks.append(block)
+        return b"".join(blocks)
+
+    def _literal(self, name: bytes, value: bytes) -> bytes:
+        """Indexed from the static table, else a literal not indexed."""
+        index = self._STATIC.get((name, value))
+        if index is not None:
+            return bytes([0x80 | index])  # the static table's 61 fit the 7-bit prefix
+        index = self._NAMES.get(name)
+        head = (bytes(encode_integer(index, 4)) if index is not None
+                else b"\x00" + _string(name))
+        return head + _string(value)
+
+
+def _string(data: bytes) -> bytes:
+    """An HPACK string literal, not Huffman-coded."""
+    return bytes(encode_integer(len(data), 7)) + data
 
 
 def _reset(error_code) -> CallError:
