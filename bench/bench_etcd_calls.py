@@ -4,10 +4,10 @@ put-if-absent (the store's create, ``txn.transaction``), 1 and 16 calls in fligh
 made by the two transports of the etcd client in one process, in turns:
 
 - ``grpcio``: a grpcio future started on the reactor, its completion handed back with
-  ``callFromThread`` from grpcio's thread (the client's transport before this bench);
-- ``h2``: ``Client.unary`` as it is now: gRPC over HTTP/2 (``h2``) on a Twisted
-  connection (``grpcwire``, ``member.py``), made and completed on the reactor, with
-  the client's deadline timer per call.
+  ``callFromThread`` from grpcio's thread, as the client makes its calls;
+- ``h2``: the prototype ``h2grpc.GRPCConnection``, gRPC over HTTP/2 (``h2``) on a
+  Twisted connection, made and completed on the reactor, with a deadline timer per
+  call as a client keeps.
 
 Against a 1-member etcd started here (``tests/etcd/cluster.py``, fsync off, so the
 calls are quick and the client's CPU shows).  CPU is the process's (every thread:
@@ -34,15 +34,20 @@ import time
 
 import grpc
 from twisted.internet import defer, task
+from twisted.internet.endpoints import TCP4ClientEndpoint, wrapClientTLS
+from twisted.internet.protocol import Factory
+from twisted.internet.ssl import Certificate, PrivateCertificate, optionsForClientTLS
 
 if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 from platformd.storage import mvcc  # noqa: E402
-from platformd.storage.etcd3.client import REQUIRE_LEADER, Client, TLSFiles  # noqa: E402
-from platformd.storage.etcd3.member import READY  # noqa: E402
+from platformd.storage.etcd3.client import REQUIRE_LEADER  # noqa: E402
 from platformd.storage.etcd3.txn import transaction  # noqa: E402
 from tests.etcd.cluster import Cluster  # noqa: E402
+
+from h2grpc import GRPCConnection  # noqa: E402
 
 VALUE = b'{"kind":"RoleBinding","apiVersion":"rbac.authorization.platform.io/v1",' + \
     b'"metadata":{"name":"x","namespace":"default"}}' + b" " * 300
@@ -91,27 +96,46 @@ class GrpcioCalls:
 
 
 class H2Calls:
-    """The client's transport now: ``Client.unary`` (its members' ``GRPCConnection``,
-    a deadline timer per call), as the store calls it."""
+    """The prototype: ``h2grpc.GRPCConnection``, with a deadline timer per call as a
+    client would keep, and the reply parsed on the reactor."""
 
-    def __init__(self, client: Client):
-        self.client = client
+    REPLIES = {"Range": rpc_pb2.RangeResponse, "Txn": rpc_pb2.TxnResponse}
+
+    def __init__(self, reactor, connection: GRPCConnection):
+        self.reactor, self.connection = reactor, connection
 
     @classmethod
     @defer.inlineCallbacks
     def connect(cls, reactor, url: str, tls):
-        files = TLSFiles() if tls is None else TLSFiles(tls.ca, tls.cert, tls.key)
-        client = Client(reactor, [url], files, timeout=TIMEOUT)
-        client.start()
-        while client.members[0].state is not READY:
-            yield task.deferLater(reactor, 0.01, lambda: None)
-        return cls(client)
+        scheme, address = url.split("://", 1)
+        host, port = address.rsplit(":", 1)
+        endpoint = TCP4ClientEndpoint(reactor, host, int(port))
+        if tls is not None:
+            with open(tls.ca, "rb") as ca, open(tls.key, "rb") as k, open(tls.cert, "rb") as c:
+                options = optionsForClientTLS(
+                    host, Certificate.loadPEM(ca.read()),
+                    PrivateCertificate.loadPEM(c.read() + k.read()),
+                    acceptableProtocols=[b"h2"])
+            endpoint = wrapClientTLS(options, endpoint)
+        ready: defer.Deferred = defer.Deferred()
+        connection = yield endpoint.connect(Factory.forProtocol(
+            lambda: GRPCConnection(reactor, address, scheme, 256 * 1024 * 1024,
+                                   REQUIRE_LEADER, ready=ready.callback)))
+        yield ready
+        return cls(reactor, connection)
 
     def call(self, method: str, request) -> defer.Deferred:
-        return self.client.unary(method, request)
+        timer = self.reactor.callLater(TIMEOUT, lambda: None)
+        d = self.connection.call(b"/etcdserverpb.KV/" + method.encode(),
+                                 request.SerializeToString(), TIMEOUT)
+
+        def parse(message):
+            timer.cancel()
+            return self.REPLIES[method].FromString(message)
+        return d.addCallback(parse)
 
     def close(self):
-        self.client.stop()
+        self.connection.close()
 
 
 @defer.inlineCallbacks

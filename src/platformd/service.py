@@ -399,7 +399,7 @@ def _storage(options, reactor, data_dir: str, egress, **transformer):
     try:
         client = Client(reactor, options["etcd-servers"], tls,
                         timeout=options["request-timeout"],
-                        channel_options=_etcd_channel(egress), dial=_etcd_dial(egress, reactor))
+                        channel_options=_etcd_channel(egress))
     except ValueError as e:
         raise StartupError(str(e)) from None
     return EtcdStorage(reactor, client, prefix=options["etcd-prefix"], root="/registry",
@@ -486,16 +486,6 @@ def _etcd_channel(egress) -> tuple:
         return egress.grpc_channel_options(ETCD)
     except EgressUnsupported as e:
         raise StartupError(f"--storage-backend etcd3: {e}") from None
-
-
-def _etcd_dial(egress, reactor):
-    """The etcd client's streams to its members, through the ``etcd`` egress selection
-    (None: directly)."""
-    if egress is None:
-        return None
-    from platformd.egress.config import ETCD
-    from platformd.egress.selector import stream
-    return functools.partial(stream, ETCD, reactor, selector=egress)
 
 
 def _tracing(options, reactor, egress):

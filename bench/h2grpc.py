@@ -1,21 +1,24 @@
 """
-gRPC unary calls over one HTTP/2 connection, made and completed on the reactor: the
-etcd client's transport for its unary calls (``client.py``).
+The prototype of issue 28's target 4 that ``bench_etcd_calls.py`` measures: gRPC unary
+calls over one HTTP/2 connection, made and completed on the reactor (``h2``), instead
+of grpcio futures completed on grpcio's thread.  Not platformd's transport: measured,
+it was not clearly cheaper (docs/etcd.md, "Why the unary calls stay grpcio's"), so the
+client keeps grpcio.  Kept beside the benchmark so that the measurement can be made
+again (a faster h2, a loaded machine that lets the figures settle).
 
 A call is a HEADERS frame and the request as one length-prefixed message (gRPC's
 "Length-Prefixed-Message": a compression flag, 0, and a 4-byte big-endian length), a
 reply one such message then trailers with ``grpc-status`` and ``grpc-message``; an
 error alone is "Trailers-Only" (one HEADERS frame ending the stream).  The ``h2``
-library keeps the HTTP/2 state (HPACK, flow control, stream states); this module turns
-its events into each call's Deferred.  grpcio made each call a future completed on its
-own thread and handed back with ``callFromThread``: here nothing leaves the reactor,
-and the cost per call is h2's and the protobuf's (``bench/bench_etcd_calls.py``).
+library keeps the HTTP/2 state (flow control, stream states); this module turns its
+events into each call's Deferred.  Failures are ``CallError``, a ``grpc.RpcError``
+with grpcio's ``code()`` and ``details()`` (what platformd's client maps to
+Statuses), and ``sent``: False when the call cannot have reached the server.
 
-Failures are ``CallError``, a ``grpc.RpcError`` with grpcio's ``code()`` and
-``details()``, so that the client maps them to Statuses as it did grpcio's, and with
-``sent``: False when the call cannot have reached the server (the connection was not
-up, or the server refused the stream unread: ``REFUSED_STREAM``, or a GOAWAY whose last
-stream is below it), so that a write so refused may be made again elsewhere.
+As integrated and tested against a real etcd (errors, messages too large either way,
+a member killed or hung mid-call, TLS with client certificates, keepalive) on branch
+``etcdh2`` at commit bd5dd56 (``src/platformd/storage/etcd3/grpcwire.py``,
+``member.py``).
 """
 
 from __future__ import annotations
