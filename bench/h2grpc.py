@@ -17,7 +17,7 @@ Statuses), and ``sent``: False when the call cannot have reached the server.
 
 As integrated and tested against a real etcd (errors, messages too large either way,
 a member killed or hung mid-call, TLS with client certificates, keepalive) on branch
-``etcdh2`` at commit bd5dd56 (``src/platformd/storage/etcd3/grpcwire.py``,
+``etcdh2`` at commit c895043 (``src/platformd/storage/etcd3/grpcwire.py``,
 ``member.py``).
 """
 
