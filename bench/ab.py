@@ -3,7 +3,8 @@ A/B runs (issue 28): a benchmark's server from two trees, alternately, in one ru
 a named baseline commit (A) and the working tree (B) — with the same load generator
 (wrk) and the same client code (this tree's), so that a neighbour's load falls on both.
 
-    python bench/ab.py --baseline dff2bdc [--runs 3] [--keep] -- [bench_api] [--seconds 5] [creates] [gets]
+    python bench/ab.py --baseline dff2bdc [--runs 3] [--keep] [--etcd [--tls] [--pin]]
+                       -- [bench_api] [--seconds 5] [creates] [gets]
 
 The baseline is materialised with ``git archive`` into a temporary directory outside
 the checkout (``--keep`` leaves it there; ``--baseline-dir`` uses one already made);
@@ -11,6 +12,11 @@ each server runs with that tree's package root first on PYTHONPATH and as its wo
 directory (``<tree>/src`` since the src/ layout of b0ec942, the tree itself before).
 Each run starts a fresh server (its own data directory) per tree, runs every chosen
 benchmark on it and stops it; the order is A B A B ...
+
+``--etcd`` stores in a 3-member etcd cluster (fsync on, as ``bench_etcd.py``'s),
+started once for the whole run, each server under an etcd prefix of its own;
+``--tls`` serves the members' clients over TLS; ``--pin`` keeps the servers on CPU 0
+and everything else (the members, wrk) on CPU 1, as ``bench_etcd.py --pin``.
 
 Printed per benchmark and tree: the median operations/s and the median server CPU
 (user + system over the benchmark, threads included, from /proc) per operation, each
@@ -59,11 +65,18 @@ def parse(argv: list) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="alternations (default 3)")
     parser.add_argument("--keep", action="store_true",
                         help="leave the materialised baseline in place")
+    parser.add_argument("--etcd", action="store_true",
+                        help="the servers store in a 3-member etcd cluster")
+    parser.add_argument("--tls", action="store_true", help="with --etcd: its clients over TLS")
+    parser.add_argument("--pin", action="store_true",
+                        help="with --etcd: servers on CPU 0, the rest on CPU 1")
     opts = parser.parse_args(mine)
     if not opts.baseline and not opts.baseline_dir:
         parser.error("--baseline or --baseline-dir is required")
     if opts.runs < 1:
         parser.error("--runs must be at least 1")
+    if (opts.tls or opts.pin) and not opts.etcd:
+        parser.error("--tls and --pin go with --etcd")
 
     suite = "bench_api"
     if theirs and theirs[0] in SUITES:
@@ -103,15 +116,20 @@ def materialise(commit: str, repo: str = HERE) -> str:
     return target
 
 
-def one_run(tree: str, names: list, seconds: float, tmp: str, tokens: str) -> dict:
-    """A fresh server from ``tree``; per benchmark (ops/s, CPU µs per op, non-2xx)."""
+def one_run(tree: str, names: list, seconds: float, tmp: str, tokens: str,
+            extra: list = (), cpus=None) -> dict:
+    """A fresh server from ``tree`` with ``extra`` flags (on ``cpus``, if given); per
+    benchmark (ops/s, CPU µs per op, non-2xx)."""
     import bench_api
     port = free_port()
     data = tempfile.mkdtemp(dir=tmp)
-    server = start_server(data, port, tokens, tree=tree)
+    server = start_server(data, port, tokens, extra=extra, tree=tree)
     try:
         if not wait_ready(server, port, tls_context()):
             sys.exit(f"platformd ({tree}) did not start")
+        if cpus is not None:
+            from bench_etcd import pin
+            pin(server.pid, cpus)
         figures = {}
         for name in names:
             prepare, run = bench_api.AB_BENCHMARKS[name]
@@ -161,18 +179,32 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="platformd-ab-run-")
     tokens = write_tokens(tmp)
     results = {"A": [], "B": []}
+    cluster, cpus = None, None
+    if opts.etcd:
+        from bench_etcd import Cluster, etcd_flags
+        if opts.pin:
+            cpus = {0}
+            os.sched_setaffinity(0, {1})  # the members and wrk, started from here, inherit it
+        cluster = Cluster.start(3, fsync=True, tls=opts.tls)
     print(f"A: {tree_a} ({label_a}); B: {opts.tree}; {opts.runs} runs of "
-          f"{', '.join(opts.bench.names)} at {opts.bench.seconds:g} s, A B A B ...")
+          f"{', '.join(opts.bench.names)} at {opts.bench.seconds:g} s, A B A B ..."
+          + (f" over etcd{' (TLS)' if opts.tls else ''}{', pinned' if opts.pin else ''}"
+             if opts.etcd else ""))
     try:
         for i in range(opts.runs):
             for side, tree in (("A", tree_a), ("B", opts.tree)):
-                figures = one_run(tree, opts.bench.names, opts.bench.seconds, tmp, tokens)
+                extra = [] if cluster is None else \
+                    etcd_flags(cluster) + ["--etcd-prefix", f"/ab-{i}-{side}"]
+                figures = one_run(tree, opts.bench.names, opts.bench.seconds, tmp, tokens,
+                                  extra, cpus)
                 results[side].append(figures)
                 print(f"run {i + 1} {side}: " + "; ".join(
                     f"{n} {r[0]:,.0f}/s {r[1]:,.0f} µs/op" for n, r in figures.items()),
                     flush=True)
         report(opts.bench.names, results, labels)
     finally:
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         if made and not opts.keep:
             shutil.rmtree(made, ignore_errors=True)

@@ -44,10 +44,16 @@ class Arguments(unittest.TestCase):
         opts = self.ab.parse(["--baseline", "abc", "--", "bench_api", "creates"])
         self.assertEqual(opts.bench.names, ["creates"])
 
+    def test_over_etcd(self):
+        opts = self.ab.parse(["--baseline", "abc", "--etcd", "--pin", "--", "creates"])
+        self.assertEqual((opts.etcd, opts.tls, opts.pin), (True, False, True))
+        self.assertFalse(self.ab.parse(["--baseline", "abc"]).etcd)
+
     def test_refused(self):
         self.patch(sys, "stderr", open(os.devnull, "w"))
         for argv in ([], ["--baseline", "abc", "--runs", "0"],
-                     ["--baseline", "abc", "--", "nosuch"]):
+                     ["--baseline", "abc", "--", "nosuch"],
+                     ["--baseline", "abc", "--tls"], ["--baseline", "abc", "--pin"]):
             self.assertRaises(SystemExit, self.ab.parse, argv)
 
 
