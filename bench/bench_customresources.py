@@ -6,13 +6,18 @@ server holding many of them.
     python bench/bench_customresources.py --startup [--crds 100] [--objects 1000]
 
 The first form runs one server with a CustomResourceDefinition (``widgets.example.com``,
-namespaced, status subresource, schema ``x-kubernetes-preserve-unknown-fields``) and
-compares, A/B alternating round by round (RoleBindings, then Widgets, then RoleBindings
-...): creates at concurrency 16 and GETs of one object at concurrency 32 (wrk), and
-LISTs of ``--list-size`` objects at concurrency 4 (wrk), each object about the same
-size (a Widget's body pads to a RoleBinding's).  Per round and kind: requests/s and the
-server's CPU milliseconds per request (``/proc``).  Prints each round and the medians;
-the target is within 10%.
+namespaced, status subresource; ``--schema structural``, the default: a schema naming a
+Widget's every field as a RoleBinding's are named, with required fields, an enum and
+one CEL rule, so decoding prunes, defaults and validates as a real definition's would;
+``--schema preserve``: ``x-kubernetes-preserve-unknown-fields``) and compares, A/B
+alternating round by round (RoleBindings, then Widgets, then RoleBindings ...): creates
+at concurrency 16 and GETs of one object at concurrency 32 (wrk), LISTs of
+``--list-size`` objects at concurrency 4 (wrk), and watch fan-out
+(``bench_lists_watches.fanout_run``: ``--watchers`` watches of a namespace of their own,
+``--updates`` merge-patches at 50/s; the figure is server CPU per delivered event), each
+object about the same size (a Widget's body pads to a RoleBinding's).  Per round and
+kind: requests/s and the server's CPU milliseconds per request (``/proc``).  Prints each
+round and the medians; the target is within 10%.
 
 ``--startup`` makes ``--crds`` definitions with ``--objects`` objects each (the
 definitions through the API; the objects written straight into the stopped server's
@@ -33,6 +38,7 @@ import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_lists_watches as blw  # noqa: E402
 from common import (  # noqa: E402
     RBAC, TOKEN, Client, cpu_seconds, free_port, scratch_dir, start_server, stop_server,
     tls_context, wait_ready, write_tokens, wrk_run,
@@ -45,7 +51,26 @@ WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 ROLEBINDINGS = f"{RBAC}/namespaces/default/rolebindings"
 
 
-def definition(plural: str = "widgets", kind: str = "Widget", group: str = "example.com"):
+_FREE_FORM = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_STRING = {"type": "string"}
+#: A Widget's spec described as a RoleBinding's fields are (``--schema structural``).
+STRUCTURAL_SPEC = {
+    "type": "object", "required": ["roleRef"],
+    "x-kubernetes-validations": [{"rule": "self.roleRef.name != ''",
+                                  "message": "roleRef.name must be set"}],
+    "properties": {
+        "roleRef": {"type": "object", "required": ["apiGroup", "kind", "name"],
+                    "properties": {"apiGroup": _STRING, "name": _STRING,
+                                   "kind": {"type": "string",
+                                            "enum": ["ClusterRole", "Role"]}}},
+        "subjects": {"type": "array", "maxItems": 100, "items": {
+            "type": "object", "required": ["kind", "name"],
+            "properties": {"kind": _STRING, "name": _STRING, "apiGroup": _STRING,
+                           "namespace": _STRING}}}}}
+
+
+def definition(plural: str = "widgets", kind: str = "Widget", group: str = "example.com",
+               spec: dict = _FREE_FORM):
     return {"apiVersion": "apiextensions.platform.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.{group}"},
             "spec": {"group": group, "scope": "Namespaced",
@@ -54,10 +79,7 @@ def definition(plural: str = "widgets", kind: str = "Widget", group: str = "exam
                                    "subresources": {"status": {}},
                                    "schema": {"openAPIV3Schema": {
                                        "type": "object", "properties": {
-                                           "spec": {"type": "object",
-                                                    "x-kubernetes-preserve-unknown-fields": True},
-                                           "status": {"type": "object",
-                                                      "x-kubernetes-preserve-unknown-fields": True},
+                                           "spec": spec, "status": _FREE_FORM,
                                        }}}}]}}
 
 
@@ -112,7 +134,8 @@ def compare(opts) -> None:
         if not wait_ready(server, port, tls_context()):
             sys.exit("platformd exited")
         client = Client(port)
-        status, body = client.call("POST", CRDS, json.dumps(definition()).encode())
+        spec = STRUCTURAL_SPEC if opts.schema == "structural" else _FREE_FORM
+        status, body = client.call("POST", CRDS, json.dumps(definition(spec=spec)).encode())
         assert status == 201, body
         deadline = time.monotonic() + 5
         while client.call("GET", WIDGETS)[0] != 200:
@@ -121,15 +144,22 @@ def compare(opts) -> None:
         kinds = {"rolebindings": (ROLEBINDINGS, ROLEBINDING_BODY),
                  "widgets": (WIDGETS, WIDGET_BODY)}
         # The listed objects sit in a namespace of their own: the creates do not grow it.
-        status, body = client.call("POST", "/api/v1/namespaces", {"metadata": {"name": "lists"}})
-        assert status == 201, body
+        for namespace in ("lists", blw.NS):
+            status, body = client.call("POST", "/api/v1/namespaces",
+                                       {"metadata": {"name": namespace}})
+            assert status == 201, body
         for name, (path, template) in kinds.items():
             listed = path.replace("/namespaces/default/", "/namespaces/lists/")
             for i in range(opts.list_size):
                 status, body = client.call("POST", listed, (template % f"list-{i:05}").encode())
                 assert status == 201, body
+            watched = path.replace("/namespaces/default/", f"/namespaces/{blw.NS}/")
+            for i in range(opts.updates):
+                status, body = client.call("POST", watched, (template % f"rb-{i:04d}").encode())
+                assert status == 201, body
             status, body = client.call("POST", path, (template % "target").encode())
             assert status == 201, body
+        blw.WATCHERS, blw.UPDATES = opts.watchers, opts.updates
         base = f"https://127.0.0.1:{port}"
         results: dict = {}
         for round_ in range(opts.rounds):
@@ -148,8 +178,20 @@ def compare(opts) -> None:
                     results.setdefault((op, name), []).append((rate, cpu))
                     print(f"round {round_ + 1} {op:7} {name:12} {rate:8,.0f}/s "
                           f"{cpu:6.3f} ms CPU/op  non-2xx {bad}", flush=True)
+                if opts.watchers:
+                    watched = path.replace("/namespaces/default/", f"/namespaces/{blw.NS}/")
+                    r = blw.fanout_run(port, client, server.pid, None, port, gil=False,
+                                       path=watched)
+                    deliveries = max(r["deliveries"], 1)
+                    cpu = r["server_cpu"] * opts.updates / r["rate"] * 1000 / deliveries
+                    results.setdefault(("fanout", name), []).append((r["rate"], cpu))
+                    print(f"round {round_ + 1} fanout  {name:12} {deliveries:8,} events "
+                          f"{cpu * 1000:6.1f} us CPU/event  p99 {r['k_p99']:.1f} ms",
+                          flush=True)
         print("\nmedians (widgets vs rolebindings):")
-        for op in ("creates", "gets", "lists"):
+        for op in ("creates", "gets", "lists", "fanout"):
+            if (op, "widgets") not in results:
+                continue
             rb = results[(op, "rolebindings")]
             wd = results[(op, "widgets")]
             rb_rate, wd_rate = (statistics.median(r for r, _ in x) for x in (rb, wd))
@@ -259,6 +301,10 @@ def main():
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--list-size", type=int, default=500)
+    parser.add_argument("--schema", choices=("structural", "preserve"), default="structural")
+    parser.add_argument("--watchers", type=int, default=300,
+                        help="watch fan-out's watchers (0: no fan-out)")
+    parser.add_argument("--updates", type=int, default=100)
     parser.add_argument("--startup", action="store_true")
     parser.add_argument("--crds", type=int, default=100)
     parser.add_argument("--objects", type=int, default=1000)

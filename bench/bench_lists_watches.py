@@ -249,14 +249,13 @@ def bench_walk(port: int, client: Client, runs: int, tmp: str):
 
 # -- 3. watch fan-out ---------------------------------------------------------------------
 
-def paced_patches(port: int, count: int):
+def paced_patches(port: int, count: int, path: str = f"{RBAC}/namespaces/{NS}/rolebindings"):
     """
-    ``count`` merge-patches of rb-0000.. at UPDATE_RATE, open loop: each is sent at its
-    scheduled time on one of 8 keep-alive connections, whether or not earlier ones have
-    been answered.  Each carries its send time in the SENT annotation.  Returns (round
-    trips in ms, failures, seconds taken).
+    ``count`` merge-patches of rb-0000.. (in the collection at ``path``) at UPDATE_RATE,
+    open loop: each is sent at its scheduled time on one of 8 keep-alive connections,
+    whether or not earlier ones have been answered.  Each carries its send time in the
+    SENT annotation.  Returns (round trips in ms, failures, seconds taken).
     """
-    path = f"{RBAC}/namespaces/{NS}/rolebindings"
     lanes = 8
     rtts, errors, slow = [], [], []
     clients = [Client(port) for _ in range(lanes)]
@@ -295,8 +294,8 @@ def paced_patches(port: int, count: int):
 
 
 def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None,
-               write_port: int, gil: bool = True):
-    path = f"{RBAC}/namespaces/{NS}/rolebindings"
+               write_port: int, gil: bool = True,
+               path: str = f"{RBAC}/namespaces/{NS}/rolebindings"):
     status, body = client.call("GET", path)
     rv = RV_RE.search(body, 0, 4096).group(1).decode()
     child = subprocess.Popen(
@@ -320,7 +319,7 @@ def fanout_run(port: int, client: Client, server_pid: int, py_spy: str | None,
         time.sleep(1)
     cpu0 = cpu_seconds(server_pid)
     split0 = cpu_split(server_pid)
-    rtts, errors, elapsed = paced_patches(write_port, UPDATES)
+    rtts, errors, elapsed = paced_patches(write_port, UPDATES, path)
     child.stdin.write("stop\n")
     child.stdin.flush()
     result = json.loads(child.stdout.readline())
