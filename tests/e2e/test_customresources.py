@@ -1,17 +1,20 @@
 """
 CustomResourceDefinitions with stock kubectl against a real daemon: ``apply -f`` a
 definition, ``wait --for condition=established``, objects of the kind by its short name
-and category, its printer columns, ``explain``, ``api-resources``, and ``delete crd``
-(its objects go with it, the kind stops being served).
+and category, its printer columns, ``explain``, ``api-resources``, ``edit``,
+``get -w``, and ``delete crd`` (its objects go with it, the kind stops being served).
 """
 
 import copy
 import json
+import os
+import signal
 
 import yaml
 from twisted.internet.defer import inlineCallbacks
 
 from tests.apiextensions.test_conversionwebhook import ConversionServer, https_webhook
+from tests.e2e.streams import spawn
 from tests.e2e.test_clients import KubectlCase
 
 CRD_YAML = """\
@@ -67,8 +70,8 @@ spec:
 
 class SucceedingKubectl(KubectlCase):
     @inlineCallbacks
-    def succeeds(self, *args, stdin=None):
-        r = yield self.run_kubectl(*args, stdin=stdin)
+    def succeeds(self, *args, stdin=None, env=None):
+        r = yield self.run_kubectl(*args, stdin=stdin, env=env)
         self.assertEqual(r.returncode, 0, f"kubectl {' '.join(args)}: {r.stderr}")
         return r.stdout
 
@@ -108,6 +111,40 @@ class CustomResourceKubectlTests(SucceedingKubectl):
         self.assertNotEqual(r.returncode, 0, r.stdout)
         out = yield self.succeeds("get", "crd", "-o", "name")
         self.assertEqual(out, "")
+
+
+    @inlineCallbacks
+    def test_edit_and_watch(self):
+        """``kubectl edit`` changes a custom object through an EDITOR; ``kubectl get -w``
+        prints its printer columns for the objects there and then for one created while
+        it watches."""
+        yield self.succeeds("create", "namespace", "team")
+        yield self.succeeds("apply", "-f", "-", stdin=CRD_YAML)
+        yield self.succeeds("wait", "--for", "condition=established", "--timeout=20s",
+                            "crd/widgets.example.com")
+        yield self.succeeds("apply", "-f", "-", stdin=WIDGET_YAML)
+        editor = os.path.join(self.home, "editor")
+        with open(editor, "w") as f:
+            f.write('#!/bin/sh\nsed -i "s/^  size: 3$/  size: 5/" "$1"\n')
+        os.chmod(editor, 0o755)
+        out = yield self.succeeds("-n", "team", "edit", "widget", "small",
+                                  env={"EDITOR": editor})
+        self.assertEqual(out, "widget.example.com/small edited\n")
+        out = yield self.succeeds("-n", "team", "get", "wd", "small",
+                                  "-o", "jsonpath={.spec.size}/{.metadata.generation}")
+        self.assertEqual(out, "5/2")
+
+        argv, env = self.kubectl_command("-n", "team", "get", "widgets", "-w")
+        process, output = spawn(self, argv, env)
+        yield output.wait_for("small", 30)
+        yield self.succeeds("apply", "-f", "-",
+                            stdin=WIDGET_YAML.replace("small", "large").replace("3", "42"))
+        yield output.wait_for("large", 30)
+        process.signalProcess(signal.SIGTERM)
+        yield output.ended
+        rows = [line.split() for line in output.out.decode().splitlines()]
+        self.assertEqual(rows[0], ["NAME", "SIZE", "AGE"])
+        self.assertEqual([row[:2] for row in rows[1:]], [["small", "5"], ["large", "42"]])
 
 
 class ConversionWebhookKubectlTests(SucceedingKubectl):

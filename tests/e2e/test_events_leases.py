@@ -19,12 +19,12 @@ import sys
 import time
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, inlineCallbacks
-from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import SkipTest
 
 from tests.e2e.harness import ServerTestCase
+from tests.e2e.streams import spawn
 from tests.e2e.test_clients import kubectl_binary
 
 LEASES = "/apis/coordination.platform.io/v1/namespaces/default/leases"
@@ -74,63 +74,11 @@ def sleep(seconds):
     return deferLater(reactor, seconds, lambda: None)
 
 
-class _Output(ProcessProtocol):
-    """A child's output; ``wait_for(text)`` fires once stdout holds ``text``."""
-
-    def __init__(self):
-        self.out = b""
-        self.err = b""
-        self.ended = Deferred()
-        self._waiting: list = []
-
-    def outReceived(self, data):
-        self.out += data
-        self._check()
-
-    def errReceived(self, data):
-        self.err += data
-
-    def _check(self):
-        for entry in list(self._waiting):
-            if entry[0].encode() in self.out:
-                self._waiting.remove(entry)
-                entry[1].callback(None)
-
-    def wait_for(self, text: str, timeout: float) -> Deferred:
-        d: Deferred = Deferred()
-        entry = (text, d)
-        self._waiting.append(entry)
-        self._check()
-
-        def expire():
-            if entry in self._waiting:
-                self._waiting.remove(entry)
-                d.errback(AssertionError(f"{text!r} not seen in {timeout}s: "
-                                         f"{self.out.decode()}{self.err.decode()[-2000:]}"))
-        call = reactor.callLater(timeout, expire)
-        d.addBoth(lambda r: (call.active() and call.cancel(), r)[1])
-        return d
-
-    def processEnded(self, reason):
-        self.ended.callback(None)
-
-
 class _Case(ServerTestCase):
     timeout = 120
 
     def spawn(self, argv, env=None):
-        output = _Output()
-        process = reactor.spawnProcess(output, argv[0], argv, env=env or dict(os.environ))
-
-        def kill():
-            if not output.ended.called:
-                try:
-                    process.signalProcess("KILL")
-                except Exception:
-                    pass
-                return output.ended
-        self.addCleanup(kill)
-        return process, output
+        return spawn(self, argv, env)
 
     def kubectl(self, *args):
         kubectl = kubectl_binary()
