@@ -93,7 +93,11 @@ def https_webhook(testcase, webhook) -> tuple:
     return ca_bundle, f"https://127.0.0.1:{port.getHost().port}/convert"
 
 
-class ConversionWebhookTests(TestCase):
+class ConversionCase(TestCase):
+    """The in-memory server and a real HTTPS conversion webhook on loopback, with a
+    definition (``self.crd``, not yet created) storing ``v1`` and serving ``v2``
+    through it."""
+
     timeout = 30
 
     def setUp(self):
@@ -162,6 +166,14 @@ class ConversionWebhookTests(TestCase):
         self.assertEqual(r.code, 201, r.body)
         yield self.until_ok(V2)
 
+    def assertStatus(self, r, message: str):
+        """Upstream's plain conversion error: 500, no reason."""
+        self.assertEqual(r.code, 500, r.body)
+        self.assertEqual(r.json(), {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                    "status": "Failure", "message": message, "code": 500})
+
+
+class ConversionWebhookTests(ConversionCase):
     @defer.inlineCallbacks
     def test_create_v1_read_v2(self):
         """An object created in the storage version is read, listed and watched in v2
@@ -243,11 +255,6 @@ class ConversionWebhookTests(TestCase):
         r = yield self.call("GET", V2 + "/a")
         return r
 
-    def assertStatus(self, r, message: str):
-        self.assertEqual(r.code, 500, r.body)
-        self.assertEqual(r.json(), {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                    "status": "Failure", "message": message, "code": 500})
-
     @defer.inlineCallbacks
     def test_webhook_answers_500(self):
         """A webhook answering 500 with text is upstream's REST client's error."""
@@ -317,9 +324,10 @@ class ConversionWebhookTests(TestCase):
         yield self.settle(lambda: watch.ended)
         r = yield self.call("GET", V2 + "/a")
         self.assertEqual(r.code, 500, r.body)
-        # Both objects were being converted again when the call failed: one review.
+        # Both objects were being converted again when the call failed: one review,
+        # named as upstream names the first object's own call.
         self.assertEqual(r.json()["message"],
-                         "conversion webhook for example.com/v1, Kind=WidgetList failed: "
+                         "conversion webhook for example.com/v1, Kind=Widget failed: "
                          f'Post "{self.url}?timeout=30s": Connection was refused by other '
                          "side: 111: Connection refused.", r.body)
         r = yield self.call("POST", V2, {"apiVersion": "example.com/v2", "kind": "Widget",

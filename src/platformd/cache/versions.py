@@ -87,6 +87,11 @@ class ConvertedKindCache:
     def state_revision(self, current: int) -> int:
         return current
 
+    def stored_elsewise(self, key: str) -> bool:
+        """Never: the store writes the storage kind's form (``to_storage``), which is
+        what decides whether a write changes anything."""
+        return False
+
     # Its lifecycle is the storage kind's (built in: loaded with the cache, never removed).
     @property
     def loaded(self) -> bool:

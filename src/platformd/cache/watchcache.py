@@ -326,6 +326,13 @@ class KindCache:
         ``current`` (a converted view still converting is at an older one)."""
         return current if self.feed is None else self.feed.state_revision(current)
 
+    def stored_elsewise(self, key: str) -> bool:
+        """Whether the object at ``key`` is stored in another apiVersion than the kind
+        shows it in (a storage version's object stored under an earlier one, converted
+        by the webhook): a write of it stores it anew even when nothing changed, as
+        upstream's newly encoded bytes differ from the stored ones."""
+        return self.feed is not None and self.feed.stored_elsewise(key)
+
     def when_loaded(self, f: Callable[[], None]) -> None:
         """``f()`` once the kind's objects are loaded (at once if they are; never if it
         is removed first)."""
@@ -656,7 +663,8 @@ class WatchCache:
     def served(self) -> list:
         """The ``ResourceType`` of every kind the cache holds (not those still loading)."""
         return [c.kind for c in self._kinds.values()] + [
-            v.kind for views in self._views.values() for v in views]
+            v.kind for views in self._views.values() for v in views
+            if self._is_version_view(v)]
 
     def for_kind(self, kind) -> KindCache:
         """``kind``'s cache (perhaps still loading: ``KindCache.loaded``), or
@@ -701,7 +709,8 @@ class WatchCache:
 
     # -- kinds added and removed at run time ---------------------------------------------
 
-    def add_kind(self, kind, convert: Optional[Callable[[bytes], bytes]] = None) -> Deferred:
+    def add_kind(self, kind, convert: Optional[Callable[[bytes], bytes]] = None,
+                 converter: Optional[Callable] = None) -> Deferred:
         """
         Start serving ``kind`` (a stored ``ResourceType``) at run time: its cache exists
         at once (``for_kind``; informers can be made, not yet synced) and the Deferred
@@ -712,7 +721,10 @@ class WatchCache:
         simply loaded with the others.  ``ValueError`` for a kind already served (its
         GVR, or its storage prefix under another version) or one that stores nothing.
         ``convert``: the stored bytes as the kind shows them (a custom resource's objects
-        stored in an earlier storage version), as for ``add_version``.
+        stored in an earlier storage version), as for ``add_version``.  ``converter``
+        instead: ``converter(objects, api_version)`` (a Deferred: a custom resource's
+        conversion webhook) makes the objects stored in another apiVersion the kind's,
+        asynchronously and in order (``_add_stored_view``).
         """
         if not kind.stored:
             raise ValueError(f"{kind.qualified_resource} stores nothing: nothing to cache")
@@ -723,6 +735,7 @@ class WatchCache:
             return fail(RuntimeError("the watch cache is stopped"))
         cache = KindCache(kind, self.clock, convert)
         self._by_kind[kind.gvr] = cache
+        served = cache if converter is None else self._add_stored_view(cache, converter)
         done: Deferred = Deferred()
 
         def loaded() -> None:
@@ -733,8 +746,8 @@ class WatchCache:
             if not done.called:
                 done.errback(UnknownKindError(
                     f"{kind.qualified_resource} {kind.version} was removed before it loaded"))
-        cache.when_loaded(loaded)
-        cache.when_removed(removed)
+        served.when_loaded(loaded)
+        served.when_removed(removed)
         if not self.loaded:
             self._kinds[prefix] = cache  # ``start`` loads it with every other kind
             return done
@@ -777,16 +790,53 @@ class WatchCache:
     def _abandon(self, failure, load: _Load) -> None:
         """The load failed (or the cache stopped): the kind is not served."""
         cache = load.cache
-        if self._loading.get(cache.kind.storage_prefix) is not load:
+        prefix = cache.kind.storage_prefix
+        if self._loading.get(prefix) is not load:
             # Removed or finished already: a late read failing (the storage stopping),
             # or a bug in serving it.
             log.failure("loading {kind} failed after it was served or removed", failure,
                         kind=cache.kind.qualified_resource)
             return
-        del self._loading[cache.kind.storage_prefix]
-        del self._by_kind[cache.kind.gvr]
+        del self._loading[prefix]
+        self._by_kind.pop(cache.kind.gvr, None)
         load.done.errback(failure)
+        for view in list(self._views.get(prefix, ())):  # a stored view (``converter``)
+            self._remove_view(view)
         cache.remove()
+
+    def _add_stored_view(self, stored: KindCache, converter: Callable) -> KindCache:
+        """
+        The stored kind served through ``converter`` (``add_kind``): ``stored`` holds
+        the objects as stored, unserved; a version view of the same kind, fed by a
+        ``ConvertingFeed`` once ``stored`` is loaded, is what ``for_kind`` gives (reads,
+        watches, informers, the kind's store).  Objects already in the kind's version
+        pass through it at once (``ConvertingFeed.offer``), the others wait for the
+        webhook, as upstream's storage codec converts each object read from etcd from
+        the version it was stored in.
+        """
+        kind = stored.kind
+        view = KindCache(kind, self.clock)
+        self._by_kind[kind.gvr] = view
+        self._views.setdefault(kind.storage_prefix, []).append(view)
+        feed = view.feed = webhookversions.ConvertingFeed(
+            view, stored, converter, lambda: self.revision, self.clock)
+        stored.when_loaded(feed.start)
+        return view
+
+    def _stored_cache(self, prefix: str) -> Optional[KindCache]:
+        """The cache holding the objects stored under ``prefix`` as stored (loaded or
+        loading), or None."""
+        load = self._loading.get(prefix)
+        return load.cache if load is not None else self._kinds.get(prefix)
+
+    def _is_version_view(self, cache) -> bool:
+        """Whether ``cache`` is another version's view of a stored kind (not the stored
+        kind's own view made by ``_add_stored_view``)."""
+        prefix = cache.kind.storage_prefix
+        if cache not in self._views.get(prefix, ()):
+            return False
+        stored = self._stored_cache(prefix)
+        return stored is None or stored.kind.gvr != cache.kind.gvr
 
     def add_version(self, kind, convert: Callable[[bytes], bytes]) -> None:
         """
@@ -863,17 +913,18 @@ class WatchCache:
         if gvr in self._builtin:
             raise ValueError(f"{kind.qualified_resource} {kind.version} is built in: it stays")
         prefix = cache.kind.storage_prefix
-        if cache in self._views.get(prefix, ()):
+        if self._is_version_view(cache):
             self._remove_view(cache)
             return
+        stored = self._stored_cache(prefix) or cache
         for view in list(self._views.get(prefix, ())):
             self._remove_view(view)
-        del self._by_kind[gvr]
+        self._by_kind.pop(gvr, None)
         self._loading.pop(prefix, None)
         self._kinds.pop(prefix, None)
-        cache.remove()
+        stored.remove()
         for f in list(self._on_kind_removed):
-            f(cache.kind)
+            f(stored.kind)
 
     def wait_loaded(self, kind, timeout: float) -> Deferred:
         """

@@ -1,7 +1,9 @@
 """
 A version view whose objects a conversion webhook makes: a custom resource's served
-version other than its storage version under ``spec.conversion.strategy: Webhook``
-(``WatchCache.add_converted_version``).
+version under ``spec.conversion.strategy: Webhook`` (``WatchCache.add_converted_version``
+for a version other than the storage version; ``WatchCache.add_kind(converter=...)`` for
+the storage version itself, whose objects stored under an earlier storage version are
+converted to it).
 
 Upstream gives each served version its own cacher, whose storage codec converts every
 object read from etcd into that version (one webhook call per object decoded), so a
@@ -29,7 +31,11 @@ wait on a webhook:
 - the queue is bounded (``MAX_PENDING`` events): past it, conversion has fallen behind
   and the view does the same as on a failure, without the error: its watchers end
   rather than the queue growing without limit (upstream would lag behind its etcd
-  watch, whose server buffers it), and a resync catches up.
+  watch, whose server buffers it), and a resync catches up;
+- an event that needs no conversion (a deletion, or an object stored in the view's
+  version: ``stored_in``) offered while nothing waits before it is applied at once, as
+  an unconverted kind's: the storage version's view, whose objects are nearly all
+  stored in it, lags only behind the objects that need the webhook.
 
 The view's history begins at each resync (``horizon``): a watch or exact list from an
 older version is 410 Gone.
@@ -55,6 +61,13 @@ MAX_PENDING = 10_000
 MAX_PER_REVIEW = 500
 #: Backoff between conversion attempts of a failing view (upstream's reflector's).
 RETRY_MIN, RETRY_MAX = 0.8, 30.0
+
+
+def stored_in(raw: bytes, api_version: str) -> bool:
+    """Whether the stored bytes ``raw`` are of ``api_version`` (read off the bytes: an
+    object is stored kind and apiVersion first; False when that cannot be told so)."""
+    at = raw.find(b'"apiVersion":', 0, 512)
+    return at >= 0 and raw.startswith(orjson.dumps({"apiVersion": api_version})[1:-1], at)
 
 
 def converted_kvs(convert, api_version: str, kvs: list):
@@ -123,9 +136,15 @@ class ConvertingFeed:
     # -- fed by the watch cache --------------------------------------------------------
 
     def offer(self, event) -> None:
-        """A storage event of the prefix: queued (or a resync, past ``max_pending``)."""
+        """A storage event of the prefix: applied now when it needs no conversion and
+        nothing waits before it, else queued (or a resync, past ``max_pending``)."""
         if self.resync and not self.busy:
             return  # the coming resync reads the current state, this event included
+        if not (self.busy or self.queue or self.failure is not None) and (
+                event.type != PUT or stored_in(event.kv.value, self.view.kind.api_version)):
+            self.view.apply(event)
+            self.applied = max(self.applied, event.revision)
+            return
         if len(self.queue) >= self.max_pending:
             log.info("conversion of {kind} fell {n} events behind: its watches end and "
                      "it is converted again", kind=self.view.kind.qualified_resource,
@@ -182,6 +201,12 @@ class ConvertingFeed:
 
     def state_revision(self, current: int) -> int:
         return current if self.caught_up else self.applied
+
+    def stored_elsewise(self, key: str) -> bool:
+        """Whether the object at ``key`` is stored in another apiVersion than the
+        view's (``KindCache.stored_elsewise``)."""
+        stored = self.source.get(key)
+        return stored is not None and not stored_in(stored.raw, self.view.kind.api_version)
 
     # -- rounds --------------------------------------------------------------------------
 

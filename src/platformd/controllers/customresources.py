@@ -168,12 +168,31 @@ class CustomResourceController(Controller):
                         or crdnames.condition_true(crd, crdnames.ESTABLISHED)):
                     continue
                 stored = storage_kind(crd)
-                self.cache.add_kind(stored, api_version_converter(stored.api_version))
+                convert = self._converter(crd)
+                self._add_stored(stored, convert)
             except Exception:  # a definition that does not decode is synced (and logged) later
                 log.failure("preloading a CustomResourceDefinition failed")
                 continue
             meta = crd.get("metadata") or {}
-            self._preloaded[meta.get("name")] = (meta.get("uid", ""), _source(crd), stored)
+            self._preloaded[meta.get("name")] = (meta.get("uid", ""), _source(crd), stored,
+                                                 convert)
+
+    def _converter(self, crd: dict):
+        """``convert(objects, api_version)`` through the definition's conversion webhook
+        (strategy ``Webhook``), or None (``None``: apiVersion rewritten)."""
+        spec = crd.get("spec") or {}
+        if (spec.get("conversion") or {}).get("strategy") == "Webhook" and \
+                self.caller is not None:
+            return WebhookConverter(crd, self.caller).convert
+        return None
+
+    def _add_stored(self, stored, convert):
+        """The storage version's kind into the watch cache (``add_kind``'s Deferred):
+        objects stored under another version shown converted by the webhook
+        (``convert``), else with their apiVersion rewritten."""
+        if convert is None:
+            return self.cache.add_kind(stored, api_version_converter(stored.api_version))
+        return self.cache.add_kind(stored, converter=convert)
 
     @staticmethod
     def _serving_failed(failure, name: str) -> None:
@@ -275,8 +294,10 @@ class CustomResourceController(Controller):
     def _serve(self, name: str, crd: dict):
         """
         Serve the definition's versions: its storage version's kind loaded into the
-        watch cache (its objects shown in that version), each other served version a
-        version view of it (``WatchCache.add_version``; conversion ``None`` rewrites
+        watch cache (its objects shown in that version: those stored under an earlier
+        one converted by the webhook, or with ``apiVersion`` rewritten under conversion
+        ``None``), each other served version a version view of it
+        (``WatchCache.add_converted_version``, or ``add_version`` rewriting
         ``apiVersion``) whose store writes in the storage version; each served version
         gets a store and is added to the catalog.  A changed definition is served
         afresh (as upstream's ``crdHandler`` drops a changed definition's storage: its
@@ -305,17 +326,16 @@ class CustomResourceController(Controller):
             self.cache.remove_kind(preloaded[2])  # changed since: served afresh
             preloaded = None
         if preloaded is None:
+            convert = self._converter(crd)
             try:
-                yield self.cache.add_kind(stored, api_version_converter(stored.api_version))
+                yield self._add_stored(stored, convert)
             except ValueError:
                 return  # its storage prefix is served under another definition
+        else:
+            convert = preloaded[3]
         if self.served.get(name) is not None:
             return  # served meanwhile by another sync
         cached = [stored]
-        convert = None
-        if ((spec.get("conversion") or {}).get("strategy") == "Webhook"
-                and self.caller is not None):
-            convert = WebhookConverter(crd, self.caller).convert
         for kind in kinds:
             if kind.gvr != stored.gvr:
                 if convert is not None:

@@ -14,6 +14,16 @@ through ``cluster``, ``?timeout=30s`` and a 30 s deadline (upstream's
 refused.  A failure is a ``StatusError`` 500 with upstream's message
 (``conversion webhook for example.com/v1, Kind=Widget failed: ...``) and no reason, as
 upstream's plain error is rendered (``ErrorToAPIStatus``: ``StatusReasonUnknown``).
+
+The GroupVersionKind named is the one upstream's ``webhookConverter.Convert`` names,
+``in.GetObjectKind().GroupVersionKind()``: for one object, its stored apiVersion and
+kind.  Upstream converts an ``UnstructuredList`` in one review too, naming the list
+(the served version and ``listKind``, as the CRD store's ``NewListFunc`` stamps it),
+but only the encoding of a list answer reaches that, with every item already in the
+version (no call); the objects read from etcd, through the cacher or not, are decoded
+and converted one by one.  A review here carries the objects of a batch (a turn's
+events, a resync) that upstream would have converted one call each, so its error names
+the first object sent, as the first of those calls would have.
 """
 
 from __future__ import annotations
@@ -85,10 +95,12 @@ class WebhookConverter:
         if not indexes:
             return succeed(list(objects))
         sent = [objects[i] for i in indexes]
+        # Upstream's storage codec converts each object read from etcd on its own, its
+        # error naming that object's GroupVersionKind; the objects batched here stand
+        # for those calls, so the first one sent is named (module docstring).
         first = sent[0]
-        kind = str(first.get("kind") or "")
         subject = review.gvk_text(str(first.get("apiVersion") or ""),
-                                  kind if len(objects) == 1 else kind + "List")
+                                  str(first.get("kind") or ""))
         uid = random_uuid()
         try:
             version, body = review.request(self.review_versions, sent, desired, uid)

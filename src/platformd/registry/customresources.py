@@ -18,6 +18,7 @@ import orjson
 
 from platformd.apiextensions import jsonpath, names as crdnames
 from platformd.apiextensions.schemas import VersionSchema, props_of
+from platformd.cache.webhookversions import stored_in
 from platformd.model.meta import dns_subdomain
 from platformd.registry.resource import ResourceType
 from platformd.registry.tables import AGE_DOC, NAME, Column, human_duration
@@ -63,12 +64,8 @@ def version_priority(name: str) -> tuple:
 def api_version_converter(api_version: str):
     """Conversion strategy ``None``: the stored bytes with ``apiVersion`` rewritten (the
     field keeps its place; bytes already of ``api_version`` are left as they are)."""
-    marker = orjson.dumps({"apiVersion": api_version})[1:-1]
-
     def convert(raw: bytes) -> bytes:
-        # Objects are stored kind and apiVersion first (managedFields name versions too).
-        at = raw.find(b'"apiVersion":', 0, 512)
-        if at >= 0 and raw.startswith(marker, at):
+        if stored_in(raw, api_version):
             return raw
         try:
             obj = orjson.loads(raw)

@@ -440,7 +440,8 @@ class GenericStore:
         """Whether ``new`` stores as ``current`` is stored (with a ``convert``: the
         same object in the kind's version, rather than converting ``current`` too)."""
         if self.convert is None:
-            return value == self._encode(current.obj)
+            return value == self._encode(current.obj) and \
+                not self.cache.stored_elsewise(current.key)
         return _without_version(new) == _without_version(current.obj)
 
     def _write_value(self, value: bytes, ctx, key: str, current, new: dict, fresh: bool):
