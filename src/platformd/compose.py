@@ -379,7 +379,8 @@ def boot_sequence(components: Components, *, after_cache=(), on_ready=None,
     if not rbac_policy:
         hooks[health.BOOTSTRAP_ROLES].set()
     services = [storage_service(components.storage),
-                Step("customresource-preload", components.custom_resources.preload),
+                Step("customresource-preload", components.custom_resources.preload,
+                     components.custom_resources.close),
                 Step("cache", _marking(components.cache.start, checks.informers,
                                        hooks[health.INFORMERS]), components.cache.stop),
                 Step("rbac-index", components.rbac_index.start, components.rbac_index.stop),

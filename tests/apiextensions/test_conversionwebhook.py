@@ -93,6 +93,19 @@ def https_webhook(testcase, webhook) -> tuple:
     return ca_bundle, f"https://127.0.0.1:{port.getHost().port}/convert"
 
 
+def webhook_definition(ca_bundle: str, url: str) -> dict:
+    """Widgets stored in ``v1``, served in ``v1`` and ``v2``, converted by the webhook
+    at ``url`` (trusted with ``ca_bundle``)."""
+    crd = definition()
+    v2 = copy.deepcopy(crd["spec"]["versions"][0])
+    v2["name"], v2["storage"] = "v2", False
+    crd["spec"]["versions"].append(v2)
+    crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "conversionReviewVersions": ["v1", "v1beta1"]}}
+    return crd
+
+
 class ConversionCase(TestCase):
     """The in-memory server and a real HTTPS conversion webhook on loopback, with a
     definition (``self.crd``, not yet created) storing ``v1`` and serving ``v2``
@@ -112,15 +125,7 @@ class ConversionCase(TestCase):
         self.stub = StubServer(conversion_reactor=reactor)
         self.addCleanup(self._stop)
         self.admin = self.stub.client()
-        crd = definition()
-        v1 = crd["spec"]["versions"][0]
-        v2 = copy.deepcopy(v1)
-        v2["name"], v2["storage"] = "v2", False
-        crd["spec"]["versions"].append(v2)
-        crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
-            "clientConfig": {"url": self.url, "caBundle": ca_bundle},
-            "conversionReviewVersions": ["v1", "v1beta1"]}}
-        self.crd = crd
+        self.crd = webhook_definition(ca_bundle, self.url)
 
     def listen(self, number: int):
         return reactor.listenSSL(number, server.Site(self.webhook), self.tls,

@@ -14,9 +14,12 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from platformd import errors
-from platformd.cache.watchcache import KindCache
+from platformd.cache.watchcache import KindCache, WatchCache
 from platformd.cache.webhookversions import ConvertingFeed
+from platformd.informing import UnknownKindError
+from platformd.registry.catalog import builtin
 from platformd.registry.customresources import kind_for
+from platformd.storage.memory import MemoryStorage
 from platformd.storage.interface import DELETE, PUT, Event, KeyValue
 from tests.apiextensions.test_crd import definition
 
@@ -52,11 +55,18 @@ class Watcher:
         self.removed = True
 
 
-def put(name: str, revision: int) -> Event:
-    value = orjson.dumps({"apiVersion": "example.com/v1", "kind": "Widget",
-                          "metadata": {"name": name, "namespace": "default"}})
-    return Event(PUT, KeyValue(f"/registry/widgets.example.com/default/{name}", value,
-                               revision, revision), None)
+def stored(name: str, api_version: str = "example.com/v1") -> bytes:
+    return orjson.dumps({"kind": "Widget", "apiVersion": api_version,
+                         "metadata": {"name": name, "namespace": "default"}})
+
+
+def key(name: str) -> str:
+    return f"/registry/widgets.example.com/default/{name}"
+
+
+def put(name: str, revision: int, api_version: str = "example.com/v1") -> Event:
+    return Event(PUT, KeyValue(key(name), stored(name, api_version), revision, revision),
+                 None)
 
 
 class FeedTests(SynchronousTestCase):
@@ -76,9 +86,9 @@ class FeedTests(SynchronousTestCase):
             max_pending=3)
         self.feed.start()
 
-    def event(self, name: str) -> Event:
+    def event(self, name: str, api_version: str = "example.com/v1") -> Event:
         self.revision += 1
-        event = put(name, self.revision)
+        event = put(name, self.revision, api_version)
         self.source.apply(event)
         self.feed.offer(event)
         return event
@@ -169,3 +179,80 @@ class FeedTests(SynchronousTestCase):
         self.assertEqual(len(self.convert.calls[-1][0]), 6)
         self.convert.answer()
         self.assertIsNone(self.view.ready_at(self.revision))
+
+    def test_unconverted_events_pass_at_once(self):
+        """An event needing no conversion, offered while nothing waits before it, is
+        applied at once (no review, no wait); behind one being converted it keeps its
+        place."""
+        self.convert.answer()
+        self.event("b", "example.com/v2")
+        self.assertIsNone(self.view.ready_at(self.revision))
+        self.assertIsNotNone(self.view.get(key("b")))
+        self.event("c")
+        self.event("d", "example.com/v2")
+        self.assertIsNone(self.view.get(key("d")))
+        self.clock.advance(0)
+        self.assertEqual([o["metadata"]["name"] for o in self.convert.calls[-1][0]],
+                         ["c", "d"])
+        self.convert.answer()
+        self.assertEqual(len(self.convert.calls), 2)
+        self.assertEqual([e.key for e in self.view.history], [key("b"), key("c"), key("d")])
+
+
+class StoredViewTests(SynchronousTestCase):
+    """The storage version served through the webhook (``WatchCache.add_kind`` with a
+    ``converter``): objects stored under an earlier version converted, the others as
+    stored, one kind served, removed whole."""
+
+    def setUp(self):
+        crd = definition()
+        v1 = crd["spec"]["versions"][0]
+        v2 = copy.deepcopy(v1)
+        v1["storage"], v2["name"] = False, "v2"
+        crd["spec"]["versions"].append(v2)
+        self.kind = kind_for(crd, v2)
+        self.clock = Clock()
+        self.storage = MemoryStorage(self.clock)
+        self.successResultOf(self.storage.start())
+        self.cache = WatchCache(self.storage, builtin(), self.clock)
+        self.successResultOf(self.cache.start())
+        self.successResultOf(self.storage.create(key("a"), stored("a")))
+        self.convert = Converter()
+        self.loaded = self.cache.add_kind(self.kind, converter=self.convert)
+
+    def create(self, name: str, api_version: str) -> None:
+        self.successResultOf(self.storage.create(key(name), stored(name, api_version)))
+
+    def test_converted_then_served(self):
+        view = self.cache.for_kind(self.kind)
+        self.assertNoResult(self.loaded)
+        [(objects, desired, _)] = self.convert.calls
+        self.assertEqual(([o["metadata"]["name"] for o in objects], desired),
+                         (["a"], "example.com/v2"))
+        self.convert.answer()
+        self.successResultOf(self.loaded)
+        self.assertIn(b'"apiVersion":"example.com/v2"', view.get(key("a")).raw)
+        self.assertTrue(view.stored_elsewise(key("a")))
+        self.create("b", "example.com/v2")
+        self.assertIsNone(view.ready_at(self.cache.revision))
+        self.assertFalse(view.stored_elsewise(key("b")))
+        self.create("c", "example.com/v1")
+        self.assertIsInstance(view.ready_at(self.cache.revision), Deferred)
+        self.clock.advance(0)
+        self.convert.answer()
+        self.assertEqual(len(self.convert.calls), 2)
+        self.assertEqual([e.name for e in view.current(self.kind.storage_prefix)],
+                         ["a", "b", "c"])
+        self.assertEqual([k.gvr for k in self.cache.served()].count(self.kind.gvr), 1)
+
+    def test_removed_whole(self):
+        """Removing the kind removes its view and the objects held as stored."""
+        self.convert.answer()
+        view = self.cache.for_kind(self.kind)
+        self.cache.remove_kind(self.kind)
+        self.assertTrue(view.removed)
+        self.assertTrue(view.feed.stopped)
+        with self.assertRaises(UnknownKindError):
+            self.cache.for_kind(self.kind)
+        self.assertNotIn(self.kind.gvr, [k.gvr for k in self.cache.served()])
+        self.successResultOf(self.cache.add_kind(self.kind))  # served again, plainly

@@ -8,12 +8,15 @@ from both.
 
 from __future__ import annotations
 
+import json
 import time
 
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
+from tests.apiextensions.test_conversionwebhook import (
+    V1, V2, ConversionServer, https_webhook, webhook_definition)
 from tests.apiextensions.test_crd import CRDS, definition
 from tests.etcd.test_replicas import ReplicasTestCase
 
@@ -73,3 +76,47 @@ class CustomResourceReplicaTests(ReplicasTestCase):
         yield until(lambda: served_by(b), 5, "served again by B")
         r = yield b.get(WIDGETS)
         self.assertEqual(r.json()["items"], [])
+
+
+class StoredVersionReplicaTests(ReplicasTestCase):
+    @inlineCallbacks
+    def test_switched_storage_version_converted_on_every_replica(self):
+        """Objects stored in v1 before the definition stores v2 are read in v2 through
+        the webhook on both replicas and on one started after the switch (its objects
+        preloaded with the cache); a patch in v2 through B stores it in v2, which A
+        shows in v1 through the webhook."""
+        webhook = ConversionServer()
+        ca_bundle, url = https_webhook(self, webhook)
+        a, b = yield self.replicas()
+        r = yield a.post(CRDS, webhook_definition(ca_bundle, url))
+        self.assertEqual(r.code, 201, r.body)
+
+        @inlineCallbacks
+        def shows(client, path: str, spec=None):
+            r = yield client.get(path)
+            return r.code == 200 and (spec is None or r.json()["spec"] == spec)
+        yield until(lambda: shows(a, V2), 5, "served by A")
+        r = yield a.post(V1, {"apiVersion": "example.com/v1", "kind": "Widget",
+                              "metadata": {"name": "w0"}, "spec": {"size": "3"}})
+        self.assertEqual(r.code, 201, r.body)
+        crd = (yield a.get(f"{CRDS}/widgets.example.com")).json()
+        for version in crd["spec"]["versions"]:
+            version["storage"] = version["name"] == "v2"
+        r = yield a.put(f"{CRDS}/widgets.example.com", crd)
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(r.json()["status"]["storedVersions"], ["v1", "v2"])
+        for name, client in (("A", a), ("B", b)):
+            yield until(lambda: shows(client, V2 + "/w0", {"replicas": 3}), 5,
+                        f"converted by {name}")
+        c = yield self.another()
+        yield until(lambda: shows(c, V2 + "/w0", {"replicas": 3}), 5, "converted by C")
+        r = yield c.get(V2 + "/w0")
+        self.assertEqual(r.json()["apiVersion"], "example.com/v2")
+        r = yield b.patch(V2 + "/w0", {"spec": {"replicas": 8}})
+        self.assertEqual(r.code, 200, r.body)
+        storage = self.servers[0].components.storage
+        stored = yield storage.get("/registry/widgets.example.com/default/w0")
+        self.assertEqual(json.loads(stored.value)["apiVersion"], "example.com/v2")
+        yield until(lambda: shows(a, V1 + "/w0", {"size": "8"}), 5, "v1 on A")
+        desired = [review["request"]["desiredAPIVersion"] for _, review in webhook.reviews]
+        self.assertIn("example.com/v1", desired)  # the v2-stored object shown in v1

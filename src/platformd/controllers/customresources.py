@@ -194,6 +194,11 @@ class CustomResourceController(Controller):
             return self.cache.add_kind(stored, api_version_converter(stored.api_version))
         return self.cache.add_kind(stored, converter=convert)
 
+    def close(self):
+        """The conversion webhooks' kept connections closed (at shutdown, once the
+        watch cache has stopped: no conversion begins after it)."""
+        return None if self.caller is None else self.caller.close()
+
     @staticmethod
     def _serving_failed(failure, name: str) -> None:
         log.failure("serving CustomResourceDefinition {name} failed", failure, name=name)
