@@ -143,9 +143,11 @@ class StoredVersionTests(ConversionCase):
 
     @defer.inlineCallbacks
     def test_webhook_down(self):
-        """Switched while the webhook is down: v2's reads (get, list) answer upstream's
-        error naming the stored version, v1's are served as stored; once the webhook
-        answers, v2's next read converts."""
+        """Switched while the webhook is down: v2's reads and writes of the object
+        stored in v1, and its lists, answer upstream's error naming the stored version;
+        an object stored in v2 is created, read, patched and deleted in v2 (upstream
+        reads it from etcd, needing no conversion), and v1 reads its object as stored;
+        once the webhook answers, v2's next read converts."""
         yield self.created_in_v1("3")
         number = self.port.getHost().port
         yield self.port.stopListening()
@@ -160,7 +162,29 @@ class StoredVersionTests(ConversionCase):
         self.assertStatus(r, message)
         r = yield self.call("GET", V2)
         self.assertStatus(r, message)
+        r = yield self.call("PATCH", V2 + "/w0", {"spec": {"replicas": 9}},
+                            content_type="application/merge-patch+json")
+        self.assertStatus(r, message)
+        r = yield self.call("POST", V2, {"apiVersion": "example.com/v2", "kind": "Widget",
+                                         "metadata": {"name": "w1"},
+                                         "spec": {"replicas": 5}})
+        self.assertEqual(r.code, 201, r.body)
+        r = yield self.call("GET", V2 + "/w1")
+        self.assertEqual((r.code, r.json()["spec"]), (200, {"replicas": 5}), r.body)
+        r = yield self.call("PATCH", V2 + "/w1", {"spec": {"replicas": 6}},
+                            content_type="application/merge-patch+json")
+        self.assertEqual((r.code, r.json()["spec"]), (200, {"replicas": 6}), r.body)
+        r = yield self.call("GET", V2 + "/w1")
+        self.assertEqual(r.json()["spec"], {"replicas": 6})
+        r = yield self.call("GET", V2 + "/nothing")
+        self.assertEqual(r.code, 404, r.body)
+        r = yield self.call("GET", V1 + "/w0")
+        self.assertEqual(r.json()["spec"], {"size": "3"})
+        r = yield self.call("DELETE", V2 + "/w1")
+        self.assertEqual(r.code, 200, r.body)
         self.port = self.listen(number)
         r = yield self.call("GET", V2 + "/w0")
         self.assertEqual(r.code, 200, r.body)
         self.assertEqual(r.json()["spec"], {"replicas": 3})
+        r = yield self.call("GET", V2)
+        self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["w0"])

@@ -198,6 +198,26 @@ class FeedTests(SynchronousTestCase):
         self.assertEqual(len(self.convert.calls), 2)
         self.assertEqual([e.key for e in self.view.history], [key("b"), key("c"), key("d")])
 
+    def test_one_object_read_while_failing(self):
+        """While conversion fails, a read of one object needing none (or absent) goes
+        on and reads it as stored, even changed since; one stored in another version
+        fails with the conversion's error."""
+        self.convert.answer()
+        self.event("b", "example.com/v2")
+        self.event("c")
+        waiting_b = self.view.ready_for(key("b"), self.revision)
+        waiting_c = self.view.ready_for(key("c"), self.revision)
+        self.clock.advance(0)
+        self.convert.fail()
+        self.successResultOf(waiting_b)
+        self.failureResultOf(waiting_c, errors.StatusError)
+        self.assertIsNone(self.view.ready_for(key("nothing"), self.revision))
+        self.assertIsNone(self.view.get(key("nothing")))
+        self.event("b", "example.com/v2")  # dropped by the failed view, but stored
+        self.assertIsNone(self.view.ready_for(key("b"), self.revision))
+        self.assertEqual(self.view.get(key("b")).revision, self.revision)
+        self.assertIsInstance(self.view.ready_for(key("c"), self.revision), Deferred)
+
 
 class StoredViewTests(SynchronousTestCase):
     """The storage version served through the webhook (``WatchCache.add_kind`` with a

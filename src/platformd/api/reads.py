@@ -53,8 +53,11 @@ class Reader:
 
     def _get_now(self, call, store):
         """The object once the kind's cache holds what the cache does (a converted
-        version view may still be converting, or fail with its conversion's error)."""
-        return then(store.cache.ready_at(self.cache.revision), self._get_ready, call, store)
+        version view may still be converting, or fail with its conversion's error, but
+        for an object needing no conversion)."""
+        key = call.kind.storage_key(call.info.namespace or None, call.info.name)
+        return then(store.cache.ready_for(key, self.cache.revision), self._get_ready, call,
+                    store)
 
     def _get_ready(self, _, call, store):
         choice = call.pick(views.READ_VIEWS)

@@ -84,6 +84,9 @@ class ConvertedKindCache:
     def ready_at(self, revision: int) -> None:
         return None
 
+    def ready_for(self, key: str, revision: int) -> None:
+        return None
+
     def state_revision(self, current: int) -> int:
         return current
 

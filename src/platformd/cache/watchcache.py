@@ -321,6 +321,11 @@ class KindCache:
         """
         return None if self.feed is None else self.feed.ready_at(revision)
 
+    def ready_for(self, key: str, revision: int) -> Optional[Deferred]:
+        """``ready_at`` for a read of the one object at ``key``: a converted view
+        whose conversion fails still reads an object needing none (``get``)."""
+        return None if self.feed is None else self.feed.ready_for(key, revision)
+
     def state_revision(self, current: int) -> int:
         """The revision the kind's objects are consistent at when the cache is at
         ``current`` (a converted view still converting is at an older one)."""
@@ -388,7 +393,14 @@ class KindCache:
                 self._failures.failure("telling of a removed kind failed", key=origin())
 
     def get(self, key: str) -> Optional[CachedObject]:
-        return self._objects.get(key)
+        """The object at ``key``; while a converted view's conversion fails, as stored
+        when it needs no conversion (its view copy may be stale: ``ConvertingFeed.
+        while_failing``)."""
+        found = self._objects.get(key)
+        feed = self.feed
+        if feed is not None and feed.failure is not None:
+            return feed.while_failing(key, found)
+        return found
 
     def _keys_from(self, prefix: str, start_after: str = ""):
         """Keys under ``prefix`` in order, beginning after ``start_after``."""

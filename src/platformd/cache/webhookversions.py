@@ -186,18 +186,38 @@ class ConvertingFeed:
     def caught_up(self) -> bool:
         return not (self.busy or self.queue or self.resync)
 
-    def ready_at(self, revision: int) -> Optional[Deferred]:
+    def ready_at(self, revision: int, key: Optional[str] = None) -> Optional[Deferred]:
         """None when the view holds everything up to ``revision`` (and its last
         conversion worked); else a Deferred firing once it does, or failing with the
-        conversion's error.  A failed view is converted again now."""
+        conversion's error.  A failed view is converted again now.  ``key``: a read
+        of that one object only (``ready_for``)."""
         if self.failure is None and (self.caught_up or
                                      (self.applied >= revision and not self.resync)):
             return None
         d: Deferred = Deferred()
-        self._waiters.append((revision, d))
+        self._waiters.append((revision, d, key))
         if self.failure is not None and not self.busy:
             self.start()
         return d
+
+    def ready_for(self, key: str, revision: int) -> Optional[Deferred]:
+        """``ready_at`` for a read of the one object at ``key``: while conversion
+        fails, None for an object stored in the view's version or absent (upstream reads
+        it from etcd, needing no conversion: ``while_failing`` gives it), else the
+        failure (and a conversion again); a read waiting when conversion fails goes on
+        likewise."""
+        if self.failure is not None and not self.stored_elsewise(key):
+            return None
+        return self.ready_at(revision, key)
+
+    def while_failing(self, key: str, shown):
+        """What the view reads at ``key`` while conversion fails: the object as stored
+        (or None) when it needs no conversion, else ``shown`` (the view's copy, whose
+        read ``ready_for`` refuses)."""
+        stored = self.source.get(key)
+        if stored is None or stored_in(stored.raw, self.view.kind.api_version):
+            return stored
+        return shown
 
     def state_revision(self, current: int) -> int:
         return current if self.caught_up else self.applied
@@ -297,15 +317,19 @@ class ConvertingFeed:
             self.start()
 
     def _settle(self, failure) -> None:
-        """Tell the reads waiting for what the view now holds (or its failure)."""
+        """Tell the reads waiting for what the view now holds (or its failure, but a
+        read of one object needing no conversion: ``ready_for``)."""
         waiting, self._waiters = self._waiters, []
-        for revision, d in waiting:
+        for revision, d, key in waiting:
             if failure is not None:
-                d.errback(failure)
+                if key is not None and not self.stored_elsewise(key):
+                    d.callback(None)
+                else:
+                    d.errback(failure)
             elif self.caught_up or self.applied >= revision or self.stopped:
                 d.callback(None)
             else:
-                self._waiters.append((revision, d))
+                self._waiters.append((revision, d, key))
 
     def _end_watchers(self) -> None:
         """Every watch of the view ends (upstream's ``terminateAllWatchers``)."""

@@ -369,7 +369,7 @@ class GenericStore:
             current = yield self._current(key)
             fresh = True
         else:
-            yield self.cache.ready_at(self.watch_cache.revision)  # a converted view's
+            yield self.cache.ready_for(key, self.watch_cache.revision)  # a converted view's
             current = self.cache.get(key)
             fresh = False  # whether ``current`` is known to be the stored version
         for _attempt in range(RETRIES):
@@ -397,7 +397,8 @@ class GenericStore:
     def _current(self, key: str):
         """The stored version of ``key`` (or None), or a Deferred of it: the cache, synced."""
         return then(self.watch_cache.sync(), lambda _: then(
-            self.cache.ready_at(self.watch_cache.revision), lambda _: self.cache.get(key)))
+            self.cache.ready_for(key, self.watch_cache.revision),
+            lambda _: self.cache.get(key)))
 
     def _carry_out(self, ctx, key: str, current, outcome, fresh: bool):
         """
