@@ -136,6 +136,16 @@ class StoredVersionTests(ConversionCase):
         r = yield self.call("GET", f"{CRDS}/widgets.example.com")
         crd = r.json()
         self.assertEqual(crd["status"]["storedVersions"], ["v1", "v2"])
+        # v1 may not go from the versions while it is listed as stored ...
+        without_v1 = {**crd, "spec": {**crd["spec"], "versions": [
+            v for v in crd["spec"]["versions"] if v["name"] == "v2"]}}
+        r = yield self.call("PUT", f"{CRDS}/widgets.example.com", without_v1)
+        self.assertEqual(r.code, 422, r.body)
+        self.assertEqual(r.json()["details"]["causes"], [{
+            "reason": "FieldValueInvalid", "field": "status.storedVersions[0]",
+            "message": 'Invalid value: "v1": must appear in spec.versions'}])
+        # ... until the storage version migrator, having rewritten every object,
+        # removes it through the status.
         crd["status"]["storedVersions"] = ["v2"]
         r = yield self.call("PUT", f"{CRDS}/widgets.example.com/status", crd)
         self.assertEqual(r.code, 200, r.body)
