@@ -658,7 +658,8 @@ class WatchCache:
         #: Kinds being loaded by ``add_kind``, by storage prefix (``_Load``).
         self._loading: dict[str, _Load] = {}
         #: Version views (``add_version``) by storage prefix: more kinds fed the same
-        #: events as the kind stored there, each showing them as its own version.
+        #: events as the kind stored there, each showing them as its own version (the
+        #: stored kind's own, when ``add_kind`` was given a ``converter``).
         self._views: dict[str, list] = {}
         #: ``f(kind)`` after a kind is removed (``when_kind_removed``).
         self._on_kind_removed: list = []
