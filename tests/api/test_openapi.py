@@ -33,10 +33,11 @@ LIST_PARAMETERS = {"allowWatchBookmarks", "continue", "fieldSelector", "labelSel
 
 
 def _refs(node):
-    """Every ``$ref`` value anywhere in ``node``."""
+    """Every ``$ref`` value anywhere in ``node`` (not a property named ``$ref``, as
+    JSONSchemaProps has, whose value is a schema)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "$ref":
+            if key == "$ref" and isinstance(value, str):
                 yield value
             else:
                 yield from _refs(value)
@@ -173,6 +174,25 @@ class V2DefinitionTests(unittest.TestCase):
                       ["x-kubernetes-preserve-unknown-fields"], True)
         self.assertNotIn("x-kubernetes-preserve-unknown-fields",
                          self.definitions[f"{CORE_DEFS}.Pod"])
+
+    def test_json_schema_props(self):
+        """JSONSchemaProps is typed, recursively, as upstream's: its unions and ``JSON``
+        are definitions with a description and no type; its rules a list-map by rule."""
+        defs = "io.platform.apiextensions.v1"
+        props = self.definitions[f"{defs}.JSONSchemaProps"]["properties"]
+        self.assertEqual(props["properties"], {
+            "type": "object",
+            "additionalProperties": {"$ref": f"#/definitions/{defs}.JSONSchemaProps"}})
+        self.assertEqual(props["not"], {"$ref": f"#/definitions/{defs}.JSONSchemaProps"})
+        self.assertEqual(props["items"],
+                         {"$ref": f"#/definitions/{defs}.JSONSchemaPropsOrArray"})
+        self.assertEqual(props["maximum"], {"type": "number", "format": "double"})
+        rules = props["x-kubernetes-validations"]
+        self.assertEqual((rules["x-kubernetes-list-type"], rules["x-kubernetes-list-map-keys"],
+                          rules["x-kubernetes-patch-merge-key"]), ("map", ["rule"], "rule"))
+        for name in ("JSON", "JSONSchemaPropsOrArray", "JSONSchemaPropsOrBool",
+                     "JSONSchemaPropsOrStringArray"):
+            self.assertEqual(list(self.definitions[f"{defs}.{name}"]), ["description"])
 
     def test_meta_definitions(self):
         for name in ("Status", "StatusDetails", "StatusCause", "DeleteOptions",

@@ -39,7 +39,7 @@ import attrs
 
 from platformd.model.meta import DELETE_OPTIONS, LIST_META
 from platformd.model.schema import (
-    INT32, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, structs,
+    INT32, MICRO_TIME, STRING, TIME, ListOf, MapOf, Prop, Scalar, Struct, Untyped, structs,
 )
 
 META = "io.platform.apimachinery.pkg.apis.meta.v1"
@@ -181,6 +181,8 @@ def _property(prop: Prop, dialect: _Dialect) -> dict:
 
 
 def _definition(struct: Struct, dialect: _Dialect, gvks: Optional[list]) -> dict:
+    if isinstance(struct, Untyped):
+        return {"description": struct.doc}  # upstream names no type (OpenAPISchemaType nil)
     out: dict = {"type": "object"}
     if struct.doc:
         out["description"] = struct.doc

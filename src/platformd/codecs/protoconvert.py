@@ -63,6 +63,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from platformd.codecs import gopresence
 from platformd.codecs.jsonforms import FORMS, JSON_NAMES
+from platformd.goformat import gonumbers
 
 TIME = "platform.apimachinery.pkg.apis.meta.v1.Time"
 #: ``meta.v1.MicroTime``: RFC 3339 with six fractional digits in JSON, ``{seconds,
@@ -98,8 +99,6 @@ class ConversionError(ValueError):
 _plans: dict = {}
 _ZERO = {FieldDescriptor.CPPTYPE_STRING: "", FieldDescriptor.CPPTYPE_BOOL: False}
 _FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
-#: Go's JSON writes a float64 at or past this magnitude with an exponent.
-_GO_EXPONENT = 1e21
 
 
 class _Plan:
@@ -464,14 +463,7 @@ def _plain_fields(message, plan: _Plan, plain, omit_zero=frozenset()) -> dict:
             value[name] = {k: base64.b64encode(v).decode("ascii") for k, v in item.items()}
         elif how == _DOUBLE:
             if item or field.name not in omit_zero:
-                value[name] = _go_float(item)
+                value[name] = gonumbers.go_float(item)
         else:
             value[name] = {key: plain(element) for key, element in item.items()}
     return value
-
-
-def _go_float(number: float):
-    """A float64 as Go's JSON writes it: a whole number below 1e21 without a fraction."""
-    if number.is_integer() and abs(number) < _GO_EXPONENT:
-        return int(number)
-    return number

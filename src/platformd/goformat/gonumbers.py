@@ -30,7 +30,19 @@ from typing import Any
 import attrs
 
 from platformd.goformat import gotext
+
 INT64 = range(-(1 << 63), 1 << 63)
+#: Go's JSON writes a float64 at or past this magnitude with an exponent.
+_GO_EXPONENT = 1e21
+
+
+def go_float(number: float):
+    """A float64 as Go's JSON writes it: a whole number below 1e21 without a fraction."""
+    if number.is_integer() and abs(number) < _GO_EXPONENT:
+        return int(number)
+    return number
+
+
 _DIGITS = re.compile(r"[0-9]*")
 #: Digits past which a value is beyond 64 bits without converting it (2**64 has 20).
 _MAX_DIGITS = 20

@@ -112,6 +112,20 @@ class DecodeContext:
         return [f"{kind} {gotext.go_quote(path)}" for kind, path in self.problems]
 
 
+class LaxContext(DecodeContext):
+    """
+    A decode that reports nothing strict: below a Go type with its own ``UnmarshalJSON``,
+    which decodes its value with the plain (non-strict) ``json.Unmarshal``, sigs.k8s.io/json
+    sees no unknown or repeated field (``UnmarshalStrict`` delegates to the type: its
+    serializer says so of ``Unstructured``).  Unknown fields are still pruned.
+    """
+
+    __slots__ = ()
+
+    def _add(self, problem: tuple) -> None:
+        pass
+
+
 @attrs.frozen
 class Scalar:
     """A JSON scalar: ``string``, ``integer``, ``number`` or ``boolean``."""
@@ -180,6 +194,27 @@ class IntOrString(Scalar):
         raise DecodeError(path, "int32", value, numeric=True)
 
 
+@attrs.frozen
+class Double(Scalar):
+    """
+    A Go ``float64``: any JSON number, kept as Go's JSON writes it back (a whole number
+    below 1e21 without a fraction: ``5.0`` becomes ``5``); a number past float64's
+    range is Go's ``UnmarshalTypeError``.
+    """
+
+    def decode(self, value, path, ctx):
+        if value is None:
+            return None
+        if isinstance(value, gonumbers.BigNumber):
+            as_float = value.as_float()
+            if as_float is None:
+                raise DecodeError(path, "float64", value, numeric=True)
+            return gonumbers.go_float(as_float)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DecodeError(path, "float64", value)
+        return gonumbers.go_float(float(value))
+
+
 STRING = Scalar("string")
 INT_OR_STRING = IntOrString("string", "int-or-string")
 INT32 = Scalar("integer", "int32")
@@ -188,6 +223,7 @@ BOOLEAN = Scalar("boolean")
 TIME = Scalar("string", "date-time")
 MICRO_TIME = Scalar("string", "date-time", micro=True)
 BYTES = Scalar("string", "byte")
+DOUBLE = Double("number", "double")
 
 
 class TimeParseError(DecodeError):
@@ -361,6 +397,11 @@ class Prop:
     #: A struct field's strategic-merge strategy (``x-kubernetes-patch-strategy``):
     #: ``"replace"`` replaces the object whole (a PodDisruptionBudget's selector).
     patch_strategy: Optional[str] = None
+    #: Go's ``omitempty`` on a non-pointer scalar, slice or map: its zero value (``false``,
+    #: ``0``, ``""``, an empty list or map) is dropped when decoded, as upstream's typed
+    #: decoding leaves it and its JSON never writes it.  Never a struct's (Go writes a
+    #: struct, empty or not).
+    omit_empty: bool = False
 
 
 @attrs.frozen
@@ -397,7 +438,8 @@ class Struct:
             if key in repeated:
                 ctx.duplicate(join(path, key))
             decoded = prop.node.decode(item, join(path, key), ctx)
-            if decoded is not None:
+            if decoded is not None and not (prop.omit_empty and not decoded
+                                            and not isinstance(prop.node, Struct)):
                 out[key] = decoded
         return out
 
@@ -433,6 +475,27 @@ class Struct:
     def walk(self):
         for prop in self.props.values():
             yield prop.node
+
+
+@attrs.frozen
+class Untyped(Struct):
+    """
+    A value of any JSON shape: a Go type with its own JSON form, whose OpenAPI
+    definition names no type (``OpenAPISchemaType`` nil: apiextensions' ``JSON`` and
+    ``JSONSchemaPropsOr*``).  Built as ``Untyped(name, {}, doc, preserve_unknown=True)``,
+    so merges, field ownership and apply see what upstream's structured-merge-diff sees
+    in an untyped value (its deduced type: maps field by field, lists whole, nothing
+    undeclared).  It decodes as ``interface{}`` does; subclasses decode their own form.
+    """
+
+    def decode(self, value, path, ctx):
+        return None if value is None else _free_form(value, path)
+
+    def zero(self):
+        return None  # what the wrapper's MarshalJSON writes for nothing: null
+
+    def order(self, value) -> None:
+        """Kept as written: Go keeps such a value's bytes (``JSON.Raw``)."""
 
 
 #: A schema node: what a field, map value or list item is described by.

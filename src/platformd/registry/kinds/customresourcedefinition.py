@@ -17,10 +17,12 @@ from platformd.model.schema import (
 )
 from platformd.registry import deletion
 from platformd.registry.kinds import presence
+from platformd.registry.kinds import jsonschemaprops
+from platformd.registry.kinds.jsonschemaprops import JSON_SCHEMA_PROPS
 from platformd.registry.outcomes import Keep, Write
 from platformd.registry.resource import ResourceType
 
-PREFIX = "io.platform.apiextensions.v1"
+PREFIX = jsonschemaprops.PREFIX
 PROTO = "platform.apiextensions_apiserver.pkg.apis.apiextensions.v1."
 
 
@@ -28,20 +30,17 @@ def struct(name, props, doc, **kw) -> Struct:
     return Struct(f"{PREFIX}.{name}", props, doc=doc, **kw)
 
 
-#: ``JSONSchemaProps``: kept whole here; the structural-schema library reads it.
-JSON_SCHEMA_PROPS = struct("JSONSchemaProps", {}, (
-    "JSONSchemaProps is a JSON-Schema following Specification Draft 4 "
-    "(http://json-schema.org/)."), preserve_unknown=True)
-
 NAMES = struct("CustomResourceDefinitionNames", {
     "plural": Prop(STRING, "plural is the plural name of the resource to serve.", True),
-    "singular": Prop(STRING, "singular is the singular name of the resource."),
+    "singular": Prop(STRING, "singular is the singular name of the resource.",
+                     omit_empty=True),
     "shortNames": Prop(ListOf(STRING), "shortNames are short names for the resource, "
-                       "exposed in API discovery documents."),
+                       "exposed in API discovery documents.", omit_empty=True),
     "kind": Prop(STRING, "kind is the serialized kind of the resource.", True),
-    "listKind": Prop(STRING, "listKind is the serialized kind of the list for this resource."),
+    "listKind": Prop(STRING, "listKind is the serialized kind of the list for this resource.",
+                     omit_empty=True),
     "categories": Prop(ListOf(STRING), "categories is a list of grouped resources this "
-                       "custom resource belongs to (e.g. 'all')."),
+                       "custom resource belongs to (e.g. 'all').", omit_empty=True),
 }, "CustomResourceDefinitionNames indicates the names to serve this "
    "CustomResourceDefinition")
 
@@ -57,7 +56,7 @@ WEBHOOK_CLIENT_CONFIG = struct("WebhookClientConfig", {
     "url": Prop(STRING, "url gives the location of the webhook, in standard URL form."),
     "service": Prop(SERVICE_REFERENCE, "service is a reference to the service for this webhook."),
     "caBundle": Prop(BYTES, "caBundle is a PEM encoded CA bundle which will be used to "
-                     "validate the webhook's server certificate."),
+                     "validate the webhook's server certificate.", omit_empty=True),
 }, "WebhookClientConfig contains the information to make a TLS connection with the webhook.")
 
 CONVERSION = struct("CustomResourceConversion", {
@@ -76,10 +75,12 @@ CONVERSION = struct("CustomResourceConversion", {
 COLUMN = struct("CustomResourceColumnDefinition", {
     "name": Prop(STRING, "name is a human readable name for the column.", True),
     "type": Prop(STRING, "type is an OpenAPI type definition for this column.", True),
-    "format": Prop(STRING, "format is an optional OpenAPI type definition for this column."),
-    "description": Prop(STRING, "description is a human readable description of this column."),
+    "format": Prop(STRING, "format is an optional OpenAPI type definition for this column.",
+                   omit_empty=True),
+    "description": Prop(STRING, "description is a human readable description of this column.",
+                        omit_empty=True),
     "priority": Prop(INT32, "priority is an integer defining the relative importance of this "
-                     "column compared to others."),
+                     "column compared to others.", omit_empty=True),
     "jsonPath": Prop(STRING, "jsonPath is a simple JSON path (i.e. with array notation) which "
                      "is evaluated against each custom resource to produce the value for this "
                      "column.", True),
@@ -114,7 +115,7 @@ VERSION = struct("CustomResourceDefinitionVersion", {
                     "custom resources to storage. There must be exactly one version with "
                     "storage=true.", True),
     "deprecated": Prop(BOOLEAN, "deprecated indicates this version of the custom resource API "
-                       "is deprecated."),
+                       "is deprecated.", omit_empty=True),
     "deprecationWarning": Prop(STRING, "deprecationWarning overrides the default warning "
                                "returned to API clients."),
     "schema": Prop(struct("CustomResourceValidation", {
@@ -126,13 +127,14 @@ VERSION = struct("CustomResourceDefinitionVersion", {
     "subresources": Prop(SUBRESOURCES, "subresources specify what subresources this version "
                          "of the defined custom resource have."),
     "additionalPrinterColumns": Prop(ListOf(COLUMN), "additionalPrinterColumns specifies "
-                                     "additional columns returned in Table output."),
+                                     "additional columns returned in Table output.",
+                                     omit_empty=True),
     "selectableFields": Prop(ListOf(struct("SelectableField", {
         "jsonPath": Prop(STRING, "jsonPath is a simple JSON path which is evaluated against "
                          "each custom resource to produce a field selector value.", True),
     }, "SelectableField specifies the JSON path of a field that may be used with field "
        "selectors.")), "selectableFields specifies paths to fields that may be used as field "
-        "selectors."),
+        "selectors.", omit_empty=True),
 }, "CustomResourceDefinitionVersion describes a version for CRD.")
 
 SPEC = struct("CustomResourceDefinitionSpec", {
@@ -146,7 +148,7 @@ SPEC = struct("CustomResourceDefinitionSpec", {
     "conversion": Prop(CONVERSION, "conversion defines conversion settings for the CRD."),
     "preserveUnknownFields": Prop(BOOLEAN, "preserveUnknownFields indicates that object fields "
                                   "which are not specified in the OpenAPI schema should be "
-                                  "preserved when persisting to storage."),
+                                  "preserved when persisting to storage.", omit_empty=True),
 }, "CustomResourceDefinitionSpec describes how a user wants their resource to appear")
 
 CONDITION = struct("CustomResourceDefinitionCondition", {
@@ -157,9 +159,9 @@ CONDITION = struct("CustomResourceDefinitionCondition", {
     "lastTransitionTime": Prop(TIME, "lastTransitionTime last time the condition transitioned "
                                "from one status to another."),
     "reason": Prop(STRING, "reason is a unique, one-word, CamelCase reason for the condition's "
-                   "last transition."),
+                   "last transition.", omit_empty=True),
     "message": Prop(STRING, "message is a human-readable message indicating details about "
-                    "last transition."),
+                    "last transition.", omit_empty=True),
 }, "CustomResourceDefinitionCondition contains details for the current condition of this pod.")
 
 STATUS = struct("CustomResourceDefinitionStatus", {
