@@ -147,6 +147,54 @@ class CustomResourceKubectlTests(SucceedingKubectl):
         self.assertEqual([row[:2] for row in rows[1:]], [["small", "5"], ["large", "42"]])
 
 
+class DefinitionApplyKubectlTests(SucceedingKubectl):
+    """A definition's schema is upstream's typed JSONSchemaProps: stock kubectl applies it
+    twice (its three-way strategic merge patch, made from the served OpenAPI), applies
+    it server-side, and is refused a typo (kubectl's default ``--validate=strict``)."""
+
+    def schema(self, out: str) -> dict:
+        return json.loads(out)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    @inlineCallbacks
+    def test_apply_twice_server_side_and_typo(self):
+        yield self.succeeds("apply", "-f", "-", stdin=CRD_YAML)
+        out = yield self.succeeds("apply", "-f", "-", stdin=CRD_YAML)
+        self.assertEqual(out, "customresourcedefinition.apiextensions.platform.io/"
+                              "widgets.example.com unchanged\n")
+        # nullable: false is never stored: kubectl patches it in again each time, as it
+        # does against upstream, and the write changes nothing.
+        changed = CRD_YAML.replace("A widget of some size.", "A widget.").replace(
+            "          spec:\n            type: object\n",
+            "          spec:\n            type: object\n            nullable: false\n")
+        out = yield self.succeeds("apply", "-f", "-", stdin=changed)
+        self.assertEqual(out, "customresourcedefinition.apiextensions.platform.io/"
+                              "widgets.example.com configured\n")
+        out = yield self.succeeds("get", "crd", "widgets.example.com", "-o", "json")
+        schema = self.schema(out)
+        self.assertEqual(schema["description"], "A widget.")
+        self.assertEqual(schema["properties"]["spec"],
+                         {"type": "object", "x-kubernetes-preserve-unknown-fields": True})
+        generation = json.loads(out)["metadata"]["generation"]
+        yield self.succeeds("apply", "-f", "-", stdin=changed)
+        out = yield self.succeeds("get", "crd", "widgets.example.com", "-o", "json")
+        self.assertEqual(json.loads(out)["metadata"]["generation"], generation)
+        out = yield self.succeeds("apply", "--server-side", "--force-conflicts", "-f", "-",
+                                  stdin=CRD_YAML)
+        self.assertEqual(out, "customresourcedefinition.apiextensions.platform.io/"
+                              "widgets.example.com serverside-applied\n")
+        out = yield self.succeeds("get", "crd", "widgets.example.com", "-o", "json")
+        self.assertEqual(self.schema(out)["description"], "A widget of some size.")
+        typo = CRD_YAML.replace("description: A widget", "descripton: A widget")
+        r = yield self.run_kubectl("apply", "-f", "-", stdin=typo)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        # An apply over a live object is a patch: upstream's patch handler words it.
+        self.assertTrue(r.stderr.startswith("The request is invalid: patch: Invalid value: "),
+                        r.stderr)
+        self.assertTrue(r.stderr.endswith(
+            'strict decoding error: unknown field '
+            '"spec.versions[0].schema.openAPIV3Schema.descripton"\n'), r.stderr)
+
+
 class ConversionWebhookKubectlTests(SucceedingKubectl):
     """A definition whose v2 a real HTTPS conversion webhook on loopback makes: stock
     kubectl applies a v1 object and reads it as v2."""

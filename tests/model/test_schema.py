@@ -8,7 +8,11 @@ from platformd.codecs.jsoncodec import JSONCodec
 from platformd.model import meta
 from platformd.registry import core, rbac
 from platformd.registry.kinds import pod, rbacshapes
-from platformd.model.schema import MAX_PROBLEMS, DecodeContext, DecodeError
+from platformd.goformat.gonumbers import BigNumber
+from platformd.model.schema import (
+    BOOLEAN, DOUBLE, INT64, MAX_PROBLEMS, STRING, DecodeContext, DecodeError, LaxContext,
+    ListOf, MapOf, Prop, Struct, Untyped,
+)
 
 
 class DecodeTests(SynchronousTestCase):
@@ -220,3 +224,60 @@ class OrderTests(SynchronousTestCase):
         only = {"name": "n"}
         meta.set_resource_version(only, "1")
         self.assertEqual(list(only), ["name", "resourceVersion"])
+
+
+class GoTypeTests(SynchronousTestCase):
+    """What the language says of Go types beyond plain fields: omitempty, float64, a
+    type with its own JSON form, and decoding below one."""
+
+    def setUp(self):
+        self.struct = Struct("t.T", {
+            "kept": Prop(STRING), "s": Prop(STRING, omit_empty=True),
+            "b": Prop(BOOLEAN, omit_empty=True), "n": Prop(INT64, omit_empty=True),
+            "l": Prop(ListOf(STRING), omit_empty=True),
+            "m": Prop(MapOf(STRING), omit_empty=True),
+            "inner": Prop(Struct("t.I", {}), omit_empty=True),
+            "d": Prop(DOUBLE), "any": Prop(Untyped("t.Any", {}, preserve_unknown=True))})
+
+    def test_omit_empty(self):
+        """An omitempty field's zero value is dropped, a struct never; a field without
+        omitempty keeps its zero."""
+        got = self.struct.decode({"kept": "", "s": "", "b": False, "n": 0, "l": [], "m": {},
+                                  "inner": {}}, "", DecodeContext())
+        self.assertEqual(got, {"kept": "", "inner": {}})
+        got = self.struct.decode({"s": "x", "b": True, "n": 1, "l": ["a"], "m": {"k": "v"}},
+                                 "", DecodeContext())
+        self.assertEqual(got, {"s": "x", "b": True, "n": 1, "l": ["a"], "m": {"k": "v"}})
+
+    def test_double(self):
+        """A float64 comes back as Go's JSON writes it; past its range, or not a number,
+        it is refused."""
+        for given, expected in ((5.0, 5), (2, 2), (-1.5, -1.5), (1e21, 1e21),
+                                (BigNumber("1" + "0" * 29), 1e29)):
+            got = self.struct.decode({"d": given}, "", DecodeContext())["d"]
+            self.assertEqual((got, type(got)), (expected, type(expected)))
+        for bad, message in ((BigNumber("1e400"), "number 1e400"), (True, "bool"),
+                             ("1", "string")):
+            with self.assertRaises(DecodeError) as e:
+                self.struct.decode({"d": bad}, "", DecodeContext())
+            self.assertEqual(str(e.exception),
+                             f"json: cannot unmarshal {message} into field d of type float64")
+
+    def test_untyped_kept_whole(self):
+        """An untyped value is any JSON, kept as written and never reordered; null is
+        absent."""
+        value = {"z": [1, {"y": None}], "a": "b"}
+        obj = {"any": value}
+        got = self.struct.decode(obj, "", DecodeContext())
+        self.struct.order(got)
+        self.assertEqual(list(got["any"]), ["z", "a"])
+        self.assertEqual(got, obj)
+        self.assertEqual(self.struct.decode({"any": None}, "", DecodeContext()), {})
+
+    def test_lax_context_reports_nothing(self):
+        """Below a type with its own UnmarshalJSON nothing strict is reported; unknown
+        fields are still pruned."""
+        ctx = LaxContext()
+        value = JSONCodec().decode(b'{"kept": "a", "kept": "b", "foo": 1}')
+        self.assertEqual(self.struct.decode(value, "", ctx), {"kept": "b"})
+        self.assertEqual(ctx.texts(), [])

@@ -37,6 +37,8 @@ maps are owned field by field and lists whole, and nothing is undeclared.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import attrs
 
 from platformd.model.schema import (
@@ -70,11 +72,6 @@ def _schema(value, path: str):
     return JSON_SCHEMA_PROPS.decode(value, path, LaxContext())
 
 
-def _schemas(value: list, path: str) -> list:
-    """A list of schemas inside a union (``[]JSONSchemaProps``: a null one is ``{}``)."""
-    return _SCHEMAS.decode(value, path, LaxContext())
-
-
 @attrs.frozen
 class _OrBool(Untyped):
     def decode(self, value, path, ctx):
@@ -89,50 +86,41 @@ class _OrBool(Untyped):
 
 
 @attrs.frozen
-class _OrArray(Untyped):
+class _OrList(Untyped):
+    """``JSONSchemaPropsOrArray`` (``listed``: schemas) and ``JSONSchemaPropsOrStringArray``
+    (``listed``: strings): a schema or a list; anything else, or an empty list, is the
+    empty wrapper, which their ``MarshalJSON`` writes as ``null``."""
+
+    listed: Optional[ListOf] = None
+
     def decode(self, value, path, ctx):
         if isinstance(value, dict):
             return _schema(value, path)
-        if isinstance(value, list) and value:
-            return _schemas(value, path)
+        if isinstance(value, list) and value and self.listed is not None:
+            return self.listed.decode(value, path, LaxContext())
         return None
 
     def order(self, value) -> None:
-        if isinstance(value, list):
-            for element in value:
-                JSON_SCHEMA_PROPS.order(element)
-        else:
-            JSON_SCHEMA_PROPS.order(value)
+        for schema in value if isinstance(value, list) else (value,):
+            JSON_SCHEMA_PROPS.order(schema)  # a string of a list is left as it is
 
 
-@attrs.frozen
-class _OrStringArray(Untyped):
-    def decode(self, value, path, ctx):
-        if isinstance(value, dict):
-            return _schema(value, path)
-        if isinstance(value, list) and value:
-            return _STRINGS.decode(value, path, LaxContext())
-        return None
-
-    def order(self, value) -> None:
-        JSON_SCHEMA_PROPS.order(value)
-
-
-def _untyped(cls, name: str, doc: str) -> Untyped:
-    return cls(f"{PREFIX}.{name}", {}, doc=doc, preserve_unknown=True)
+def _untyped(cls, name: str, doc: str, **kw) -> Untyped:
+    return cls(f"{PREFIX}.{name}", {}, doc=doc, preserve_unknown=True, **kw)
 
 
 JSON = _untyped(Untyped, "JSON", (
     "JSON represents any valid JSON value. These types are supported: bool, int64, "
     "float64, string, []interface{}, map[string]interface{} and nil."))
-OR_ARRAY = _untyped(_OrArray, "JSONSchemaPropsOrArray", (
+OR_ARRAY = _untyped(_OrList, "JSONSchemaPropsOrArray", (
     "JSONSchemaPropsOrArray represents a value that can either be a JSONSchemaProps or an "
-    "array of JSONSchemaProps. Mainly here for serialization purposes."))
+    "array of JSONSchemaProps. Mainly here for serialization purposes."), listed=_SCHEMAS)
 OR_BOOL = _untyped(_OrBool, "JSONSchemaPropsOrBool", (
     "JSONSchemaPropsOrBool represents JSONSchemaProps or a boolean value. Defaults to true "
     "for the boolean property."))
-OR_STRING_ARRAY = _untyped(_OrStringArray, "JSONSchemaPropsOrStringArray", (
-    "JSONSchemaPropsOrStringArray represents a JSONSchemaProps or a string array."))
+OR_STRING_ARRAY = _untyped(_OrList, "JSONSchemaPropsOrStringArray", (
+    "JSONSchemaPropsOrStringArray represents a JSONSchemaProps or a string array."),
+    listed=_STRINGS)
 
 VALIDATION_RULE = Struct(f"{PREFIX}.ValidationRule", {
     "rule": Prop(STRING, "rule represents the expression which will be evaluated by CEL.",
