@@ -5,7 +5,9 @@ CustomResourceDefinition (``apiextensions.platform.io/v1``, cluster-scoped, with
 status the controllers', generation moves with the spec, the storage version recorded in
 ``status.storedVersions``) and delete (upstream's CRD REST ``Delete``: the cleanup
 finalizer and the ``Terminating`` condition, then the controller deletes the objects);
-the rules are ``apiextensions/validation.py``.
+the rules are ``apiextensions/validation.py``, a version's ``openAPIV3Schema`` is
+``jsonschemaprops.py``.  Its fields are upstream's Go types' (``types.go``): ``omitempty``
+zero values are not kept.
 """
 
 from __future__ import annotations
