@@ -60,7 +60,7 @@ def requests(kind: str):
         request = rpc_pb2.RangeRequest(key=b"/bench/read")
         return (("Range", request) for _ in itertools.count())
     run = os.urandom(4).hex()
-    return (("Txn", transaction(f"/bench/{run}/{n}".encode(), mvcc.Create("k", VALUE), VALUE))
+    return (("Txn", transaction([(f"/bench/{run}/{n}".encode(), mvcc.Create("k", VALUE), VALUE)]))
             for n in itertools.count())
 
 

@@ -45,6 +45,7 @@ from platformd.storage.interface import (
     RevisionMismatchError,
     TransformError,
 )
+from platformd.storage.mvcc import Create, Delete, Update
 from platformd.storage.transformers import IdentityTransformer, IValueTransformer
 
 
@@ -374,6 +375,81 @@ class StorageConformance:
         self.assertEqual(b_sink.events, [created(bee)])
 
 
+    #: Whether a commit's versions share one revision (etcd, memory); SQLite gives
+    #: them consecutive ones (``IStorage.commit``).
+    COMMIT_AT_ONE_REVISION = True
+
+    def assert_commit_revisions(self, store, kvs: list, before: int):
+        """``kvs``, a commit's versions, took the revisions after ``before`` as the
+        backend promises, the last being the store's."""
+        revisions = [kv.mod_revision for kv in kvs]
+        if self.COMMIT_AT_ONE_REVISION:
+            self.assertEqual(revisions, [store.revision] * len(kvs))
+        else:
+            self.assertEqual(revisions, list(range(before + 1, before + 1 + len(kvs))))
+        self.assertEqual(store.revision, revisions[-1])
+        self.assertGreater(revisions[0], before)
+
+    async def test_commit(self):
+        """A commit writes several keys at once: each version as its single write would
+        give it, reads and live and replayed watches seeing them in op order."""
+        store = await self.make_storage()
+        a = await store.create("/a", b"A")
+        doomed = await store.create("/d", b"D")
+        live = Sink()
+        store.watch("/", store.revision, live)
+        before = store.revision
+        new, changed, gone = await store.commit([
+            Create("/n", b"N"), Update("/a", b"A2", a.mod_revision), Delete("/d", None)])
+        self.assert_commit_revisions(store, [new, changed, gone], before)
+        self.assertEqual(new, KeyValue("/n", b"N", new.mod_revision, new.mod_revision))
+        self.assertEqual(changed, KeyValue("/a", b"A2", a.create_revision,
+                                           changed.mod_revision))
+        self.assertEqual(gone, attrs.evolve(doomed, mod_revision=gone.mod_revision))
+        events = [created(new), Event(PUT, changed, a), Event(DELETE, gone, doomed)]
+        await live.wait(3)
+        self.assertEqual(live.events, events)
+        self.assertEqual((await store.range("/")).kvs, [changed, new])
+        replayed = Sink()
+        store.watch("/", before, replayed)
+        await replayed.wait(3)
+        after = await store.create("/z", b"Z")
+        await replayed.wait(4)
+        self.assertEqual(replayed.events, events + [created(after)])
+
+    async def test_commit_is_all_or_nothing(self):
+        """A commit one of whose conditions fails writes nothing and fails as that write
+        alone would, the first failing one in op order."""
+        store = await self.make_storage()
+        a = await store.create("/a", b"A")
+        a2 = await store.update("/a", b"A2")
+        live = Sink()
+        store.watch("/", store.revision, live)
+        stale = await self.assertFailure(
+            store.commit([Create("/n", b"N"), Update("/a", b"A3", a.mod_revision)]),
+            RevisionMismatchError)
+        self.assertEqual((stale.key, stale.current), ("/a", a2))
+        exists = await self.assertFailure(
+            store.commit([Create("/n", b"N"), Create("/a", b"again"),
+                          Update("/x", b"x", None)]), KeyExistsError)
+        self.assertEqual(exists.key, "/a")
+        missing = await self.assertFailure(
+            store.commit([Update("/a", b"A3", a2.mod_revision), Delete("/m", None),
+                          Create("/a2", b"x")]), KeyNotFoundError)
+        self.assertEqual(missing.key, "/m")
+        self.assertEqual(store.revision, a2.mod_revision)
+        self.assertEqual((await store.range("/")).kvs, [a2])
+        landed = await store.create("/after", b"")
+        await live.wait(1)
+        self.assertEqual(live.events, [created(landed)])
+
+    async def test_commit_refuses_a_key_twice(self):
+        """A commit of one key twice, or of nothing, is a caller's bug."""
+        store = await self.make_storage()
+        self.assertRaises(ValueError, store.commit, [Create("/k", b"1"), Delete("/k", None)])
+        self.assertRaises(ValueError, store.commit, [])
+
+
 class SealedConformance(StorageConformance):
     """The contract again, every value sealed at rest: callers see only plaintext."""
 
@@ -401,6 +477,15 @@ class TransformerConformance:
         for data in self.stored_values(store):
             for value in (b"one", b"two", b"uno", b"bee"):
                 self.assertNotIn(value, data)
+
+    async def test_commit_stored_transformed(self):
+        """A commit's values are held as the transformer makes each of its key."""
+        sealing = SealingTransformer()
+        store = await self.make_storage(transformer=sealing)
+        kvs = await store.commit([Create("/a", b"one"), Create("/b", b"two")])
+        self.assertEqual([kv.value for kv in kvs], [b"one", b"two"])
+        self.assertEqual(self.stored_values(store),
+                         [sealing.to_storage("/a", b"one"), sealing.to_storage("/b", b"two")])
 
     async def test_reads_plaintext_after_compaction(self):
         """Ranges and watches over what compaction left read back plaintext."""
@@ -463,6 +548,20 @@ class PrepareConformance:
         self.assertEqual((a.value, a.mod_revision > other.mod_revision), (b"A", True))
         self.assertEqual(await store.get("/gated/a"), a)
 
+    async def test_commit_waits_for_every_preparation(self):
+        """A commit is written once every value of it can be: none of it before."""
+        gated = GatedTransformer()
+        store = await self.make_storage(transformer=gated)
+        waiting = store.commit([Create("/open/a", b"A"), Create("/gated/b", b"B")])
+        other = await store.create("/open/c", b"C")
+        self.assertFalse(waiting.called)
+        self.assertIsNone(await store.get("/open/a"))
+        gated.ready = True
+        gated.gates.pop().callback(None)
+        a, b = await waiting
+        self.assertGreater(a.mod_revision, other.mod_revision)
+        self.assertEqual((await store.range("/open/")).kvs, [a, other])
+
     async def test_failed_preparation_fails_its_write(self):
         gated = GatedTransformer()
         store = await self.make_storage(transformer=gated)
@@ -510,6 +609,17 @@ class SizeLimitConformance:
                                   "etcdserver: request is too large")
         self.assertEqual((await store.get(self.key("a"))).value, largest.value)
         self.assertIsNone(await store.get(self.key("b")))
+
+    async def test_commit_over_request_limit(self):
+        """A commit is measured whole: two values each small enough alone are refused
+        together, and neither is written."""
+        store = await self.make_storage()
+        half = b"x" * (self.LARGEST // 2 + 16)
+        await self.assert_refused(
+            store.commit([Create(self.key("a"), half), Create(self.key("b"), half)]),
+            "etcdserver: request is too large")
+        self.assertEqual((await store.range(self.ROOT)).kvs, [])
+        await store.create(self.key("a"), half)
 
     async def test_value_over_send_limit(self):
         """A transaction over 2 MiB is refused as clientv3 refuses to send it."""

@@ -25,13 +25,14 @@ class MemoryTestCase(TestCase):
         return MemoryStorage(MemoryReactorClock(), **options)
 
     def stored_values(self, store: MemoryStorage) -> list:
-        versions = {kv.mod_revision: kv.value for kv in store._current.values()}
+        # A revision may hold several keys' versions (a commit): in key order then.
+        versions = {(kv.mod_revision, kv.key): kv.value for kv in store._current.values()}
         for event in store._log:
             if event.type == PUT:
-                versions[event.revision] = event.kv.value
+                versions[event.revision, event.kv.key] = event.kv.value
             if event.prev is not None:
-                versions[event.prev.mod_revision] = event.prev.value
-        return [versions[revision] for revision in sorted(versions)]
+                versions[event.prev.mod_revision, event.prev.key] = event.prev.value
+        return [versions[version] for version in sorted(versions)]
 
     def put_stored(self, store: MemoryStorage, key: str, data: bytes):
         old = store._current[key]

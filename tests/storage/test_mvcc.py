@@ -21,3 +21,15 @@ class WatchTests(SynchronousTestCase):
         self.assertEqual(sink.events, [])
         watch.catch_up(events[:4])
         self.assertEqual([event.kv.key for event in sink.events], ["/a/2", "/a/4", "/a/5"])
+
+    def test_several_events_at_one_revision(self):
+        """A commit's events share a revision: each is delivered once, in order, whether
+        history or live events bring it, the start revision's none."""
+        watchers = Watchers()
+        sink = Sink()
+        watch = watchers.add("/", 2, sink)
+        events = [created(KeyValue(key, b"", revision, revision))
+                  for revision, key in [(2, "/x"), (3, "/a"), (3, "/b"), (3, "/c"), (4, "/d")]]
+        watchers.publish(events[2:], lambda: None)  # live from the commit's second event
+        watch.catch_up(events[:3])
+        self.assertEqual(sink.events, events[1:])

@@ -68,11 +68,11 @@ class SQLiteTestCase(TestCase):
 
 
 class SQLiteConformanceTests(StorageConformance, SQLiteTestCase):
-    pass
+    COMMIT_AT_ONE_REVISION = False  # a row per revision
 
 
 class SQLiteSealedConformanceTests(SealedConformance, SQLiteTestCase):
-    pass
+    COMMIT_AT_ONE_REVISION = False
 
 
 class SQLitePrepareTests(PrepareConformance, SQLiteTestCase):

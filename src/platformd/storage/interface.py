@@ -23,6 +23,10 @@ bytes) fails neither the read nor the watch that meets it: its ``KeyValue.value`
 ``CorruptValue``, bytes that are not JSON, so the watch cache reports that one object as
 corrupt (``CorruptObjectError``) and it can still be deleted.
 
+Multi-key writes: ``commit`` writes several keys all or none (one etcd transaction),
+so that what a write takes from a shared record (a Service's address, from the
+allocation bitmap) is written with it, in one round trip (``docs/storage.md``).
+
 Ordering: nothing above this layer relies on when a watch sink hears of a write
 relative to the write's Deferred.  Read-your-writes is the generic store's job: it
 answers a write once the watch cache has reached the write's revision.  (The memory and
@@ -204,6 +208,21 @@ class IStorage(Interface):
         """
         Deferred[KeyValue]: remove ``key`` (compare-and-swap as for update); fires with
         the deleted version whose ``mod_revision`` is the deletion's revision.
+        """
+
+    def commit(ops: list):
+        """
+        Deferred[list[KeyValue]]: the writes ``ops`` (``mvcc.Create``, ``Update``,
+        ``Delete``, each of another key) all or none: each op's version as its single
+        write would give it, in op order.  Fails with the error the first op whose
+        condition does not hold would fail with alone (KeyExistsError,
+        KeyNotFoundError, RevisionMismatchError carrying ``current``), nothing written.
+        The versions share one revision (etcd's transaction, memory), or, in SQLite,
+        whose layout is one row per revision, take consecutive ones in one SQL
+        transaction; either way a watch hears of them in op order, after every earlier
+        write, before any later one.  Values go through the transformer and are held
+        to the size limits as single writes' are (see "Multi-key writes" in
+        ``docs/storage.md``).
         """
 
     def watch(prefix: str, from_revision: int, sink: Callable[[Event], None]):

@@ -31,7 +31,6 @@ from platformd.storage.interface import (
     DELETE,
     Event,
     IStorage,
-    KeyValue,
     RangeResult,
     StorageError,
 )
@@ -88,13 +87,17 @@ class MemoryStorage:
         return succeed(RangeResult(kvs, at))
 
     def create(self, key, value):
-        return self._write(mvcc.Create(key, value), value)
+        return self._write([mvcc.Create(key, value)]).addCallback(mvcc.only)
 
     def update(self, key, value, expected_revision=None):
-        return self._write(mvcc.Update(key, value, expected_revision), value)
+        return self._write([mvcc.Update(key, value, expected_revision)]).addCallback(mvcc.only)
 
     def delete(self, key, expected_revision=None):
-        return self._write(mvcc.Delete(key, expected_revision), None)
+        return self._write([mvcc.Delete(key, expected_revision)]).addCallback(mvcc.only)
+
+    def commit(self, ops):
+        mvcc.check_commit(ops)
+        return self._write(list(ops))
 
     def watch(self, prefix, from_revision, sink):
         mvcc.check_watchable(self, from_revision)
@@ -119,29 +122,36 @@ class MemoryStorage:
         self.compacted_revision = revision
         return succeed(None)
 
-    def _write(self, op, value):
-        """``_apply(op)`` once the transformer can store ``value`` (a KMS plugin's seed)."""
-        return self._values.then_prepared(op.key, value, self.reactor,
-                                          lambda: self._apply(op))
+    def _write(self, ops: list):
+        """``_apply(ops)`` once the transformer can store their values (a KMS plugin's seed)."""
+        return self._values.then_all_prepared(ops, self.reactor, lambda: self._apply(ops))
 
-    def _apply(self, op):
-        """Apply ``op`` to the plaintext current version; keep its event as stored."""
-        stored = self._current.get(op.key)
+    def _apply(self, ops: list):
+        """
+        Apply ``ops`` to the plaintext current versions, all at the next revision, or
+        none (the first op whose condition fails, fails them); keep their events as
+        stored.  Deferred of their versions.
+        """
+        revision = self.revision + 1
         try:
-            event = op.apply(self._values.kv(stored), self.revision + 1)
+            events = [op.apply(self._values.kv(self._current.get(op.key)), revision)
+                      for op in ops]
         except StorageError as error:
             return fail(error)
-        self.revision = event.revision
-        if event.type == DELETE:  # the deletion holds the last value, as stored
-            kv = attrs.evolve(self._current.pop(op.key), mod_revision=event.revision)
-        else:
-            kv = self._current[op.key] = attrs.evolve(
-                event.kv, value=self._values.stored(op.key, event.kv.value))
-        self._log.append(Event(event.type, kv, stored))
-        acknowledged: Deferred[KeyValue] = Deferred()
-        self._watchers.publish([event], lambda: acknowledged.callback(event.kv))
+        self.revision = revision
+        for op, event in zip(ops, events):
+            stored = self._current.get(op.key)
+            if event.type == DELETE:  # the deletion holds the last value, as stored
+                kv = attrs.evolve(self._current.pop(op.key), mod_revision=revision)
+            else:
+                kv = self._current[op.key] = attrs.evolve(
+                    event.kv, value=self._values.stored(op.key, event.kv.value))
+            self._log.append(Event(event.type, kv, stored))
+        acknowledged: Deferred[list] = Deferred()
+        self._watchers.publish(events, lambda: acknowledged.callback([e.kv for e in events]))
         return acknowledged
 
     def _after(self, revision: int) -> int:
         """The index in the log of the first event newer than ``revision``."""
         return bisect.bisect_right(self._log, revision, key=attrgetter("revision"))
+

@@ -19,7 +19,7 @@ A backend supplies storage, history and threads; see ``docs/storage.md``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -89,11 +89,27 @@ class Delete:
 
     key: str
     expected_revision: Optional[int]
+    #: What a deletion stores: nothing (the other operations' ``value``).
+    value: ClassVar[Optional[bytes]] = None
 
     def apply(self, current: Optional[KeyValue], revision: int) -> Event:
         """The event this write makes at ``revision`` over ``current``, or raise why not."""
         current = _check_expected(self.key, current, self.expected_revision)
         return Event(DELETE, attrs.evolve(current, mod_revision=revision), current)
+
+
+def check_commit(ops: list) -> None:
+    """Refuse (ValueError) a ``commit`` of no operation or of one key twice: a caller's
+    bug, as etcd refuses a transaction that puts a key twice."""
+    keys = [op.key for op in ops]
+    if not keys or len(set(keys)) != len(keys):
+        raise ValueError(f"a commit writes one or more distinct keys, not {keys!r}")
+
+
+def only(kvs: list) -> KeyValue:
+    """The version a single write (a commit of one operation) made."""
+    [kv] = kvs
+    return kv
 
 
 def read_revision(store: IStorage, requested: Optional[int]) -> int:
@@ -128,8 +144,10 @@ class Watch:
 
     A plain class rather than attrs: it is a small state machine (catching up, live,
     ended) whose fields only its own methods change.  Events reach the sink in strictly
-    increasing revision order, each at most once: whatever is not newer than the last
-    delivered is dropped, which also removes the overlap between history and live events.
+    increasing revision order, each at most once: whatever is older than the last
+    delivered, or of the last delivered revision and a key already delivered at it, is
+    dropped, which also removes the overlap between history and live events.  A
+    revision may hold several events (``IStorage.commit``), one per key.
     """
 
     def __init__(self, watchers: Watchers, prefix: str, from_revision: int,
@@ -139,6 +157,8 @@ class Watch:
         self._watchers = watchers
         self._sink = sink
         self._last = from_revision
+        #: The keys delivered at ``_last``; None: all of them (the start revision).
+        self._last_keys: Optional[set] = None
         #: Live events offered while catching up; None once live.
         self._held: Optional[deque] = deque()
 
@@ -174,10 +194,15 @@ class Watch:
             self.done.errback(reason)
 
     def _send(self, event: Event):
-        if (self.done.called or event.revision <= self._last
-                or not event.kv.key.startswith(self.prefix)):
+        key = event.kv.key
+        if self.done.called or event.revision < self._last or not key.startswith(self.prefix):
             return
-        self._last = event.revision
+        if event.revision > self._last:
+            self._last, self._last_keys = event.revision, {key}
+        elif self._last_keys is None or key in self._last_keys:
+            return
+        else:
+            self._last_keys.add(key)
         try:
             self._sink(event)
         except Exception:

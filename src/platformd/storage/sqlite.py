@@ -33,6 +33,12 @@ reader thread that reads it, so the reactor sees only plaintext.  A tombstone's 
 never transformed.  A value is refused as etcd with its default limits refuses it
 (``etcd3/txn.py``), so that what one backend stores the other does.
 
+A commit (``IStorage.commit``: several keys, all or none) is one request: its writes are
+checked, then inserted, inside the batch's transaction.  They take consecutive revisions,
+not one as in etcd (``mod_revision`` is the table's key): nothing this server runs reads
+between them (the services' allocation writes its bitmaps behind over a storage of its
+own, ``registry/serviceallocation.py``), and a watch hears of them in order either way.
+
 Reads see no half-done compaction: ``compact()`` marks the revision compacted at once (so
 later reads and watches below it are refused) but queues the deletion only after the
 reads already under way have finished.
@@ -280,6 +286,9 @@ class _Writer:
         """
         Apply one request in the open transaction: (its outcome, the newest revision).
         The transaction sees the batch's earlier writes, and a rollback forgets them.
+        A commit's writes (a single write is a commit of one) are all checked before
+        any is inserted, so one whose condition fails leaves none behind; they take
+        consecutive revisions (a row per revision is this layout).
         """
         if isinstance(request, _Compact):
             self._db.execute(_COMPACT, {"revision": request.revision})
@@ -287,26 +296,30 @@ class _Writer:
                              (request.revision,))
             return None, revision
         try:
-            current = _select_kv(self._db, self._values, request.key, revision)
-            event = request.apply(current, revision + 1)
-            deleted = event.type == DELETE
-            value = b"" if deleted else self._stored(request, event.kv.value)
+            events = [op.apply(_select_kv(self._db, self._values, op.key, revision),
+                               revision + 1 + i) for i, op in enumerate(request)]
+            stored = self._stored(request, events)
         except (StorageError, errors.StatusError) as error:
             return error, revision
-        self._db.execute(_INSERT, (event.revision, request.key, event.kv.create_revision,
-                                   value, deleted))
-        return event, event.revision
+        for event, value in zip(events, stored):
+            self._db.execute(_INSERT, (event.revision, event.kv.key, event.kv.create_revision,
+                                       value, event.type == DELETE))
+        return events, events[-1].revision
 
-    def _stored(self, request, value: bytes) -> bytes:
+    def _stored(self, ops: list, events: list) -> list:
         """
-        ``value`` as stored, or the refusal etcd (with its default limits) or clientv3
-        makes of a write that large (``etcd3/txn.py``): the database takes what the
-        other backend takes, and a too-large write fails alone, not its batch.
+        The values as stored of ``ops`` (whose ``events`` they make; a tombstone's is
+        empty), or the refusal etcd (with its default limits) or clientv3 makes of a
+        transaction that large (``etcd3/txn.py``): the database takes what the other
+        backend takes, and a too-large write fails alone, not its batch.
         """
-        stored = self._values.stored(request.key, value)
-        key = request.key.encode()
-        if txn.may_be_refused(key, stored):
-            refusal = txn.refusal(txn.transaction(key, request, stored))
+        stored = [b"" if event.type == DELETE else self._values.stored(op.key, event.kv.value)
+                  for op, event in zip(ops, events)]
+        keys = [op.key.encode() for op in ops]
+        if txn.may_be_refused(list(zip(keys, stored))):
+            refusal = txn.refusal(txn.transaction([
+                (key, op, None if event.type == DELETE else value)
+                for key, op, event, value in zip(keys, ops, events, stored)]))
             if refusal is not None:
                 raise refusal
         return stored
@@ -314,8 +327,8 @@ class _Writer:
 
 def _acknowledge(outcomes: list):
     for acknowledged, outcome in outcomes:
-        if isinstance(outcome, Event):
-            acknowledged.callback(outcome.kv)
+        if isinstance(outcome, list):  # a commit's events
+            acknowledged.callback([event.kv for event in outcome])
         elif isinstance(outcome, Exception):
             acknowledged.errback(outcome)
         else:  # a compaction
@@ -403,13 +416,18 @@ class SQLiteStorage:
         return kvs.addCallback(RangeResult, at)
 
     def create(self, key, value):
-        return self._submit(mvcc.Create(key, value), value)
+        return self._submit([mvcc.Create(key, value)]).addCallback(mvcc.only)
 
     def update(self, key, value, expected_revision=None):
-        return self._submit(mvcc.Update(key, value, expected_revision), value)
+        return self._submit([mvcc.Update(key, value, expected_revision)]).addCallback(
+            mvcc.only)
 
     def delete(self, key, expected_revision=None):
-        return self._submit(mvcc.Delete(key, expected_revision), None)
+        return self._submit([mvcc.Delete(key, expected_revision)]).addCallback(mvcc.only)
+
+    def commit(self, ops):
+        mvcc.check_commit(ops)
+        return self._submit(list(ops))
 
     def watch(self, prefix, from_revision, sink):
         mvcc.check_watchable(self, from_revision)
@@ -445,22 +463,23 @@ class SQLiteStorage:
         self.revision = revision
         if committed:
             self.commits += 1
-        events = [outcome for _, outcome in outcomes if isinstance(outcome, Event)]
+        events = [event for _, outcome in outcomes if isinstance(outcome, list)
+                  for event in outcome]
         self._watchers.publish(events, lambda: _acknowledge(outcomes))
 
-    def _submit(self, op, value: Optional[bytes]):
+    def _submit(self, ops: list):
         """
-        Queue ``op`` for the writer once its value can be transformed without waiting
-        (``Transformed.then_prepared``: a KMS plugin is asked here, on the reactor, never
-        in the writer, which would hold back every write behind it).
+        Queue the writes ``ops`` (a commit) for the writer once their values can be
+        transformed without waiting (``Transformed.then_all_prepared``: a KMS plugin is
+        asked here, on the reactor, never in the writer, which would hold back every
+        write behind it).
         """
-        return self._values.then_prepared(op.key, value, self.reactor,
-                                          lambda: self._queue(op))
+        return self._values.then_all_prepared(ops, self.reactor, lambda: self._queue(ops))
 
-    def _queue(self, op):
+    def _queue(self, ops: list):
         if self._stopping:  # also a write that waited on a KMS plugin meanwhile
             raise RuntimeError("SQLiteStorage is stopped: it takes no more writes")
-        return self._enqueue(op)
+        return self._enqueue(ops)
 
     def _enqueue(self, request):
         """

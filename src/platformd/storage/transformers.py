@@ -174,6 +174,15 @@ class Transformed:
         prepared = None if value is None else prepare(self.transformer, key, reactor)
         return then(prepared, lambda _: write())
 
+    def then_all_prepared(self, ops: list, reactor, write: Callable[[], Deferred]) -> Deferred:
+        """``then_prepared`` for every operation of ``ops`` (``mvcc``'s; their ``key`` and
+        ``value``), one after the other: ``write()`` once all of them can be stored."""
+        if not ops:
+            return write()
+        first, rest = ops[0], ops[1:]
+        return self.then_prepared(first.key, first.value, reactor,
+                                  lambda: self.then_all_prepared(rest, reactor, write))
+
     def stored(self, key: str, value: bytes) -> bytes:
         """What to store for ``value`` under ``key`` (after ``prepare``)."""
         self.stale_keys.discard(key)

@@ -4,7 +4,7 @@
 Keys: an interface key ``root + rest`` is the etcd key ``prefix + rest`` (the server uses
 ``root="/registry"`` and ``--etcd-prefix``, default ``/registry``, so keys are upstream's).
 
-Writes are single-operation transactions, as upstream's: a create is
+Writes are transactions, as upstream's: a create is
 ``Txn(CreateRevision(key) == 0) Put`` (failing, the key exists) and an update or delete
 is ``Txn(CreateRevision(key) > 0 [and ModRevision(key) == expected]) Put/Delete`` with
 ``prev_kv`` and ``Get(key)`` as its else branch.  The outcome is read with ``mvcc``'s
@@ -12,6 +12,9 @@ operations: ``op.apply(previous version, revision)`` gives the event (and the re
 when the transaction succeeded, and raises the right error from the version the else
 branch read when it did not.  ``txn.py`` builds them, and refuses one clientv3 would
 not send (over 2 MiB); etcd refuses one over its ``--max-request-bytes`` itself.
+``commit`` puts several such writes in one transaction (their conditions all compared,
+their Puts and Deletes in order, every key read back in the else branch): one revision,
+its events in op order in the watch, the reply holding each one's previous version.
 
 Revisions are etcd's, so every replica over the cluster agrees on them.  One etcd watch
 over the whole prefix (``watchstream.py``) feeds ``mvcc.Watchers``; ``revision`` is the
@@ -287,62 +290,78 @@ class EtcdStorage:
     # Writes.
 
     def create(self, key, value):
-        return self._write(mvcc.Create(key, value), key, value)
+        return self._write([mvcc.Create(key, value)]).addCallback(mvcc.only)
 
     def update(self, key, value, expected_revision=None):
-        return self._write(mvcc.Update(key, value, expected_revision), key, value)
+        return self._write([mvcc.Update(key, value, expected_revision)]).addCallback(mvcc.only)
 
     def delete(self, key, expected_revision=None):
-        return self._write(mvcc.Delete(key, expected_revision), key, None)
+        return self._write([mvcc.Delete(key, expected_revision)]).addCallback(mvcc.only)
 
-    def _write(self, op, key: str, value: Optional[bytes]):
+    def commit(self, ops):
+        mvcc.check_commit(ops)
+        return self._write(list(ops))
+
+    def _write(self, ops: list):
         # A KMS plugin is asked on the reactor first (``then_prepared``), not in the pool,
         # where a hung one would hold a thread every other write needs.
-        written = self._values.then_prepared(
-            key, value, self.reactor,
-            lambda: self._with_values(self._transaction, op, key, value))
+        written = self._values.then_all_prepared(
+            ops, self.reactor, lambda: self._with_values(self._transaction, ops))
         written.addCallback(lambda request: self.client.unary("Txn", request))
-        written.addCallback(lambda reply: self._with_values(self._outcome, op, key, reply))
+        written.addCallback(lambda reply: self._with_values(self._outcome, ops, reply))
         return written.addCallback(self._acknowledge)
 
-    def _transaction(self, op, key: str, value: Optional[bytes]):
+    def _transaction(self, ops: list):
         """
-        The write's ``TxnRequest`` (``txn.transaction``; ``value`` None: a delete), or
-        clientv3's refusal to send one that large.
+        The writes' ``TxnRequest`` (``txn.transaction``), or clientv3's refusal to send
+        one that large.
         """
-        stored = None if value is None else self._values.stored(key, value)
-        request = txn.transaction(self._etcd_key(key), op, stored)
+        request = txn.transaction([
+            (self._etcd_key(op.key), op,
+             None if op.value is None else self._values.stored(op.key, op.value))
+            for op in ops])
         refusal = txn.send_refusal(request)
         if refusal is not None:
             raise refusal
         return request
 
-    def _outcome(self, op, key: str, reply):
-        """The transaction's (event, or None) and error, if any, from its reply."""
-        if not reply.succeeded and not reply.responses:  # a create (``txn.transaction``)
-            return None, KeyExistsError(key)
-        [response] = reply.responses
+    def _outcome(self, ops: list, reply):
+        """
+        The transaction's (events, or None) and error, if any, from its reply: on
+        success, each write's event from its response (the previous version); on
+        failure, the error of the first write whose condition the version read back
+        fails (``txn.transaction``: a lone create reads nothing back).
+        """
         if not reply.succeeded:
-            kvs = response.response_range.kvs
-            try:
-                op.apply(self._kv(kvs[0]) if kvs else None, 0)
-            except StorageError as error:
-                return None, error
-            raise AssertionError(f"{key}: a failed transaction whose condition holds")
-        if response.HasField("response_delete_range"):
-            prev = response.response_delete_range.prev_kvs
-        else:
-            prev = [response.response_put.prev_kv] if response.response_put.HasField(
-                "prev_kv") else []
-        return op.apply(self._kv(prev[0]) if prev else None, reply.header.revision), None
+            if not reply.responses:
+                return None, KeyExistsError(ops[0].key)
+            for op, response in zip(ops, reply.responses):
+                kvs = response.response_range.kvs
+                try:
+                    op.apply(self._kv(kvs[0]) if kvs else None, 0)
+                except StorageError as error:
+                    return None, error
+            raise AssertionError(f"{[op.key for op in ops]}: a failed transaction whose"
+                                 " conditions hold")
+        events = []
+        for op, response in zip(ops, reply.responses):
+            if response.HasField("response_delete_range"):
+                prev = response.response_delete_range.prev_kvs
+            else:
+                prev = [response.response_put.prev_kv] if response.response_put.HasField(
+                    "prev_kv") else []
+            events.append(op.apply(self._kv(prev[0]) if prev else None,
+                                   reply.header.revision))
+        return events, None
 
     def _acknowledge(self, outcome):
-        """On the reactor: the write's version once its event has been delivered."""
-        event, error = outcome
+        """On the reactor: the writes' versions once their events have been delivered."""
+        events, error = outcome
         if error is not None:
             raise error
-        self._committed(event.revision, [event])
-        return self._reach(event.revision).addCallback(lambda _: event.kv)
+        revision = events[0].revision
+        self._committed(revision, events)
+        return self._reach(revision).addCallback(lambda _: [event.kv for event in events])
 
     def _committed(self, revision: int, events: list):
         """

@@ -2,9 +2,10 @@
 A write as one etcd transaction, and the sizes at which etcd and its Go client refuse
 one (``docs/storage.md``, "Sizes").
 
-``transaction`` is the etcd store's shape of a write (``store.py``'s module docstring):
-``EtcdStorage`` sends it, ``SQLiteStorage`` only measures it, so that SQLite refuses
-the writes an etcd with its default limits refuses, with the same answer.  A write
+``transaction`` is the etcd store's shape of a write, or of several keys' writes
+together (``IStorage.commit``; ``store.py``'s module docstring): ``EtcdStorage`` sends
+it, ``SQLiteStorage`` only measures it, so that SQLite refuses the writes an etcd with
+its default limits refuses, with the same answer.  A write
 over a limit meets it on its way:
 
 - clientv3 sends no message over its default ``MaxCallSendMsgSize``, 2 MiB (upstream's
@@ -40,33 +41,48 @@ _EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
 _CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
 
 
-def transaction(etcd_key: bytes, op, stored: Optional[bytes]):
+def transaction(writes: list):
     """
-    The ``TxnRequest`` of ``op`` (an ``mvcc`` operation) on ``etcd_key``, ``stored`` the
-    value as stored (None for a delete).  A create is ``CreateRevision == 0`` then Put,
-    neither asking for the previous version nor reading the key back (failing, the key
-    exists); an update or delete is ``CreateRevision > 0`` (and ``ModRevision ==
-    expected``) then Put or Delete with ``prev_kv``, else the key read back.
+    The ``TxnRequest`` of ``writes``: (etcd key, ``mvcc`` operation, value as stored or
+    None for a delete) each.  A create compares ``CreateRevision == 0``, an update or
+    delete ``CreateRevision > 0`` (and ``ModRevision == expected``); then Put (with
+    ``prev_kv`` but for a create) or Delete (with ``prev_kv``), in the given order.  A
+    lone create neither asks for the previous version nor reads the key back (failing,
+    the key exists); otherwise the else branch reads every key back, in the same order,
+    so the caller can tell which condition failed and why.
     """
-    create = isinstance(op, mvcc.Create)
-    if create:
-        compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_EQUAL,
-                                    create_revision=0)]
-    else:
-        compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_GREATER,
-                                    create_revision=0)]
-        if op.expected_revision is not None:
-            compares.append(rpc_pb2.Compare(key=etcd_key, target=_MOD, result=_EQUAL,
-                                            mod_revision=op.expected_revision))
+    compares: list = []
+    success = []
+    for etcd_key, op, stored in writes:
+        compares.extend(_compares(etcd_key, op))
+        success.append(_request(etcd_key, op, stored))
+    lone_create = len(writes) == 1 and isinstance(writes[0][1], mvcc.Create)
+    failure = [] if lone_create else [
+        rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))
+        for etcd_key, _op, _stored in writes]
+    return rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure)
+
+
+def _compares(etcd_key: bytes, op) -> list:
+    """The conditions of one write (see ``transaction``)."""
+    if isinstance(op, mvcc.Create):
+        return [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_EQUAL,
+                                create_revision=0)]
+    compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_GREATER,
+                                create_revision=0)]
+    if op.expected_revision is not None:
+        compares.append(rpc_pb2.Compare(key=etcd_key, target=_MOD, result=_EQUAL,
+                                        mod_revision=op.expected_revision))
+    return compares
+
+
+def _request(etcd_key: bytes, op, stored: Optional[bytes]):
+    """The Put or Delete of one write (see ``transaction``)."""
     if stored is None:
-        success = rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
+        return rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
             key=etcd_key, prev_kv=True))
-    else:
-        success = rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
-            key=etcd_key, value=stored, prev_kv=not create))
-    failure = [] if create else [
-        rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))]
-    return rpc_pb2.TxnRequest(compare=compares, success=[success], failure=failure)
+    return rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(
+        key=etcd_key, value=stored, prev_kv=not isinstance(op, mvcc.Create)))
 
 
 def send_refusal(txn) -> Optional[errors.StatusError]:
@@ -86,13 +102,15 @@ def refusal(txn) -> Optional[errors.StatusError]:
     return refusal
 
 
-def may_be_refused(etcd_key: bytes, stored: bytes) -> bool:
+def may_be_refused(stored: list) -> bool:
     """
-    Whether a write of ``stored`` under ``etcd_key`` comes near enough to the limits to
-    be measured: the key is in a transaction at most four times, with less than 64
-    bytes around each.  (Building the message of every write would cost its writer.)
+    Whether a transaction writing ``stored`` ((etcd key, value as stored) pairs) comes
+    near enough to the limits to be measured: each key is in it at most four times,
+    with less than 64 bytes around each.  (Building the message of every write would
+    cost its writer.)
     """
-    return len(stored) + 4 * (len(etcd_key) + 64) + _HEADER + 4 > MAX_REQUEST
+    size = sum(len(value) + 4 * (len(etcd_key) + 64) for etcd_key, value in stored)
+    return size + _HEADER + 4 > MAX_REQUEST
 
 
 def refused(text: str) -> errors.StatusError:
