@@ -16,6 +16,14 @@ from __future__ import annotations
 from zope.interface import Interface
 
 
+class DecideAgain(Exception):
+    """
+    A hook transaction's ``create`` found that what it decided (an address) was decided
+    on data another server has changed meanwhile: the store decides the write again
+    from the caller's object, at most ``store.RETRIES`` times.
+    """
+
+
 class IWriteCheck(Interface):
     def check(attributes):
         """
@@ -41,6 +49,9 @@ class IWriteHooks(Interface):
         ``finish(success)`` (a Deferred) the store calls once the write is done (True)
         or has failed (False: what was taken is given back); or fail with a
         ``StatusError``.  ``context`` is the request's (``dry_run``: take nothing).
+        The store creates the object through the transaction's ``create(storage, key,
+        value)`` (a Deferred of the ``KeyValue``, failing as ``IStorage.create`` does or
+        with ``DecideAgain``), which writes what was taken with it.
         """
 
     def begin_update(context, new, old):

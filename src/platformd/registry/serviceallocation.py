@@ -55,11 +55,12 @@ from twisted.python.failure import Failure
 
 from platformd import errors
 from platformd.context import internal
-from platformd.registry.interfaces import IWriteHooks
+from platformd.registry.interfaces import DecideAgain, IWriteHooks
 from platformd.model import fielderrors as fe
 from platformd.registry.kinds import netaddr
 from platformd.registry.kinds import service as svc
 from platformd.util.servicenetwork import ServiceNetwork
+from platformd.storage import mvcc
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, KeyValue, RevisionMismatchError,
 )
@@ -171,6 +172,10 @@ class Bitmap:
         #: Changes waiting for the write in flight (compare-and-swap mode).
         self._queue: list = []
         self._writing = False
+        #: Offsets this replica has given to creates whose writes (the object's and the
+        #: bitmap's together, ``Transaction.create``) are still to come: taken to every
+        #: other decision here, in no stored bitmap yet.
+        self.reserved: set = set()
         self.key = key
         self.spec = spec
         self.size = size
@@ -196,7 +201,8 @@ class Bitmap:
         except (ValueError, TypeError):
             return "", bytearray((self.size + 7) // 8)
 
-    def _take(self, kv) -> None:
+    def take(self, kv) -> None:
+        """Hold ``kv`` (a stored version read or written meanwhile) if it is newer."""
         spec, bits = self._parse(kv)
         if spec != self.spec:
             self.revision = 0
@@ -211,7 +217,7 @@ class Bitmap:
             self.revision = 0
             raise Unavailable(f"cannot allocate resources of type {self.key.rsplit('/', 1)[-1]}"
                               " at this time")
-        self._take(kv)
+        self.take(kv)
 
     def has(self, offset: int) -> bool:
         """Whether the last bitmap seen holds ``offset`` (dry runs ask this)."""
@@ -273,14 +279,32 @@ class Bitmap:
         d: Deferred = Deferred()
         self._queue.append((decide, d))
         if not self._writing:
-            self._writing = True
-            self._drain().addBoth(self._drained)
+            self.resume()
         return d
 
+    @property
+    def idle(self) -> bool:
+        """Whether a write may carry a change of the stored bitmap now: it is shared,
+        known, and no write of it is in flight or waiting on this replica."""
+        return not self.exclusive and bool(self.revision) and not self._writing \
+            and not self._queue
+
+    def hold(self) -> None:
+        """A write carrying a change of this bitmap is in flight (``Transaction.create``):
+        changes wait their turn as behind one of its own."""
+        self._writing = True
+
+    def resume(self) -> None:
+        """The write in flight is done: the changes that waited are decided and written."""
+        self._writing = bool(self._queue)
+        if self._writing:
+            self._drain().addBoth(self._drained)
+
     def _drained(self, result) -> None:
-        self._writing = False
         if isinstance(result, Failure):
             log.failure("changing {key} failed", result, key=self.key)
+        self._writing = False
+        self.resume()  # changes queued by the last batch's callbacks
 
     @inlineCallbacks
     def _drain(self):
@@ -329,7 +353,7 @@ class Bitmap:
             try:
                 kv = yield self.storage.update(self.key, self.value(bits), self.revision)
             except RevisionMismatchError as e:
-                self._take(e.current)
+                self.take(e.current)
                 fresh = True
                 continue
             except KeyNotFoundError:
@@ -341,26 +365,73 @@ class Bitmap:
         raise errors.conflict("serviceipallocations", "", self.key.rsplit("/", 1)[-1],
                               "too many concurrent allocations; try again")
 
-    def allocate(self, offset: int):
-        def decide(bits):
-            if _has(bits, offset):
-                raise AllocationError("allocated")
-            _set(bits, offset)
-        return self.change(decide)
-
-    def allocate_next(self):
-        """Deferred[int]: a free offset, at random in the upper band first."""
+    def allocating(self, offset: Optional[int]) -> Callable:
+        """
+        The decision of an allocation of ``offset`` (None: a free one, at random in the
+        upper band first): it sets the offset in the bitmap it is given and answers it,
+        or raises ``AllocationError``.  An offset reserved here is taken.
+        """
+        if offset is not None:
+            def decide(bits):
+                if _has(bits, offset) or offset in self.reserved:
+                    raise AllocationError("allocated")
+                _set(bits, offset)
+                return offset
+            return decide
         start_high = self.rng.randrange(self.size - self.offset) if self.size > self.offset \
             else 0
         start_low = self.rng.randrange(self.offset) if self.offset else 0
 
-        def decide(bits):
-            found = self._free(bits, start_high, start_low)
+        def decide_next(bits):
+            taken = bits
+            if self.reserved:
+                taken = bytearray(bits)
+                for reserved in self.reserved:
+                    _set(taken, reserved)
+            found = self._free(taken, start_high, start_low)
             if found < 0:
                 raise AllocationError(ERR_FULL)
             _set(bits, found)
             return found
-        return self.change(decide)
+        return decide_next
+
+    def allocate(self, offset: Optional[int] = None):
+        """Deferred[int]: ``offset`` (None: a free one) allocated and written."""
+        return self.change(self.allocating(offset))
+
+    @inlineCallbacks
+    def reserve(self, offset: Optional[int] = None):
+        """
+        Deferred[int]: ``offset`` (None: a free one) decided on the last bitmap seen and
+        reserved, to be written with the object that takes it (``Transaction.create``).
+        A refusal decided on a copy not just read is decided again on a fresh read.
+        """
+        decide = self.allocating(offset)
+        fresh = False
+        if not self.revision:
+            yield self.load()
+            fresh = True
+        while True:
+            try:
+                found = decide(bytearray(self.bits))
+            except AllocationError:
+                if fresh:
+                    raise
+                yield self.load()
+                fresh = True
+                continue
+            self.reserved.add(found)
+            returnValue(found)
+
+    def setting(self, offsets: list) -> Callable:
+        """The decision that sets ``offsets`` (reserved here) in a stored bitmap, or
+        raises ``AllocationError`` when another server has taken one meanwhile."""
+        def decide(bits):
+            if any(_has(bits, offset) for offset in offsets):
+                raise AllocationError("allocated")
+            for offset in offsets:
+                _set(bits, offset)
+        return decide
 
     def _free(self, bits: bytearray, start_high: int, start_low: int) -> int:
         """The first clear offset from ``offset + start_high`` on in the upper band
@@ -453,14 +524,120 @@ class Bitmap:
 # -- transactions ------------------------------------------------------------------------
 
 class Transaction:
-    """What one create or update allocated, and what it releases once written."""
+    """
+    What one create or update allocated, and what it releases once written.
 
-    def __init__(self, dry_run: bool = False):
+    ``carried`` (a create's, over a shared storage: ``ServiceHooks``): what it takes is
+    only reserved on this replica (``Bitmap.reserve``) and written with the object, in
+    one storage transaction (``create``); else each allocation is written at once.
+    """
+
+    def __init__(self, dry_run: bool = False, carried: bool = False):
         self.dry_run = dry_run
-        #: (Bitmap, offset) allocated: released on revert.
+        self.carried = carried
+        #: (Bitmap, offset) allocated and written: released on revert.
         self.allocated: list = []
+        #: (Bitmap, offset) reserved, to be written with the object (``create``).
+        self.reserved: list = []
         #: (Bitmap, offset) to release on commit.
         self.to_release: list = []
+
+    @inlineCallbacks
+    def allocate(self, bitmap: Bitmap, offset: Optional[int] = None):
+        """Deferred[int]: ``offset`` (None: a free one) taken from ``bitmap``, reserved
+        (``carried``) or written."""
+        if self.carried:
+            offset = yield bitmap.reserve(offset)
+            self.reserved.append((bitmap, offset))
+        else:
+            offset = yield bitmap.allocate(offset)
+            self.allocated.append((bitmap, offset))
+        returnValue(offset)
+
+    @inlineCallbacks
+    def create(self, storage, key: str, value: bytes):
+        """
+        Deferred[KeyValue]: the create of the object (``key``, ``value``) in ``storage``
+        with what this transaction reserved: one ``IStorage.commit`` of the object and
+        every bitmap it changes, each compared with the revision it was decided on
+        (the object first: the cache, which does not hold the bitmaps, has its object
+        when it reaches the revision).  Another server's change of a bitmap meanwhile
+        fails the commit: when it took none of the offsets, the commit is made again on
+        its bitmap; when it took one, the allocation was decided on what is no longer
+        so (``DecideAgain``: the store decides the create again, the bitmap now fresh).
+        While a change of a bitmap is in flight on this replica, the reservations wait
+        for it and are written together with the changes that waited (one write, as
+        before this seam), then the object alone.
+        """
+        for _attempt in range(RETRIES):
+            by_bitmap: dict = {}
+            for bitmap, offset in self.reserved:
+                by_bitmap.setdefault(bitmap, []).append(offset)
+            if not by_bitmap:
+                kv = yield storage.create(key, value)
+                returnValue(kv)
+            if not all(bitmap.idle for bitmap in by_bitmap):
+                yield self._write_reserved(by_bitmap)
+                continue
+            changed = {}
+            for bitmap, offsets in by_bitmap.items():
+                bits = bytearray(bitmap.bits)
+                bitmap.setting(offsets)(bits)
+                changed[bitmap] = bits
+            ops = [mvcc.Create(key, value)] + [
+                mvcc.Update(bitmap.key, bitmap.value(bits), bitmap.revision)
+                for bitmap, bits in changed.items()]
+            for bitmap in changed:
+                bitmap.hold()
+            try:
+                kvs = yield storage.commit(ops)
+            except Exception as e:
+                for bitmap in changed:
+                    bitmap.resume()
+                if not isinstance(e, (RevisionMismatchError, KeyNotFoundError)):
+                    raise
+                self._lost(by_bitmap, e)
+                continue
+            for (bitmap, bits), kv in zip(changed.items(), kvs[1:]):
+                if kv.mod_revision > bitmap.revision:
+                    bitmap.revision, bitmap.bits = kv.mod_revision, bits
+                bitmap.reserved.difference_update(by_bitmap[bitmap])
+                bitmap.resume()
+            self.reserved = []
+            returnValue(kvs[0])
+        raise errors.conflict("serviceipallocations", "", key.rsplit("/", 1)[-1],
+                              "too many concurrent allocations; try again")
+
+    def _lost(self, by_bitmap: dict, error) -> None:
+        """
+        A commit failed on a bitmap (``error``): hold the version another server wrote,
+        and raise ``DecideAgain`` if that took an offset reserved here (or the bitmap is
+        gone, or of another range).
+        """
+        bitmap = next(b for b in by_bitmap if b.key == error.key)
+        if isinstance(error, KeyNotFoundError):
+            bitmap.revision = 0
+            raise DecideAgain(f"{bitmap.key} was removed")
+        try:
+            bitmap.take(error.current)
+        except Unavailable as e:
+            raise DecideAgain(str(e)) from None
+        if any(bitmap.has(offset) for offset in by_bitmap[bitmap]):
+            raise DecideAgain(f"another server allocated from {bitmap.key} meanwhile")
+
+    @inlineCallbacks
+    def _write_reserved(self, by_bitmap: dict):
+        """Write the reservations with the changes waiting on their bitmaps (see
+        ``create``); ``DecideAgain`` if another server took one of them meanwhile."""
+        for bitmap, offsets in by_bitmap.items():
+            try:
+                yield bitmap.change(bitmap.setting(offsets))
+            except (AllocationError, Unavailable) as e:
+                raise DecideAgain(f"{bitmap.key}: {e}") from None
+            bitmap.reserved.difference_update(offsets)
+            moved = [(bitmap, offset) for offset in offsets]
+            self.allocated.extend(moved)
+            self.reserved = [pair for pair in self.reserved if pair not in moved]
 
     @inlineCallbacks
     def _release(self, pairs: list):
@@ -474,13 +651,20 @@ class Transaction:
                 log.warn("releasing {offsets} in {key} failed (the repair will): {why}",
                          offsets=offsets, key=bitmap.key, why=e)
 
+    def _unreserve(self) -> None:
+        for bitmap, offset in self.reserved:
+            bitmap.reserved.discard(offset)
+        self.reserved = []
+
     def commit(self):
+        self._unreserve()  # none left once ``create`` has written them
         pairs, self.to_release, self.allocated = self.to_release, [], []
         if self.dry_run or not pairs:
             return succeed(None)
         return self._release(pairs)
 
     def revert(self):
+        self._unreserve()
         pairs, self.allocated, self.to_release = self.allocated, [], []
         if self.dry_run or not pairs:
             return succeed(None)
@@ -519,6 +703,8 @@ class Allocators:
         shared by replicas).
         """
         self.network = network
+        #: Whether other servers share ``storage`` (no ``clock``).
+        self.shared = clock is None
         rng = rng or random.Random()
         keys = (SERVICE_IPS_KEY, SECONDARY_SERVICE_IPS_KEY)
         #: family → (IPRange, Bitmap), the primary range's family first.
@@ -634,12 +820,9 @@ class Allocators:
                     given[family] = str(ip_range.network.network_address)
                     continue
                 try:
-                    offset = yield bitmap.allocate_next()
-                except AllocationError as e:
+                    offset = yield txn.allocate(bitmap)
+                except (AllocationError, Unavailable) as e:
                     raise errors.internal(f"failed to allocate a serviceIP: {e}") from None
-                except Unavailable as e:
-                    raise errors.internal(f"failed to allocate a serviceIP: {e}") from None
-                txn.allocated.append((bitmap, offset))
                 given[family] = ip_range.address(offset)
                 continue
             offset = ip_range.offset_of(ip)
@@ -648,8 +831,7 @@ class Allocators:
                 problem = ip_range.not_in_range(ip)
             elif not txn.dry_run:
                 try:
-                    yield bitmap.allocate(offset)
-                    txn.allocated.append((bitmap, offset))
+                    yield txn.allocate(bitmap, offset)
                 except AllocationError:
                     problem = ERR_IP_ALLOCATED
                 except Unavailable as e:
@@ -720,7 +902,7 @@ class Allocators:
                 problem = ports.not_in_range()
             else:
                 try:
-                    yield bitmap.allocate(offset)
+                    yield txn.allocate(bitmap, offset)
                 except AllocationError:
                     problem = ERR_PORT_ALLOCATED
                 except Unavailable as e:
@@ -728,7 +910,6 @@ class Allocators:
             if problem is not None:
                 raise _invalid(obj["metadata"].get("name", ""), [
                     fe.invalid(path, requested, problem)])
-            txn.allocated.append((bitmap, offset))
             taken.append(requested)
             returnValue(requested)
         if txn.dry_run:
@@ -740,10 +921,9 @@ class Allocators:
             taken.append(last)
             returnValue(last)
         try:
-            offset = yield bitmap.allocate_next()
+            offset = yield txn.allocate(bitmap)
         except (AllocationError, Unavailable) as e:
             raise errors.internal(f"failed to allocate a nodePort: {e}") from None
-        txn.allocated.append((bitmap, offset))
         taken.append(ports.base + offset)
         returnValue(ports.base + offset)
 
@@ -815,9 +995,13 @@ class Allocators:
     # -- the transactions -------------------------------------------------------------------
 
     @inlineCallbacks
-    def allocate_create(self, obj: dict, dry_run: bool):
-        """Deferred[Transaction]: upstream's ``allocateCreate``."""
-        txn = Transaction(dry_run)
+    def allocate_create(self, obj: dict, dry_run: bool, carried: bool = False):
+        """
+        Deferred[Transaction]: upstream's ``allocateCreate``.  ``carried``: over a
+        shared storage, what is taken is reserved, to be written with the object by the
+        transaction's ``create`` (``ServiceHooks``); else it is written at once.
+        """
+        txn = Transaction(dry_run, carried and self.shared)
         try:
             self.init_ip_family_fields(obj, None)
             yield self._alloc_cluster_ips(obj, txn)
@@ -1046,7 +1230,9 @@ class ServiceHooks:
         self.endpoints_store = endpoints_store
 
     def begin_create(self, ctx, obj: dict):
-        return self.allocators.allocate_create(obj, bool(ctx is not None and ctx.dry_run))
+        """What the Service takes, written with it (``Transaction.create``)."""
+        return self.allocators.allocate_create(obj, bool(ctx is not None and ctx.dry_run),
+                                               carried=True)
 
     def begin_update(self, ctx, new: dict, old: dict):
         return self.allocators.allocate_update(new, old, bool(ctx is not None and ctx.dry_run))

@@ -43,6 +43,7 @@ from platformd.model.meta import set_resource_version
 from platformd.model.times import rfc3339
 from platformd.patch import managedfields
 from platformd.patch.managedfields import Manager
+from platformd.registry.interfaces import DecideAgain
 from platformd.registry.outcomes import Keep, Remove, Write
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
@@ -175,20 +176,42 @@ class GenericStore:
         Deferred[dict]: the created object.  Mutating admission, then the kind's write
         check, then defaulting and validation, then validating admission, then one
         storage create (409 when the name is taken).  ``manager`` (when given) is recorded as owning every field.
-        With ``ctx.dry_run`` everything but the write happens.
+        With ``ctx.dry_run`` everything but the write happens.  A kind with hooks
+        (services) has its create decided again from ``obj`` as it was given when what
+        the hooks took turns out taken meanwhile by another server (``DecideAgain``).
         """
-        pending: Optional[List] = None if self.hooks is None else []
+        if self.hooks is None:
+            return self._create(ctx, obj, namespace, manager, None)
+        return self._create_deciding(ctx, obj, orjson.dumps(obj), namespace, manager,
+                                     RETRIES)
+
+    def _create(self, ctx, obj: dict, namespace: Optional[str], manager,
+                pending: Optional[List]):
+        """One attempt of ``create``; ``pending`` collects the hooks' transactions."""
         try:
             prepared = self._admit_create(ctx, obj, namespace, manager, pending)
         except errors.StatusError:
             return fail()
         if isinstance(prepared, Deferred):
-            d = prepared.addCallback(self._insert, ctx)
-        else:
-            d = self._insert(prepared, ctx)
-        if pending is None:
-            return d
-        return maybeDeferred(lambda: d).addBoth(self._finish, pending)
+            return prepared.addCallback(self._insert, ctx, pending)
+        return self._insert(prepared, ctx, pending)
+
+    def _create_deciding(self, ctx, obj: dict, given: bytes, namespace: Optional[str],
+                         manager, attempts: int):
+        """``create`` with hooks: an attempt, its transactions finished, and on
+        ``DecideAgain`` another from ``given`` (the caller's object, encoded)."""
+        pending: List = []
+        d = maybeDeferred(self._create, ctx, obj, namespace, manager, pending)
+        d.addBoth(self._finish, pending)
+
+        def again(failure):
+            failure.trap(DecideAgain)
+            if attempts <= 1:
+                raise self._conflict((obj.get("metadata") or {}).get("name", ""),
+                                     "too many concurrent writers; try again")
+            return self._create_deciding(ctx, orjson.loads(given), given, namespace,
+                                         manager, attempts - 1)
+        return d.addErrback(again)
 
     def _finish(self, result, pending: List):
         """Finish the hooks' transactions (committed when ``result`` is no failure),
@@ -266,7 +289,7 @@ class GenericStore:
         self.kind.schema.order(obj)  # upstream's field order, for storage and answer alike
         return obj
 
-    def _insert(self, obj: dict, ctx):
+    def _insert(self, obj: dict, ctx, pending: Optional[List] = None):
         meta = obj["metadata"]
         name = meta["name"]
         key = self.kind.storage_key(meta.get("namespace"), name)
@@ -287,8 +310,16 @@ class GenericStore:
 
         value = self._encode(obj)
         d = spans.around(ctx.span, "Create etcd3", self._span_attributes(ctx, key),
-                         lambda: self._put(lambda v: self.storage.create(key, v), obj, value))
+                         lambda: self._put(lambda v: self._create_stored(key, v, pending),
+                                           obj, value))
         return d.addCallbacks(self._stored, exists, (obj,))
+
+    def _create_stored(self, key: str, value: bytes, transactions: Optional[List]):
+        """Deferred[KeyValue]: ``key`` created in storage, through the hooks'
+        transaction when there is one (its ``create`` writes what it took with it)."""
+        if transactions:
+            return transactions[-1].create(self.storage, key, value)
+        return self.storage.create(key, value)
 
     def _span_attributes(self, ctx, key: str) -> dict | None:
         """Upstream's etcd3 store span attributes (its internal type's name, the
@@ -429,7 +460,7 @@ class GenericStore:
             obj = outcome.obj  # converted there and back, as upstream's dry run does
             return self._encode(obj).addCallback(
                 lambda value: self._converted_back(obj, value)).addCallback(lambda _: True)
-        d = self._put(lambda v: self.storage.create(key, v), outcome.obj,
+        d = self._put(lambda v: self._create_stored(key, v, outcome.transactions), outcome.obj,
                       self._encode(outcome.obj))
         d.addCallback(self._stored, outcome.obj)
         return d.addCallbacks(lambda _: True, _lost_race)
@@ -522,7 +553,7 @@ class GenericStore:
                 answer = then(ctx.authorize_as("create"),
                               lambda _: self._admit_create(ctx, obj, namespace, manager,
                                                            pending))
-                return then(answer, Write)
+                return then(answer, lambda created: Write(created, transactions=pending))
             obj = self._named(updated(current.mutable()), namespace, name)
             wanted = obj["metadata"].get("resourceVersion")
             if wanted and wanted != str(current.revision):
@@ -706,5 +737,5 @@ def _revision(entry) -> int:
 
 def _lost_race(failure):
     """Another writer changed or removed the object first: read again."""
-    failure.trap(RevisionMismatchError, KeyNotFoundError, KeyExistsError)
+    failure.trap(RevisionMismatchError, KeyNotFoundError, KeyExistsError, DecideAgain)
     return False
