@@ -7,11 +7,17 @@ one releases the other can take; a third replica started later repairs nothing a
 
 from __future__ import annotations
 
+import base64
+
+import orjson
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.internet.task import deferLater
 
+from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
+from platformd.util.servicenetwork import ServiceNetwork
 from tests.etcd.test_replicas import ReplicasTestCase
+from tests.storage.test_etcd import raw_kv
 
 SERVICES = "/api/v1/namespaces/default/services"
 
@@ -55,6 +61,55 @@ class AllocationAcrossReplicasTests(ReplicasTestCase):
         self.assertEqual([r.code for r in answers], [201] * 60,
                          [r.body for r in answers if r.code != 201][:1])
         self.assertEqual(len({r.json()["spec"]["clusterIP"] for r in answers}), 60)
+
+    @inlineCallbacks
+    def test_racing_creates_agree_with_the_bitmaps(self):
+        """
+        Services written with their address and port in one transaction, raced by the
+        two replicas: 40 rounds of a pair asking for one node port at once, one through
+        each (each replica's bitmaps idle, so each create carries them: the loser's
+        commit fails on the winner's bitmap, it decides again and is refused, 422 in
+        upstream's words), then 40 at once with nothing asked for (most of them
+        written behind a bitmap write in flight).  Every address and port given is
+        given once, and the bitmaps in etcd hold exactly what the Services hold
+        (nothing leaked by a create refused or decided again, nothing written twice).
+        """
+        a, b = yield self.replicas(2, "--service-cluster-ip-range", "10.50.0.0/25",
+                                   "--service-node-port-range", "30000-30099")
+        for n in range(40):
+            pair = yield gatherResults([
+                replica.post(SERVICES, service(f"{name}{n}", type="NodePort",
+                                               ports=[{"port": 80, "nodePort": 30000 + n}]))
+                for replica, name in ((a, "a"), (b, "b"))])
+            self.assertEqual(sorted(r.code for r in pair), [201, 422], [r.body for r in pair])
+            [refused] = [r for r in pair if r.code == 422]
+            self.assertIn(f"spec.ports[0].nodePort: Invalid value: {30000 + n}: provided "
+                          "port is already allocated", refused.json()["message"])
+        burst = yield gatherResults([(a if n % 2 else b).post(
+            SERVICES, service(f"c{n}", type="NodePort")) for n in range(40)])
+        self.assertEqual([r.code for r in burst], [201] * 40,
+                         [r.body for r in burst if r.code != 201][:1])
+        listed = yield b.get("/api/v1/services")
+        specs = [item["spec"] for item in listed.json()["items"]]
+        ips = [spec["clusterIP"] for spec in specs]
+        ports = [p["nodePort"] for spec in specs for p in spec["ports"] if "nodePort" in p]
+        self.assertEqual((len(ips), len(set(ips)), len(ports), len(set(ports))),
+                         (81, 81, 80, 80))
+        network = ServiceNetwork.parse("10.50.0.0/25", "30000-30099")
+        ip_range, port_range = network.ranges[0], network.node_ports
+        self.assertEqual({ip_range.address(o) for o in self.stored_offsets("serviceips")},
+                         set(ips))
+        self.assertEqual({port_range.base + o
+                          for o in self.stored_offsets("servicenodeports")}, set(ports))
+
+    def stored_offsets(self, name: str) -> set:
+        """The offsets set in the ``RangeAllocation`` ``name`` as stored in etcd."""
+        channel, kv, _watch = raw_kv(self.cluster.urls)
+        self.addCleanup(channel.close)
+        prefix = self.server_args[self.server_args.index("--etcd-prefix") + 1]
+        [stored] = kv.Range(rpc_pb2.RangeRequest(key=f"{prefix}/ranges/{name}".encode())).kvs
+        number = int.from_bytes(base64.b64decode(orjson.loads(stored.value)["data"]), "big")
+        return {bit for bit in range(number.bit_length()) if number >> bit & 1}
 
     @inlineCallbacks
     def test_one_requested_address_goes_to_one(self):

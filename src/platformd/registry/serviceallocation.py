@@ -580,10 +580,14 @@ class Transaction:
                 yield self._write_reserved(by_bitmap)
                 continue
             changed = {}
-            for bitmap, offsets in by_bitmap.items():
-                bits = bytearray(bitmap.bits)
-                bitmap.setting(offsets)(bits)
-                changed[bitmap] = bits
+            try:
+                for bitmap, offsets in by_bitmap.items():
+                    bits = bytearray(bitmap.bits)
+                    bitmap.setting(offsets)(bits)
+                    changed[bitmap] = bits
+            except AllocationError:
+                raise DecideAgain(f"{bitmap.key}: another server took an offset reserved"
+                                  " here") from None
             ops = [mvcc.Create(key, value)] + [
                 mvcc.Update(bitmap.key, bitmap.value(bits), bitmap.revision)
                 for bitmap, bits in changed.items()]
@@ -608,11 +612,12 @@ class Transaction:
         raise errors.conflict("serviceipallocations", "", key.rsplit("/", 1)[-1],
                               "too many concurrent allocations; try again")
 
-    def _lost(self, by_bitmap: dict, error) -> None:
+    @staticmethod
+    def _lost(by_bitmap: dict, error) -> None:
         """
-        A commit failed on a bitmap (``error``): hold the version another server wrote,
-        and raise ``DecideAgain`` if that took an offset reserved here (or the bitmap is
-        gone, or of another range).
+        A commit failed on a bitmap (``error``): hold the version another server wrote
+        (the next attempt checks the reservations against it), or raise ``DecideAgain``
+        when the bitmap is gone or of another range.
         """
         bitmap = next(b for b in by_bitmap if b.key == error.key)
         if isinstance(error, KeyNotFoundError):
@@ -622,8 +627,6 @@ class Transaction:
             bitmap.take(error.current)
         except Unavailable as e:
             raise DecideAgain(str(e)) from None
-        if any(bitmap.has(offset) for offset in by_bitmap[bitmap]):
-            raise DecideAgain(f"another server allocated from {bitmap.key} meanwhile")
 
     @inlineCallbacks
     def _write_reserved(self, by_bitmap: dict):
