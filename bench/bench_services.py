@@ -15,16 +15,20 @@ allocation alone (``Allocators.allocate_create`` + ``release`` over ``MemoryStor
 the Python work without the storage's.
 
     PYTHONPATH=src:. python bench/bench_services.py [--per-round 300] [--rounds 5] [--etcd]
-        [--threads N]
+        [--threads N] [--baseline-tree DIR [--runs N]]
 
 Over SQLite (one server) the bitmaps are decided in memory and written behind; over
-etcd (``--etcd``: a one-member cluster, replicas' shared storage) every allocation is a
-compare-and-swap write.
+etcd (``--etcd``: a one-member cluster, replicas' shared storage) an allocation is
+written with its Service in one transaction (issue 32; before, each was a
+compare-and-swap write of its own).  ``--baseline-tree`` (a checkout, e.g. from ``git
+archive``) runs that tree's server and this one's alternately, ``--runs`` times each,
+over the one cluster, and prints both trees' medians: an A/B within one session.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -37,6 +41,8 @@ from common import (  # noqa: E402
 )
 
 SERVICES = "/api/v1/namespaces/default/services"
+#: Each server run's own etcd prefix (its Services' names repeat).
+_RUNS = itertools.count()
 
 
 def body(kind: str, name: str) -> dict:
@@ -48,14 +54,16 @@ def body(kind: str, name: str) -> dict:
     return {"metadata": {"name": name}, "spec": spec}
 
 
-def server_figures(per_round: int, rounds: int, etcd_urls=None, threads: int = 1) -> dict:
+def server_figures(per_round: int, rounds: int, etcd_urls=None, threads: int = 1,
+                   tree=None) -> dict:
     tmp = scratch_dir()
     port = free_port()
     extra: tuple = ("--service-cluster-ip-range", "10.96.0.0/20")
     if etcd_urls:
         extra += ("--storage-backend", "etcd3", "--etcd-servers", ",".join(etcd_urls),
-                  "--etcd-prefix", f"/bench{os.getpid()}")
-    server = start_server(os.path.join(tmp, "data"), port, write_tokens(tmp), extra=extra)
+                  "--etcd-prefix", f"/bench{os.getpid()}-{next(_RUNS)}")
+    server = start_server(os.path.join(tmp, "data"), port, write_tokens(tmp), extra=extra,
+                          tree=tree)
     try:
         if not wait_ready(server, port, tls_context()):
             raise SystemExit("the server did not start")
@@ -122,25 +130,41 @@ def main() -> None:
                         help="clients posting at once (default: one after another)")
     parser.add_argument("--etcd", action="store_true",
                         help="over a one-member etcd (tests/etcd/cluster.py) instead of SQLite")
+    parser.add_argument("--baseline-tree",
+                        help="a checkout whose server runs alternately with this one's")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="server runs per tree (default 1)")
     args = parser.parse_args()
     cluster = None
     if args.etcd:
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from tests.etcd.cluster import Cluster
         cluster = Cluster.start(1)
+    trees = {"this tree": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    if args.baseline_tree:
+        trees = {f"baseline {args.baseline_tree}": args.baseline_tree, **trees}
+    runs: dict = {name: [] for name in trees}
     try:
-        served = server_figures(args.per_round, args.rounds,
-                                cluster.urls if cluster is not None else None, args.threads)
+        for _run in range(args.runs):
+            for name, tree in trees.items():
+                runs[name].append(server_figures(
+                    args.per_round, args.rounds,
+                    cluster.urls if cluster is not None else None, args.threads, tree))
     finally:
         if cluster is not None:
             cluster.stop()
-    print(f"server CPU per Service create over {'etcd' if args.etcd else 'SQLite'}, "
-          f"{args.threads} client(s) (median of {args.rounds} rounds of {args.per_round}):")
-    for kind, seconds in served.items():
-        print(f"  {kind:10s} {seconds * 1000:.3f} ms")
-    print(f"  allocation adds: address {(served['clusterip'] - served['headless']) * 1000:+.3f}"
-          f" ms, address + node port "
-          f"{(served['nodeport'] - served['headless']) * 1000:+.3f} ms")
+    for name, figures in runs.items():
+        served = {kind: statistics.median(run[kind] for run in figures)
+                  for kind in figures[0]}
+        print(f"{name}: server CPU per Service create over "
+              f"{'etcd' if args.etcd else 'SQLite'}, {args.threads} client(s) (median of "
+              f"{args.runs} x {args.rounds} rounds' medians of {args.per_round}):")
+        for kind, seconds in served.items():
+            print(f"  {kind:10s} {seconds * 1000:.3f} ms  (runs: "
+                  f"{', '.join(f'{run[kind] * 1000:.3f}' for run in figures)})")
+        print(f"  allocation adds: address "
+              f"{(served['clusterip'] - served['headless']) * 1000:+.3f} ms, address + node "
+              f"port {(served['nodeport'] - served['headless']) * 1000:+.3f} ms")
     alone = in_process(5000)
     print("allocation alone, in process (MemoryStorage, per create):")
     for kind, seconds in alone.items():

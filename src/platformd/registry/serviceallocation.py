@@ -19,6 +19,27 @@ replica may have released the address).  One write per bitmap is in flight at a 
 on a replica (upstream's allocator holds a lock across its etcd update): changes that
 arrive meanwhile are decided together on one copy and written as one.
 
+A create's allocations ride with the Service (issue 32; what upstream's ``alloc.go``
+wishes for).  ``ServiceHooks.begin_create`` only reserves them on this replica
+(``Bitmap.reserve``: decided on the last bitmap seen, taken to every other decision
+here while the create goes through validation and admission), and the generic store
+creates the Service through ``Transaction.create``: one ``IStorage.commit`` (one etcd
+Txn) of the Service, compared absent, and of each changed bitmap, compared at the
+revision it was decided on.  So an allocation costs no round trip of its own.  The
+Service key taken fails it as a create (409 AlreadyExists); another replica's change of
+a bitmap meanwhile fails it on that bitmap, whose new version the replica then holds:
+if that change took none of the reserved offsets the commit is made again on it, else
+the allocation was decided on what is no longer so and the store decides the whole
+create again (``interfaces.DecideAgain``: from the request's object, admission
+included, where a requested address now taken is upstream's 422 ``provided IP is
+already allocated``).  A reservation is dropped when the create fails anywhere, so a
+failed create writes and leaks nothing.  While another change of a bitmap is in flight
+on this replica (clients at once), a reservation is written with the changes waiting
+behind it, as one write, then the Service alone: one write in flight per bitmap still,
+and no commit sent only to lose to this replica's own.  Updates (a type change, ports
+added or removed) and releases (delete, an update's) still write the bitmap on their
+own, before (an update's allocation) or after (a release) the Service.
+
 A storage no other server shares (SQLite, memory; ``Allocators(clock=...)``): the
 bitmaps are decided in memory, synchronously, and written behind every
 ``FLUSH_INTERVAL`` seconds and at stop; the services are the truth a restart rebuilds
