@@ -191,11 +191,14 @@ class ReplicaTests(SynchronousTestCase):
         for stub in (self.a, self.b):
             self.assertEqual(stub.components.allocators.ips["IPv4"][1].reserved, set())
 
-    def test_dry_run_takes_nothing(self):
-        """A dry run writes nothing and reserves nothing."""
+    def test_refused_and_dry_run_creates_take_nothing(self):
+        """A create refused by validation, and a dry run, write nothing and leave
+        nothing reserved."""
         revision = self.storage.revision
         r = self.a.client().post(SERVICES + "?dryRun=All", service("dry", type="NodePort"))
         self.assertEqual(r.code, 201, r.body)
+        invalid = service("bad", type="NodePort", ports=[{"port": 80, "protocol": "ICMP"}])
+        self.post(self.a, invalid, 422)
         self.assertEqual(self.storage.revision, revision)
         allocators = self.a.components.allocators
         self.assertEqual([b.reserved for b in allocators.bitmaps], [set(), set()])
