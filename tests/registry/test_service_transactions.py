@@ -23,7 +23,7 @@ from platformd.util.servicenetwork import ServiceNetwork
 from tests.stub import StubServer
 
 SERVICES = "/api/v1/namespaces/default/services"
-KEY = "/registry/services/specs/default/"
+KEY = "/registry/services/default/"
 
 
 class SharedMemoryStorage(MemoryStorage):
@@ -202,3 +202,17 @@ class ReplicaTests(SynchronousTestCase):
         self.assertEqual(self.storage.revision, revision)
         allocators = self.a.components.allocators
         self.assertEqual([b.reserved for b in allocators.bitmaps], [set(), set()])
+
+    def test_apply_creates_through_the_transaction(self):
+        """A Service created by server-side apply (the update loop's create) is written
+        with its address in one commit too."""
+        body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "applied"},
+                "spec": {"ports": [{"port": 80}], "selector": {"a": "b"}}}
+        before = self.storage.revision
+        r = self.b.client().patch(SERVICES + "/applied?fieldManager=me", body,
+                                  content_type="application/apply-patch+yaml")
+        self.assertEqual(r.code, 201, r.body)
+        self.assertEqual(self.storage.revision, before + 1)
+        self.assertEqual([e.kv.key for e in self.storage._log[-2:]],
+                         [KEY + "applied", SERVICE_IPS_KEY])
+
