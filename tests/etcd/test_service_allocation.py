@@ -70,8 +70,9 @@ class AllocationAcrossReplicasTests(ReplicasTestCase):
         each (each replica's bitmaps idle, so each create carries them: the loser's
         commit fails on the winner's bitmap, it decides again and is refused, 422 in
         upstream's words), then 40 at once with nothing asked for (most of them
-        written behind a bitmap write in flight).  Every address and port given is
-        given once, and the bitmaps in etcd hold exactly what the Services hold
+        written behind a bitmap write in flight), then 10 of those changed back to
+        ClusterIP at once (their node ports cleared in their updates' transactions).
+        Every address and port given is given once, and the bitmaps in etcd hold exactly what the Services hold
         (nothing leaked by a create refused or decided again, nothing written twice).
         """
         a, b = yield self.replicas(2, "--service-cluster-ip-range", "10.50.0.0/25",
@@ -89,12 +90,18 @@ class AllocationAcrossReplicasTests(ReplicasTestCase):
             SERVICES, service(f"c{n}", type="NodePort")) for n in range(40)])
         self.assertEqual([r.code for r in burst], [201] * 40,
                          [r.body for r in burst if r.code != 201][:1])
+        # Updates carry theirs too: ten give their node ports back, at once.
+        back = yield gatherResults([(a if n % 2 else b).patch(
+            f"{SERVICES}/c{n}", {"spec": {"type": "ClusterIP", "ports": [{"port": 80}]}},
+            content_type="application/merge-patch+json") for n in range(10)])
+        self.assertEqual([r.code for r in back], [200] * 10,
+                         [r.body for r in back if r.code != 200][:1])
         listed = yield b.get("/api/v1/services")
         specs = [item["spec"] for item in listed.json()["items"]]
         ips = [spec["clusterIP"] for spec in specs]
         ports = [p["nodePort"] for spec in specs for p in spec["ports"] if "nodePort" in p]
         self.assertEqual((len(ips), len(set(ips)), len(ports), len(set(ports))),
-                         (81, 81, 80, 80))
+                         (81, 81, 70, 70))
         network = ServiceNetwork.parse("10.50.0.0/25", "30000-30099")
         ip_range, port_range = network.ranges[0], network.node_ports
         self.assertEqual({ip_range.address(o) for o in self.stored_offsets("serviceips")},

@@ -19,6 +19,7 @@ from platformd.registry.serviceallocation import (
     NODE_PORTS_KEY, SERVICE_IPS_KEY, Allocators,
 )
 from platformd.storage.memory import MemoryStorage
+from platformd.storage.mvcc import Create
 from platformd.util.servicenetwork import ServiceNetwork
 from tests.stub import StubServer
 
@@ -48,7 +49,7 @@ def service(name: str, **spec) -> dict:
 
 
 class CarriedTests(SynchronousTestCase):
-    """``Transaction.create`` between two allocators over one shared storage."""
+    """``Transaction.write`` between two allocators over one shared storage."""
 
     def setUp(self):
         self.storage = SharedMemoryStorage(Clock())
@@ -70,7 +71,8 @@ class CarriedTests(SynchronousTestCase):
         before = self.storage.revision
         txn = self.begin(self.a, obj)
         self.assertEqual(self.storage.revision, before)
-        kv = self.successResultOf(txn.create(self.storage, KEY + "s", orjson.dumps(obj)))
+        kv = self.successResultOf(txn.write(self.storage,
+                                            Create(KEY + "s", orjson.dumps(obj))))
         self.assertEqual(self.storage.revision, before + 1)
         self.assertEqual([(e.kv.key, e.revision) for e in self.storage._log[-3:]],
                          [(KEY + "s", kv.mod_revision), (SERVICE_IPS_KEY, kv.mod_revision),
@@ -81,7 +83,7 @@ class CarriedTests(SynchronousTestCase):
         # taken, and decided again on the bitmap it now holds, it is refused.
         ip = obj["spec"]["clusterIP"]
         late = self.begin(self.b, service("t", clusterIP=ip, clusterIPs=[ip]))
-        self.failureResultOf(late.create(self.storage, KEY + "t", b"{}"), DecideAgain)
+        self.failureResultOf(late.write(self.storage, Create(KEY + "t", b"{}")), DecideAgain)
         self.successResultOf(late.finish(False))
         failure = self.failureResultOf(self.b.allocate_create(
             service("t", clusterIP=ip, clusterIPs=[ip]), False, carried=True))
@@ -106,7 +108,7 @@ class CarriedTests(SynchronousTestCase):
         txn = self.begin(self.a, obj)
         self.successResultOf(self.b.allocate_create(
             service("b", clusterIP="10.9.0.21", clusterIPs=["10.9.0.21"]), False))
-        self.successResultOf(txn.create(self.storage, KEY + "a", orjson.dumps(obj)))
+        self.successResultOf(txn.write(self.storage, Create(KEY + "a", orjson.dumps(obj))))
         stored = self.a.ips["IPv4"][1]
         self.successResultOf(stored.load())
         self.assertTrue(stored.has(19) and stored.has(20))
@@ -122,7 +124,7 @@ class CarriedTests(SynchronousTestCase):
         self.successResultOf(self.b.allocate_create(other, False))
         self.assertEqual(obj["spec"]["clusterIP"], other["spec"]["clusterIP"])
         revision = self.storage.revision
-        failure = self.failureResultOf(txn.create(self.storage, KEY + "a", b"{}"))
+        failure = self.failureResultOf(txn.write(self.storage, Create(KEY + "a", b"{}")))
         failure.trap(DecideAgain)
         self.assertEqual(self.storage.revision, revision)
         self.successResultOf(txn.finish(False))
@@ -130,7 +132,7 @@ class CarriedTests(SynchronousTestCase):
         again = service("a")
         txn = self.begin(self.a, again)
         self.assertNotEqual(again["spec"]["clusterIP"], other["spec"]["clusterIP"])
-        self.successResultOf(txn.create(self.storage, KEY + "a", b"{}"))
+        self.successResultOf(txn.write(self.storage, Create(KEY + "a", b"{}")))
 
     def test_a_failed_create_leaves_nothing(self):
         """The Service key taken: 409's KeyExistsError, no bitmap written, the
@@ -139,7 +141,7 @@ class CarriedTests(SynchronousTestCase):
         ips = self.stored_ips()
         obj = service("x", clusterIP="10.9.0.9", clusterIPs=["10.9.0.9"])
         txn = self.begin(self.a, obj)
-        self.failureResultOf(txn.create(self.storage, KEY + "x", b"{}"))
+        self.failureResultOf(txn.write(self.storage, Create(KEY + "x", b"{}")))
         self.successResultOf(txn.finish(False))
         self.assertEqual(self.stored_ips(), ips)
         self.begin(self.b, service("y", clusterIP="10.9.0.9", clusterIPs=["10.9.0.9"]))
@@ -216,3 +218,45 @@ class ReplicaTests(SynchronousTestCase):
         self.assertEqual([e.kv.key for e in self.storage._log[-2:]],
                          [KEY + "applied", SERVICE_IPS_KEY])
 
+
+    def patch(self, stub: StubServer, name: str, patch: dict, code: int = 200) -> dict:
+        r = stub.client().patch(f"{SERVICES}/{name}", patch,
+                                content_type="application/merge-patch+json")
+        self.assertEqual(r.code, code, r.body)
+        return r.json()
+
+    def test_type_changes_carry_their_node_ports(self):
+        """ClusterIP → NodePort takes its node port in the update's commit, NodePort →
+        ClusterIP gives it back in the update's commit: one revision each; the port
+        given back is free for the other server at once."""
+        self.post(self.a, service("grow"), 201)
+        before = self.storage.revision
+        port = self.patch(self.a, "grow", {"spec": {"type": "NodePort"}})[
+            "spec"]["ports"][0]["nodePort"]
+        self.assertEqual(self.storage.revision, before + 1)
+        self.assertEqual([e.kv.key for e in self.storage._log[-2:]],
+                         [KEY + "grow", NODE_PORTS_KEY])
+        back = {"spec": {"type": "ClusterIP", "ports": [{"port": 80}]}}
+        self.patch(self.a, "grow", back)
+        self.assertEqual(self.storage.revision, before + 2)
+        self.assertEqual([e.kv.key for e in self.storage._log[-2:]],
+                         [KEY + "grow", NODE_PORTS_KEY])
+        self.post(self.b, service("taker", type="NodePort",
+                                  ports=[{"port": 80, "nodePort": port}]), 201)
+
+    def test_update_decided_again_on_a_stale_copy(self):
+        """B's copy of the ports' bitmap is behind A's create: B's update asking for
+        that port is decided again and refused in upstream's words, and the Service is
+        left as it was."""
+        self.post(self.b, service("mine"), 201)
+        port = self.post(self.a, service("theirs", type="NodePort"), 201)[
+            "spec"]["ports"][0]["nodePort"]
+        refused = self.patch(self.b, "mine", {"spec": {
+            "type": "NodePort", "ports": [{"port": 80, "nodePort": port}]}}, 422)
+        self.assertIn(f"spec.ports[0].nodePort: Invalid value: {port}: provided port is "
+                      "already allocated", refused["message"])
+        self.assertEqual(self.b.client().get(SERVICES + "/mine").json()["spec"]["type"],
+                         "ClusterIP")
+        for stub in (self.a, self.b):
+            self.assertEqual([b.reserved for b in stub.components.allocators.bitmaps],
+                             [set(), set()])

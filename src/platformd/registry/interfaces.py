@@ -49,13 +49,15 @@ class IWriteHooks(Interface):
         ``finish(success)`` (a Deferred) the store calls once the write is done (True)
         or has failed (False: what was taken is given back); or fail with a
         ``StatusError``.  ``context`` is the request's (``dry_run``: take nothing).
-        The store creates the object through the transaction's ``create(storage, key,
-        value)`` (a Deferred of the ``KeyValue``, failing as ``IStorage.create`` does or
-        with ``DecideAgain``), which writes what was taken with it.
+        The store writes the object through the transaction's ``write(storage, op)``
+        (``op`` the object's ``mvcc.Create``; a Deferred of the ``KeyValue``, failing as
+        that write alone would or with ``DecideAgain``), which writes what was taken
+        with it.
         """
 
     def begin_update(context, new, old):
-        """As ``begin_create`` for an update of the main resource (not ``status``)."""
+        """As ``begin_create`` for an update of the main resource (not ``status``): the
+        store writes it through ``write(storage, op)``, ``op`` its ``mvcc.Update``."""
 
     def after_delete(context, obj):
         """``obj`` was removed (not in a dry run): give back what it held; None or a

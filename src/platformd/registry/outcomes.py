@@ -17,8 +17,8 @@ class Write:
     obj: dict
     #: Set by the store: whether the write created the object.
     created: bool = False
-    #: A create's: the transactions of what the kind's hooks took for it (a Service's
-    #: address), through which the store creates it (``IWriteHooks.begin_create``).
+    #: The transactions of what the kind's hooks took (and gave back) for it (a
+    #: Service's address), through which the store writes it (``IWriteHooks``).
     transactions: Optional[list] = None
 
 

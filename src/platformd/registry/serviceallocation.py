@@ -19,26 +19,28 @@ replica may have released the address).  One write per bitmap is in flight at a 
 on a replica (upstream's allocator holds a lock across its etcd update): changes that
 arrive meanwhile are decided together on one copy and written as one.
 
-A create's allocations ride with the Service (issue 32; what upstream's ``alloc.go``
-wishes for).  ``ServiceHooks.begin_create`` only reserves them on this replica
-(``Bitmap.reserve``: decided on the last bitmap seen, taken to every other decision
-here while the create goes through validation and admission), and the generic store
-creates the Service through ``Transaction.create``: one ``IStorage.commit`` (one etcd
-Txn) of the Service, compared absent, and of each changed bitmap, compared at the
-revision it was decided on.  So an allocation costs no round trip of its own.  The
-Service key taken fails it as a create (409 AlreadyExists); another replica's change of
-a bitmap meanwhile fails it on that bitmap, whose new version the replica then holds:
-if that change took none of the reserved offsets the commit is made again on it, else
-the allocation was decided on what is no longer so and the store decides the whole
-create again (``interfaces.DecideAgain``: from the request's object, admission
-included, where a requested address now taken is upstream's 422 ``provided IP is
-already allocated``).  A reservation is dropped when the create fails anywhere, so a
-failed create writes and leaks nothing.  While another change of a bitmap is in flight
-on this replica (clients at once), a reservation is written with the changes waiting
-behind it, as one write, then the Service alone: one write in flight per bitmap still,
-and no commit sent only to lose to this replica's own.  Updates (a type change, ports
-added or removed) and releases (delete, an update's) still write the bitmap on their
-own, before (an update's allocation) or after (a release) the Service.
+A create's or an update's allocations ride with the Service (issue 32; what
+upstream's ``alloc.go`` wishes for).  ``ServiceHooks.begin_create``/``begin_update``
+only reserve them on this replica (``Bitmap.reserve``: decided on the last bitmap
+seen, taken to every other decision here while the write goes through validation and
+admission), and the generic store writes the Service through ``Transaction.write``: one
+``IStorage.commit`` (one etcd Txn) of the Service (compared absent, or at the version
+the update read) and of each changed bitmap, compared at the revision it was decided
+on; an update's releases (a type change, a node port dropped) are cleared in the same
+commit.  So an allocation costs no round trip of its own.  The Service's own condition
+failing is the store's as for any write (409 AlreadyExists, or the update decided again
+on the newer object); another replica's change of a bitmap meanwhile fails it on that
+bitmap, whose new version the replica then holds: if that change took none of the
+reserved offsets the commit is made again on it, else the allocation was decided on
+what is no longer so and the store decides the whole write again
+(``interfaces.DecideAgain``: from the request's object, admission included, where a
+requested address now taken is upstream's 422 ``provided IP is already allocated``).  A
+reservation is dropped when the write fails anywhere, so a failed write writes and
+leaks nothing.  While another change of a bitmap is in flight on this replica (clients
+at once), a reservation is written with the changes waiting behind it, as one write,
+then the Service alone, and a release after it: one write in flight per bitmap still,
+and no commit sent only to lose to this replica's own.  A delete's release still
+writes the bitmaps after the Service is gone (``ServiceHooks.after_delete``).
 
 A storage no other server shares (SQLite, memory; ``Allocators(clock=...)``): the
 bitmaps are decided in memory, synchronously, and written behind every
@@ -66,7 +68,7 @@ from __future__ import annotations
 import base64
 import random
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import orjson
 from zope.interface import implementer
@@ -194,7 +196,7 @@ class Bitmap:
         self._queue: list = []
         self._writing = False
         #: Offsets this replica has given to creates whose writes (the object's and the
-        #: bitmap's together, ``Transaction.create``) are still to come: taken to every
+        #: bitmap's together, ``Transaction.write``) are still to come: taken to every
         #: other decision here, in no stored bitmap yet.
         self.reserved: set = set()
         self.key = key
@@ -311,7 +313,7 @@ class Bitmap:
             and not self._queue
 
     def hold(self) -> None:
-        """A write carrying a change of this bitmap is in flight (``Transaction.create``):
+        """A write carrying a change of this bitmap is in flight (``Transaction.write``):
         changes wait their turn as behind one of its own."""
         self._writing = True
 
@@ -424,7 +426,7 @@ class Bitmap:
     def reserve(self, offset: Optional[int] = None):
         """
         Deferred[int]: ``offset`` (None: a free one) decided on the last bitmap seen and
-        reserved, to be written with the object that takes it (``Transaction.create``).
+        reserved, to be written with the object that takes it (``Transaction.write``).
         A refusal decided on a copy not just read is decided again on a fresh read.
         """
         decide = self.allocating(offset)
@@ -444,14 +446,17 @@ class Bitmap:
             self.reserved.add(found)
             returnValue(found)
 
-    def setting(self, offsets: list) -> Callable:
-        """The decision that sets ``offsets`` (reserved here) in a stored bitmap, or
-        raises ``AllocationError`` when another server has taken one meanwhile."""
+    def setting(self, offsets: list, clearing: Sequence[int] = ()) -> Callable:
+        """The decision that sets ``offsets`` (reserved here) in a stored bitmap and
+        clears ``clearing`` (given back), or raises ``AllocationError`` when another
+        server has taken one of ``offsets`` meanwhile."""
         def decide(bits):
             if any(_has(bits, offset) for offset in offsets):
                 raise AllocationError("allocated")
             for offset in offsets:
                 _set(bits, offset)
+            for offset in clearing:
+                _clear(bits, offset)
         return decide
 
     def _free(self, bits: bytearray, start_high: int, start_low: int) -> int:
@@ -576,61 +581,72 @@ class Transaction:
         returnValue(offset)
 
     @inlineCallbacks
-    def create(self, storage, key: str, value: bytes):
+    def write(self, storage, op):
         """
-        Deferred[KeyValue]: the create of the object (``key``, ``value``) in ``storage``
-        with what this transaction reserved: one ``IStorage.commit`` of the object and
-        every bitmap it changes, each compared with the revision it was decided on
-        (the object first: the cache, which does not hold the bitmaps, has its object
+        Deferred[KeyValue]: ``op`` (the object's ``mvcc.Create``, or its ``Update``) in
+        ``storage`` with what this transaction changes: one ``IStorage.commit`` of the
+        object and every bitmap it changes (what it reserved set, and for an update
+        what it gives back cleared), each compared with the revision it was decided on
+        (the object first: the cache, which does not hold the bitmaps, has the object
         when it reaches the revision).  Another server's change of a bitmap meanwhile
         fails the commit: when it took none of the offsets, the commit is made again on
         its bitmap; when it took one, the allocation was decided on what is no longer
-        so (``DecideAgain``: the store decides the create again, the bitmap now fresh).
-        While a change of a bitmap is in flight on this replica, the reservations wait
-        for it and are written together with the changes that waited (one write, as
-        before this seam), then the object alone.
+        so (``DecideAgain``: the store decides the write again, the bitmap now fresh).
+        The object's own conflict is the store's (its error passed on).  While a change
+        of a bitmap is in flight on this replica, the reservations wait for it and are
+        written together with the changes that waited (one write, as before this seam),
+        then the object alone, and what it gives back is released after (``commit``).
         """
         for _attempt in range(RETRIES):
             by_bitmap: dict = {}
             for bitmap, offset in self.reserved:
-                by_bitmap.setdefault(bitmap, []).append(offset)
-            if not by_bitmap:
-                kv = yield storage.create(key, value)
-                returnValue(kv)
-            if not all(bitmap.idle for bitmap in by_bitmap):
-                yield self._write_reserved(by_bitmap)
+                by_bitmap.setdefault(bitmap, ([], []))[0].append(offset)
+            if by_bitmap and not all(bitmap.idle for bitmap in by_bitmap):
+                yield self._write_reserved({b: sets for b, (sets, _) in by_bitmap.items()})
                 continue
+            for bitmap, offset in self.to_release:
+                # Of a bitmap with a write in flight: after the object, as before
+                # (``commit``).
+                if self.carried and 0 <= offset < bitmap.size and bitmap.idle:
+                    by_bitmap.setdefault(bitmap, ([], []))[1].append(offset)
+            if not by_bitmap:
+                kvs = yield storage.commit([op])
+                returnValue(kvs[0])
             changed = {}
             try:
-                for bitmap, offsets in by_bitmap.items():
+                for bitmap, (sets, clears) in by_bitmap.items():
                     bits = bytearray(bitmap.bits)
-                    bitmap.setting(offsets)(bits)
+                    bitmap.setting(sets, clears)(bits)
                     changed[bitmap] = bits
             except AllocationError:
                 raise DecideAgain(f"{bitmap.key}: another server took an offset reserved"
                                   " here") from None
-            ops = [mvcc.Create(key, value)] + [
-                mvcc.Update(bitmap.key, bitmap.value(bits), bitmap.revision)
-                for bitmap, bits in changed.items()]
+            ops = [op] + [mvcc.Update(bitmap.key, bitmap.value(bits), bitmap.revision)
+                          for bitmap, bits in changed.items()]
             for bitmap in changed:
                 bitmap.hold()
             try:
                 kvs = yield storage.commit(ops)
-            except Exception as e:
+            except (RevisionMismatchError, KeyNotFoundError) as e:
                 for bitmap in changed:
                     bitmap.resume()
-                if not isinstance(e, (RevisionMismatchError, KeyNotFoundError)):
+                if e.key == op.key:
                     raise
                 self._lost(by_bitmap, e)
                 continue
+            except BaseException:
+                for bitmap in changed:
+                    bitmap.resume()
+                raise
             for (bitmap, bits), kv in zip(changed.items(), kvs[1:]):
                 if kv.mod_revision > bitmap.revision:
                     bitmap.revision, bitmap.bits = kv.mod_revision, bits
-                bitmap.reserved.difference_update(by_bitmap[bitmap])
+                bitmap.reserved.difference_update(by_bitmap[bitmap][0])
                 bitmap.resume()
             self.reserved = []
+            self.to_release = [pair for pair in self.to_release if pair[0] not in changed]
             returnValue(kvs[0])
-        raise errors.conflict("serviceipallocations", "", key.rsplit("/", 1)[-1],
+        raise errors.conflict("serviceipallocations", "", op.key.rsplit("/", 1)[-1],
                               "too many concurrent allocations; try again")
 
     @staticmethod
@@ -1039,10 +1055,11 @@ class Allocators:
         returnValue(txn)
 
     @inlineCallbacks
-    def allocate_update(self, obj: dict, old: dict, dry_run: bool):
+    def allocate_update(self, obj: dict, old: dict, dry_run: bool, carried: bool = False):
         """Deferred[Transaction]: upstream's ``patchAllocatedValues`` then
-        ``allocateUpdate``."""
-        txn = Transaction(dry_run)
+        ``allocateUpdate``; ``carried`` as for ``allocate_create`` (what the update gives
+        back is then cleared in the same commit, too)."""
+        txn = Transaction(dry_run, carried and self.shared)
         spec, old_spec = obj["spec"], old.get("spec") or {}
         _patch_allocated_values(spec, old_spec)
         try:
@@ -1254,12 +1271,14 @@ class ServiceHooks:
         self.endpoints_store = endpoints_store
 
     def begin_create(self, ctx, obj: dict):
-        """What the Service takes, written with it (``Transaction.create``)."""
+        """What the Service takes, written with it (``Transaction.write``)."""
         return self.allocators.allocate_create(obj, bool(ctx is not None and ctx.dry_run),
                                                carried=True)
 
     def begin_update(self, ctx, new: dict, old: dict):
-        return self.allocators.allocate_update(new, old, bool(ctx is not None and ctx.dry_run))
+        """What the Service takes and gives back, written with it (``Transaction.write``)."""
+        return self.allocators.allocate_update(new, old, bool(ctx is not None and ctx.dry_run),
+                                               carried=True)
 
     @inlineCallbacks
     def after_delete(self, ctx, obj: dict):

@@ -48,6 +48,7 @@ from platformd.registry.outcomes import Keep, Remove, Write
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
 )
+from platformd.storage.mvcc import Create, Update
 from platformd.tracing import spans
 
 log = Logger()
@@ -310,16 +311,21 @@ class GenericStore:
 
         value = self._encode(obj)
         d = spans.around(ctx.span, "Create etcd3", self._span_attributes(ctx, key),
-                         lambda: self._put(lambda v: self._create_stored(key, v, pending),
+                         lambda: self._put(lambda v: self._write_op(Create(key, v), pending),
                                            obj, value))
         return d.addCallbacks(self._stored, exists, (obj,))
 
-    def _create_stored(self, key: str, value: bytes, transactions: Optional[List]):
-        """Deferred[KeyValue]: ``key`` created in storage, through the hooks'
-        transaction when there is one (its ``create`` writes what it took with it)."""
+    def _write_op(self, op, transactions: Optional[List]):
+        """
+        Deferred[KeyValue]: ``op`` (the object's ``Create``, or ``Update`` at the
+        version read) in storage, through the hooks' transaction when there is one (its
+        ``write`` writes what it took and gives back with it).
+        """
         if transactions:
-            return transactions[-1].create(self.storage, key, value)
-        return self.storage.create(key, value)
+            return transactions[-1].write(self.storage, op)
+        if isinstance(op, Create):
+            return self.storage.create(op.key, op.value)
+        return self.storage.update(op.key, op.value, op.expected_revision)
 
     def _span_attributes(self, ctx, key: str) -> dict | None:
         """Upstream's etcd3 store span attributes (its internal type's name, the
@@ -449,7 +455,7 @@ class GenericStore:
             meta.pop("selfLink", None)
             if current is None:
                 return self._write_new(ctx, key, outcome)
-            return self._write(ctx, key, current, new, fresh)
+            return self._write(ctx, key, current, new, fresh, outcome.transactions)
         return self._remove(ctx, key, current)
 
     def _write_new(self, ctx, key: str, outcome: Write):
@@ -460,13 +466,15 @@ class GenericStore:
             obj = outcome.obj  # converted there and back, as upstream's dry run does
             return self._encode(obj).addCallback(
                 lambda value: self._converted_back(obj, value)).addCallback(lambda _: True)
-        d = self._put(lambda v: self._create_stored(key, v, outcome.transactions), outcome.obj,
-                      self._encode(outcome.obj))
+        d = self._put(lambda v: self._write_op(Create(key, v), outcome.transactions),
+                      outcome.obj, self._encode(outcome.obj))
         d.addCallback(self._stored, outcome.obj)
         return d.addCallbacks(lambda _: True, _lost_race)
 
-    def _write(self, ctx, key: str, current, new: dict, fresh: bool):
-        return then(self._encode(new), self._write_value, ctx, key, current, new, fresh)
+    def _write(self, ctx, key: str, current, new: dict, fresh: bool,
+               transactions: Optional[List] = None):
+        return then(self._encode(new), self._write_value, ctx, key, current, new, fresh,
+                    transactions)
 
     def _unchanged(self, value: bytes, current, new: dict) -> bool:
         """Whether ``new`` stores as ``current`` is stored (with a ``convert``: the
@@ -476,14 +484,16 @@ class GenericStore:
                 not self.cache.stored_elsewise(current.key)
         return _without_version(new) == _without_version(current.obj)
 
-    def _write_value(self, value: bytes, ctx, key: str, current, new: dict, fresh: bool):
+    def _write_value(self, value: bytes, ctx, key: str, current, new: dict, fresh: bool,
+                     transactions: Optional[List]):
         if ctx.dry_run:
             # Upstream's dry run encodes the object and decodes it back (converting it).
             return then(self._converted_back(new, value),
                         lambda _: self._unwritten(key, current, new, fresh))
         if self._unchanged(value, current, new) and not self.storage.needs_rewrite(key):
             return self._unwritten(key, current, new, fresh)
-        d = self._put(lambda v: self.storage.update(key, v, current.revision), new, value)
+        d = self._put(lambda v: self._write_op(Update(key, v, current.revision), transactions),
+                      new, value)
         d.addCallback(self._stored, new)
         return d.addCallbacks(lambda _: True, _lost_race)
 
@@ -636,17 +646,17 @@ class GenericStore:
                 manager = None
             begun = self.hooks.begin_update(attributes.context, attributes.obj, current.obj)
             return then(begun, self._begun_update, attributes, current, manager, pending)
-        return self._checked_update(attributes, current, manager)
+        return self._checked_update(attributes, current, manager, None)
 
     def _begun_update(self, transaction, attributes, current, manager, pending: List):
         pending.append(transaction)
-        return self._checked_update(attributes, current, manager)
+        return self._checked_update(attributes, current, manager, pending)
 
-    def _checked_update(self, attributes, current, manager):
+    def _checked_update(self, attributes, current, manager, pending: Optional[List]):
         return then(self._check(None, attributes), self._validated_update, attributes,
-                    current, manager)
+                    current, manager, pending)
 
-    def _validated_update(self, _, attributes, current, manager):
+    def _validated_update(self, _, attributes, current, manager, pending: Optional[List]):
         kind = self.kind
         new = attributes.obj
         meta = new["metadata"]
@@ -655,7 +665,8 @@ class GenericStore:
             raise errors.invalid(kind.kind, kind.group, meta.get("name", ""), causes)
         if manager is not None:
             managedfields.record(kind, current.obj, new, manager, self.now())
-        return then(self.admission.validate(attributes), lambda _: Write(new))
+        return then(self.admission.validate(attributes),
+                    lambda _: Write(new, transactions=pending))
 
     # -- delete ------------------------------------------------------------------------
 
