@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from platformd.codecs import protobufcodec
 from platformd.protos.platform.api.core.v1 import generated_pb2 as core
 from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
+from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
 from platformd.storage.memory import MemoryStorage
 
 from tests.stub import StubServer
@@ -138,7 +139,7 @@ class VersionsTests(Base):
                                            (NEW, eventsv1.Event, "events.platform.io/v1")):
             r = self.client.get(f"{path}/e1", headers={"Accept": protobufcodec.PROTOBUF})
             self.assertEqual(r.code, 200)
-            unknown = protobufcodec.runtime.Unknown.FromString(r.body[4:])
+            unknown = runtime.Unknown.FromString(r.body[4:])
             self.assertEqual(unknown.typeMeta.apiVersion, api_version)
             event = message.FromString(unknown.raw)
             self.assertEqual(event.reason, "Started")

@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.codecs import protobufcodec
 from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
+from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
 
 from tests.stub import StubServer
 
@@ -120,7 +121,7 @@ class LeaseTests(SynchronousTestCase):
         r = self.client.get(f"{LEASES}/a", headers={"Accept": protobufcodec.PROTOBUF})
         self.assertEqual(r.code, 200)
         self.assertTrue(r.body.startswith(protobufcodec.MAGIC))
-        unknown = protobufcodec.runtime.Unknown.FromString(r.body[4:])
+        unknown = runtime.Unknown.FromString(r.body[4:])
         self.assertEqual((unknown.typeMeta.apiVersion, unknown.typeMeta.kind),
                          ("coordination.platform.io/v1", "Lease"))
         message = coordination.Lease.FromString(unknown.raw)

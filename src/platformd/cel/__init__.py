@@ -77,15 +77,14 @@ in ``auth/authnconfig.py``, authorization webhooks' ``request`` in ``auth/sar.py
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from cel_expr_python import cel as _cel
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2
 
 from platformd.cel import cost as _cost
-from platformd.cel import library as _library
-from platformd.cel.library import opaque as _opaque
+
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
 # -- upstream's limits ------------------------------------------------------------------
 # k8s.io/apiserver/pkg/apis/cel/config.go:
@@ -112,17 +111,50 @@ STATIC_ESTIMATED_COST_LIMIT = 10_000_000
 #: ``StaticEstimatedCRDCostLimit``: the estimated costs of all of a schema's rules.
 STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
 
-BOOL = _cel.Type.BOOL
-STRING = _cel.Type.STRING
-INT = _cel.Type.INT
-DYN = _cel.Type.DYN
-list_of = _cel.Type.List
-map_of = _cel.Type.Map
+# -- the binding, imported at first use ---------------------------------------------------
+
+#: cel-expr-python's ``cel`` module once ``_binding()`` imported it.  The library (and
+#: the protobuf runtime and messages it brings) is ~6 MiB of every process that imports
+#: it; a server whose configuration holds no CEL never compiles an expression, so it is
+#: imported by the first type, environment or message declaration asked for, not by
+#: importing this module (which validation and admission do, for its errors).
+_cel: Any = None
+
+#: The types every environment knows, by the names they are reached by here
+#: (``cel.BOOL``: a module attribute made on first access, ``__getattr__``).
+_TYPES = ("BOOL", "STRING", "INT", "DYN")
+
+
+def _binding():
+    """cel-expr-python's ``cel`` module (imported on the first call)."""
+    global _cel
+    if _cel is None:
+        from cel_expr_python import cel
+        _cel = cel
+    return _cel
+
+
+def __getattr__(name: str) -> Any:
+    """``BOOL``, ``STRING``, ``INT``, ``DYN``: cel-expr-python's types, the binding
+    imported on the first access (PEP 562)."""
+    if name in _TYPES:
+        return getattr(_binding().Type, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def list_of(element):
+    """The CEL type ``list(element)``."""
+    return _binding().Type.List(element)
+
+
+def map_of(key, value):
+    """The CEL type ``map(key, value)``."""
+    return _binding().Type.Map(key, value)
 
 
 def message_type(full_name: str):
     """The CEL type of the protobuf message ``full_name`` (declared with ``proto_file``)."""
-    return _cel.Type(full_name)
+    return _binding().Type(full_name)
 
 
 #: The most unchecked compilations an environment keeps (see ``Environment.runnable``).
@@ -210,14 +242,19 @@ class Environment:
     """
 
     def __init__(self, variables: dict, messages: descriptor_pb2.FileDescriptorProto | None = None):
+        from google.protobuf import descriptor_pool, struct_pb2
+
+        from platformd.cel import library
+        from platformd.cel.library import opaque
+        cel = _binding()  # ``_cel`` from here on: every Program has an Environment
         self.pool = descriptor_pool.DescriptorPool()
         self.pool.AddSerializedFile(struct_pb2.DESCRIPTOR.serialized_pb)
-        _opaque.add_to(self.pool)
+        opaque.add_to(self.pool)
         if messages is not None:
             self.pool.Add(messages)
         self._variables = variables
-        self._env = _cel.NewEnv(self.pool, config=_library.config(), variables=variables,
-                                extensions=[_library.declarations()])
+        self._env = cel.NewEnv(self.pool, config=library.config(), variables=variables,
+                               extensions=[library.declarations()])
         self._runtime: Any = None
         self._programs: dict = {}
         self._runnables: dict = {}
@@ -233,9 +270,10 @@ class Environment:
         if found is not None:
             return found
         if self._runtime is None:
-            self._runtime = _cel.NewEnv(self.pool, config=_library.config(),
+            from platformd.cel import library
+            self._runtime = _cel.NewEnv(self.pool, config=library.config(),
                                         variables=self._variables,
-                                        extensions=[_library.implementations()])
+                                        extensions=[library.implementations()])
         try:
             found = self._runtime.compile(source, disable_check=True)
         except Exception as error:
@@ -253,6 +291,7 @@ class Environment:
 
     def message_class(self, full_name: str):
         """The Python class of a declared message, to build variable values with."""
+        from google.protobuf import message_factory
         return message_factory.GetMessageClass(self.pool.FindMessageTypeByName(full_name))
 
     def compile(self, source: str, *result_types) -> Program:
@@ -289,6 +328,7 @@ def proto_file(name: str, package: str, messages: dict) -> descriptor_pb2.FileDe
     proto2 so that ``has()`` on a set string field is true even when it is empty, as it
     is on upstream's unstructured objects.
     """
+    from google.protobuf import descriptor_pb2
     fd = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto2")
     fd.dependency.append("google/protobuf/struct.proto")
     Field = descriptor_pb2.FieldDescriptorProto

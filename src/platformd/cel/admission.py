@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from platformd.cel import BOOL, DYN, Environment, Program
+from platformd import cel
+from platformd.cel import Environment, Program
 
 #: The variables of a webhook's ``matchConditions``.
 WEBHOOK_VARIABLES = ("object", "oldObject", "request")
@@ -38,18 +39,18 @@ def webhook_environment() -> Environment:
     """Webhooks' ``matchConditions``: ``object``, ``oldObject``, ``request``."""
     global _webhook
     if _webhook is None:
-        _webhook = Environment({name: DYN for name in WEBHOOK_VARIABLES})
+        _webhook = Environment({name: cel.DYN for name in WEBHOOK_VARIABLES})
     return _webhook
 
 
 def compile_condition(expression: str) -> Program:
     """A webhook's matchCondition; ``CompileError`` unless a boolean expression."""
-    return webhook_environment().compile(expression, BOOL)
+    return webhook_environment().compile(expression, cel.BOOL)
 
 
 def policy_environment() -> Environment:
     """A ValidatingAdmissionPolicy's expressions: ``POLICY_VARIABLES``."""
     global _policy
     if _policy is None:
-        _policy = Environment({name: DYN for name in POLICY_VARIABLES})
+        _policy = Environment({name: cel.DYN for name in POLICY_VARIABLES})
     return _policy

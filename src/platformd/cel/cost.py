@@ -30,14 +30,14 @@ length, ``isSorted`` a comparison per element ...), unless the estimator's own
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from google.protobuf import any_pb2
 from zope.interface import Interface, implementer
 
 from platformd.cel import saturating
-from platformd.cel.library import cost as _library
-from platformd.protos.cel.expr import checked_pb2
+
+if TYPE_CHECKING:
+    from platformd.protos.cel.expr import checked_pb2
 
 MAX_UINT64 = (1 << 64) - 1
 
@@ -97,6 +97,7 @@ _SCALAR_WELL_KNOWN = frozenset((2, 3))  # TIMESTAMP DURATION
 
 
 def _unpacked(serialized: bytes, out):
+    from google.protobuf import any_pb2
     envelope = any_pb2.Any()
     envelope.ParseFromString(serialized)
     out.ParseFromString(envelope.value)
@@ -106,11 +107,13 @@ def _unpacked(serialized: bytes, out):
 def checked(serialized: bytes) -> checked_pb2.CheckedExpr:
     """The ``CheckedExpr`` in what cel-expr-python's ``Expression.serialize()`` answers
     (a ``google.protobuf.Any``)."""
+    from platformd.protos.cel.expr import checked_pb2
     return _unpacked(serialized, checked_pb2.CheckedExpr())
 
 
 def parsed(serialized: bytes) -> checked_pb2.ParsedExpr:
     """The ``ParsedExpr`` in what ``serialize()`` answers for an unchecked expression."""
+    from platformd.protos.cel.expr import checked_pb2
     return _unpacked(serialized, checked_pb2.ParsedExpr())
 
 
@@ -129,6 +132,10 @@ class _Var:
 
 class _Coster:
     def __init__(self, tree, sizes):
+        # The libraries' own costs: their package imports cel-expr-python, which a
+        # checked tree has already brought, and importing this module must not.
+        from platformd.cel.library import cost as library
+        self.library = library
         self.types = tree.type_map
         self.refs = tree.reference_map
         self.estimator = sizes
@@ -393,7 +400,7 @@ class _Coster:
                 call.function, overload, None if target is None else self.size(target),
                 [self.size(a) for a in args])
             if custom is None:
-                custom = _library.call_cost(self, e, call.function, overload, target, args)
+                custom = self.library.call_cost(self, e, call.function, overload, target, args)
             if custom is not None:
                 function_cost = max(function_cost, _add(custom, arg_sum))
             else:

@@ -20,13 +20,15 @@ data item without the tag, cached per object version by ``CachedObject.encoded``
 ``list_pieces`` writes the list's map up to the ``items`` array's head, the item count
 being known, and then the items as they are, byte for byte what ``encode`` of the
 whole list writes.
+
+``cbor2`` is imported at the first CBOR body or response (under ~1 MiB of a server that
+never serves CBOR, the default).
 """
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-import cbor2
 from zope.interface import implementer
 
 from platformd.goformat import gonumbers
@@ -119,12 +121,14 @@ def _rfc3339(moment: datetime) -> str:
 
 
 def encode(value) -> bytes:
+    import cbor2
     return SELF_DESCRIBED + cbor2.dumps(value)
 
 
-#: A two-entry map's head and its "type" key, and the "object" key.
-_EVENT_HEAD = b"\xa2" + cbor2.dumps("type")
-_OBJECT_KEY = cbor2.dumps("object")
+#: A two-entry map's head and its "type" key, and the "object" key (text strings:
+#: major type 3, 0x60 + length, then the UTF-8 bytes; ``cbor2.dumps("type")``).
+_EVENT_HEAD = b"\xa2" + b"\x64type"
+_OBJECT_KEY = b"\x66object"
 
 
 def watch_event(type_: str, item: bytes) -> bytes:
@@ -132,6 +136,7 @@ def watch_event(type_: str, item: bytes) -> bytes:
     One event of a CBOR watch around an object's cached data item (``item_bytes``):
     byte for byte ``encode({"type": type_, "object": object})``.
     """
+    import cbor2
     return SELF_DESCRIBED + _EVENT_HEAD + cbor2.dumps(type_) + _OBJECT_KEY + item
 
 
@@ -140,6 +145,7 @@ class CBORCodec:
     media_type = CBOR
 
     def decode(self, data: bytes):
+        import cbor2
         try:
             value = cbor2.loads(data, allow_duplicate_keys=False, strict_hashable_types=True,
                                 max_depth=limits.MAX_DEPTH + 1)
@@ -154,6 +160,7 @@ class CBORCodec:
 
     def item_bytes(self, value: dict) -> bytes:
         """One object's data item without the tag: what a list item holds."""
+        import cbor2
         return cbor2.dumps(value)
 
     def from_item(self, api_version: str, kind: str, item: bytes) -> bytes:
@@ -166,6 +173,7 @@ class CBORCodec:
         order of ``views.list_view``) up to the head of the ``items`` array, then each
         item's data item (from ``items``).  Joined, they equal ``encode`` of the list.
         """
+        import cbor2
         head = cbor2.dumps({"kind": kind, "apiVersion": api_version, "metadata": meta_value,
                             "items": []})
         # An empty array is the one byte 0x80, last in the map: swap in the real count.

@@ -29,30 +29,13 @@ events (``watch_frame``) are upstream's stream form: a 4-byte big-endian length,
 
 from __future__ import annotations
 
+import functools
 import struct
 
-from google.protobuf.message import DecodeError
 from zope.interface import implementer
 
-from platformd.codecs import limits, protoconvert
+from platformd.codecs import limits
 from platformd.codecs.interface import CodecError, IItemCodec, ITypedCodec
-from platformd.protos.platform.api.admissionregistration.v1 import (
-    generated_pb2 as admissionregistration,
-)
-from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
-from platformd.protos.platform.apiextensions_apiserver.pkg.apis.apiextensions.v1 import (
-    generated_pb2 as apiextensions,
-)
-from platformd.protos.platform.api.authentication.v1 import generated_pb2 as authentication
-from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
-from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
-from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
-from platformd.protos.platform.api.core.v1 import generated_pb2 as core
-from platformd.protos.platform.api.discovery.v1 import generated_pb2 as discovery
-from platformd.protos.platform.api.policy.v1 import generated_pb2 as policy
-from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
-from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
-from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
 
 PROTOBUF = "application/vnd.platform.protobuf"
 #: Upstream's name for this encoding, an alias of ``PROTOBUF`` (``negotiation.ALIASES``).
@@ -75,9 +58,9 @@ _ADMISSIONREGISTRATION_KINDS = (
     "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration")
 #: The reviews: created and answered, never stored or listed (no List messages).
 _REVIEWS = (
-    ("authentication.platform.io/v1", authentication, ("SelfSubjectReview", "TokenRequest",
-                                                        "TokenReview")),
-    ("authorization.platform.io/v1", authorization, (
+    ("authentication.platform.io/v1", "authentication", ("SelfSubjectReview", "TokenRequest",
+                                                          "TokenReview")),
+    ("authorization.platform.io/v1", "authorization", (
         "LocalSubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
         "SubjectAccessReview")),
 )
@@ -93,12 +76,12 @@ _POLICY_KINDS = ("PodDisruptionBudget",)
 #: defines, which have no message), and the conversion webhooks' ConversionReview.
 APIEXTENSIONS = "apiextensions.platform.io/v1"
 _SUBRESOURCE_BODIES = (
-    ("v1", core.Binding),
-    *((version, policy.Eviction) for version in (
+    ("v1", "core", "Binding"),
+    *((version, "policy", "Eviction") for version in (
         POLICY, "policy.platform.io/v1beta1", "policy/v1", "policy/v1beta1")),
 )
 #: Kinds every group version serves (upstream registers them in each).
-_ANY_VERSION = {"Status": meta.Status, "DeleteOptions": meta.DeleteOptions}
+_ANY_VERSION = {"Status": ("meta", "Status"), "DeleteOptions": ("meta", "DeleteOptions")}
 #: The discovery documents: upstream's unversioned ``v1`` kinds, written without an
 #: ``apiVersion`` on the legacy ``/api`` paths.
 _DISCOVERY_KINDS = ("APIGroup", "APIGroupList", "APIResourceList", "APIVersions")
@@ -109,35 +92,78 @@ APIDISCOVERY = "apidiscovery.platform.io/v2"
 _TRAILER = b"\x1a\x00\x22\x00"
 
 
+@functools.cache
+def _modules() -> dict:
+    """
+    The generated message modules by the short names the tables here use, imported
+    at the first message needed: with the protobuf runtime they are ~4.5 MiB of a
+    server's memory, which one no client asks Protobuf of never needs (``serves``
+    answers from the names alone).
+    """
+    from platformd.protos.platform.api.admissionregistration.v1 import (
+        generated_pb2 as admissionregistration,
+    )
+    from platformd.protos.platform.api.apidiscovery.v2 import generated_pb2 as apidiscovery
+    from platformd.protos.platform.apiextensions_apiserver.pkg.apis.apiextensions.v1 import (
+        generated_pb2 as apiextensions,
+    )
+    from platformd.protos.platform.api.authentication.v1 import (
+        generated_pb2 as authentication,
+    )
+    from platformd.protos.platform.api.authorization.v1 import generated_pb2 as authorization
+    from platformd.protos.platform.api.coordination.v1 import generated_pb2 as coordination
+    from platformd.protos.platform.api.events.v1 import generated_pb2 as eventsv1
+    from platformd.protos.platform.api.core.v1 import generated_pb2 as core
+    from platformd.protos.platform.api.discovery.v1 import generated_pb2 as discovery
+    from platformd.protos.platform.api.policy.v1 import generated_pb2 as policy
+    from platformd.protos.platform.api.rbac.v1 import generated_pb2 as rbac
+    from platformd.protos.platform.apimachinery.pkg.apis.meta.v1 import generated_pb2 as meta
+    from platformd.protos.platform.apimachinery.pkg.runtime import generated_pb2 as runtime
+    return {"admissionregistration": admissionregistration, "apidiscovery": apidiscovery,
+            "apiextensions": apiextensions, "authentication": authentication,
+            "authorization": authorization, "coordination": coordination,
+            "events": eventsv1, "core": core, "discovery": discovery, "policy": policy,
+            "rbac": rbac, "meta": meta, "runtime": runtime}
+
+
+def _message(module: str, name: str):
+    """The message class ``name`` of the generated module ``module`` (``_modules``)."""
+    return getattr(_modules()[module], name)
+
+
 def builtin_messages() -> dict:
-    """The message class of every built-in (apiVersion, kind), lists included."""
+    """
+    Where the message of every built-in (apiVersion, kind), lists included, is: its
+    module's short name (``_modules``) and its name.  Names only, so a codec knows what
+    it serves without importing a message.
+    """
     table: dict = {}
     kinds: tuple[str, ...]
     for api_version, module, kinds in (
-            ("v1", core, _CORE_KINDS), (RBAC, rbac, _RBAC_KINDS),
-            ("v1", core, _SERVICE_KINDS), (DISCOVERY, discovery, _DISCOVERY_GROUP_KINDS),
-            (ADMISSIONREGISTRATION, admissionregistration, _ADMISSIONREGISTRATION_KINDS),
-            ("coordination.platform.io/v1", coordination, ("Lease",)),
-            ("events.platform.io/v1", eventsv1, ("Event",)),
-            (POLICY, policy, _POLICY_KINDS),
-            (APIEXTENSIONS, apiextensions, ("CustomResourceDefinition",))):
+            ("v1", "core", _CORE_KINDS), (RBAC, "rbac", _RBAC_KINDS),
+            ("v1", "core", _SERVICE_KINDS), (DISCOVERY, "discovery", _DISCOVERY_GROUP_KINDS),
+            (ADMISSIONREGISTRATION, "admissionregistration", _ADMISSIONREGISTRATION_KINDS),
+            ("coordination.platform.io/v1", "coordination", ("Lease",)),
+            ("events.platform.io/v1", "events", ("Event",)),
+            (POLICY, "policy", _POLICY_KINDS),
+            (APIEXTENSIONS, "apiextensions", ("CustomResourceDefinition",))):
         for kind in kinds:
-            table[(api_version, kind)] = getattr(module, kind)
-            table[(api_version, kind + "List")] = getattr(module, kind + "List")
+            table[(api_version, kind)] = (module, kind)
+            table[(api_version, kind + "List")] = (module, kind + "List")
     for api_version, module, kinds in _REVIEWS:
         for kind in kinds:
-            table[(api_version, kind)] = getattr(module, kind)
-            table[(_UPSTREAM_REVIEW_VERSIONS[api_version], kind)] = getattr(module, kind)
-    table[(APIEXTENSIONS, "ConversionReview")] = apiextensions.ConversionReview
-    for api_version, message in _SUBRESOURCE_BODIES:
-        table[(api_version, message.DESCRIPTOR.name)] = message
+            table[(api_version, kind)] = (module, kind)
+            table[(_UPSTREAM_REVIEW_VERSIONS[api_version], kind)] = (module, kind)
+    table[(APIEXTENSIONS, "ConversionReview")] = ("apiextensions", "ConversionReview")
+    for api_version, module, name in _SUBRESOURCE_BODIES:
+        table[(api_version, name)] = (module, name)
     for api_version in META_VERSIONS:
-        table[(api_version, "PartialObjectMetadata")] = meta.PartialObjectMetadata
-        table[(api_version, "PartialObjectMetadataList")] = meta.PartialObjectMetadataList
+        for kind in ("PartialObjectMetadata", "PartialObjectMetadataList"):
+            table[(api_version, kind)] = ("meta", kind)
     for kind in _DISCOVERY_KINDS:
         for api_version in ("", "v1"):
-            table[(api_version, kind)] = getattr(meta, kind)
-    table[(APIDISCOVERY, "APIGroupDiscoveryList")] = apidiscovery.APIGroupDiscoveryList
+            table[(api_version, kind)] = ("meta", kind)
+    table[(APIDISCOVERY, "APIGroupDiscoveryList")] = ("apidiscovery", "APIGroupDiscoveryList")
     return table
 
 
@@ -146,14 +172,26 @@ class ProtobufCodec:
     media_type = PROTOBUF
 
     def __init__(self, messages: dict | None = None):
-        self.messages = builtin_messages() if messages is None else messages
+        #: The message classes by (apiVersion, kind) found so far, or ``messages`` (a
+        #: test's own table, served alone); and where the built-ins' are
+        #: (``builtin_messages``), imported as each is first needed.
+        self._classes: dict = dict(messages or {})
+        self._names: dict = builtin_messages() if messages is None else {}
 
     def message_class(self, api_version, kind):
         """The message of (apiVersion, kind), or None when it has none."""
-        return self.messages.get((api_version, kind)) or _ANY_VERSION.get(kind)
+        key = (api_version, kind)
+        cls = self._classes.get(key)
+        if cls is None:
+            where = self._names.get(key) or _ANY_VERSION.get(kind)
+            if where is None:
+                return None
+            cls = self._classes[key] = _message(*where)
+        return cls
 
     def serves(self, api_version: str, kind: str) -> bool:
-        return self.message_class(api_version, kind) is not None
+        key = (api_version, kind)
+        return key in self._classes or key in self._names or kind in _ANY_VERSION
 
     def message_bytes(self, value: dict) -> bytes:
         """The object's own message (no envelope): what a list item or ``raw`` holds."""
@@ -161,6 +199,7 @@ class ProtobufCodec:
         if cls is None:
             raise CodecError(f"no Protobuf message for {value.get('apiVersion', '')}, "
                              f"Kind={value.get('kind')}")
+        from platformd.codecs import protoconvert
         try:
             message = protoconvert.to_message(value, cls, upstream=True)
         except (protoconvert.ConversionError, TypeError, ValueError) as e:
@@ -183,11 +222,14 @@ class ProtobufCodec:
                               self.item_bytes(value))
 
     def decode(self, data: bytes) -> dict:
+        from google.protobuf.message import DecodeError
+
+        from platformd.codecs import protoconvert
         if not data.startswith(MAGIC):
             raise CodecError("provided data does not appear to be a protobuf message, "
                              "expected prefix [107 56 115 0]")
         try:
-            unknown = runtime.Unknown.FromString(data[len(MAGIC):])
+            unknown = _message("runtime", "Unknown").FromString(data[len(MAGIC):])
         except DecodeError as e:
             raise CodecError(f"invalid Protobuf envelope: {e}") from None
         api_version, kind = unknown.typeMeta.apiVersion, unknown.typeMeta.kind
@@ -217,7 +259,9 @@ class ProtobufCodec:
         items (``item_bytes``: each already the list's field 2) as they are, then the
         trailer.  Joined, they equal ``encode`` of the whole list.
         """
-        head = _field(1, protoconvert.to_message(meta_value, meta.ListMeta, upstream=True)
+        from platformd.codecs import protoconvert
+        list_meta = _message("meta", "ListMeta")
+        head = _field(1, protoconvert.to_message(meta_value, list_meta, upstream=True)
                       .SerializeToString(deterministic=True))
         size = len(head) + sum(map(len, items))
         yield _head(api_version, kind) + b"\x12" + _varint(size) + head
@@ -241,7 +285,7 @@ def read_watch_frames(data: bytes) -> list:
     events, offset = [], 0
     while offset + 4 <= len(data):
         (length,) = struct.unpack_from(">I", data, offset)
-        events.append(meta.WatchEvent.FromString(data[offset + 4:offset + 4 + length]))
+        events.append(_message("meta", "WatchEvent").FromString(data[offset + 4:offset + 4 + length]))
         offset += 4 + length
     return events
 

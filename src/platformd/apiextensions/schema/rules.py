@@ -27,17 +27,24 @@ nor ``RuntimeCELCostBudget`` is enforced when objects are validated.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Optional
 
 from platformd import cel
-from platformd.apiextensions.schema import causes, celtypes, cost
+from platformd.apiextensions.schema import causes, cost
 from platformd.apiextensions.schema.node import Node
 from platformd.apiextensions.schema.paths import child, index
 
-#: The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound to
-#: ``celtypes.cel_value`` of the object.
-_ENV = cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
+
+@functools.cache
+def _environment() -> cel.Environment:
+    """The environment rules are evaluated in: ``self`` and ``oldSelf`` are dyn, bound
+    to ``celtypes.cel_value`` of the object.  Made at the first rule (CEL's library is
+    imported then, not with this module)."""
+    return cel.Environment({"self": cel.DYN, "oldSelf": cel.DYN})
+
+
 _RUNTIME: dict = {}
 _RUNTIME_LIMIT = 4096
 
@@ -55,13 +62,14 @@ def _runtime(source: str, optional: bool = False):
     found = _RUNTIME.get((source, optional))
     if found is not None:
         return found
+    env = _environment()
     try:
-        program = _ENV.parse(source)
+        program = env.parse(source)
         if optional:
-            program = _ENV.parse(_OPTIONAL_RUNTIME.format(source))
+            program = env.parse(_OPTIONAL_RUNTIME.format(source))
     except cel.CompileError:
         return None, False
-    found = (program, _names(_ENV.parse(source).parsed().expr, "oldSelf"))
+    found = (program, _names(env.parse(source).parsed().expr, "oldSelf"))
     if len(_RUNTIME) >= _RUNTIME_LIMIT:
         _RUNTIME.clear()
     _RUNTIME[(source, optional)] = found
@@ -119,7 +127,7 @@ def _names(expr, name: str) -> bool:
 _STRUCT = re.compile(r"(undefined field '[^']*') not found in struct '[^']*'")
 
 
-def _compile(source: str, env: cel.Environment = _ENV, optional: bool = False):
+def _compile(source: str, env: cel.Environment, optional: bool = False):
     """``source`` compiled against its schema (wrapped if ``optional``: an
     ``optionalOldSelf`` rule's), or its error as upstream words it."""
     try:
@@ -160,6 +168,7 @@ def compile_causes(node: Node, path: str, resource_root: bool, uncorrelatable: O
                    total: cost.Total, cardinality: Optional[int]) -> list:
     """The compile errors and estimated-cost errors of ``node``'s rules, type-checked
     against the schema (``celtypes``)."""
+    from platformd.apiextensions.schema import celtypes  # protobuf: only with rules
     out: list = []
     times = _cardinality_for(node, cardinality, resource_root)
     env = celtypes.Declarations(node, resource_root).environment()
@@ -396,6 +405,7 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
         if uses_old_self and not has_old and not optional:
             continue
         if variables is None:
+            from platformd.apiextensions.schema import celtypes
             variables = {"self": celtypes.cel_value(node, value),
                          "oldSelf": celtypes.cel_value(node, old) if has_old else None}
         try:

@@ -17,6 +17,10 @@ over a limit meets it on its way:
 Upstream's etcd3 store passes either error on as it is, and its handler answers it
 500 with the error's text and no reason (``client.refused`` says why).  That is the
 object's encoding as stored (JSON here) that counts, as upstream's Protobuf does there.
+
+etcd's messages are imported with the first transaction built: SQLite builds one only
+for writes near the limits (``may_be_refused``), and a server on SQLite needs neither
+them nor the protobuf runtime until then.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from __future__ import annotations
 from typing import Optional
 
 from platformd import errors
-from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
 from platformd.storage import mvcc
 
 #: clientv3's default ``MaxCallSendMsgSize``: etcd's default request limit plus gRPC's
@@ -37,9 +40,6 @@ MAX_REQUEST = 1536 * 1024
 #: its tag), then the transaction's own tag and length (``_raft_size``).
 _HEADER = 2 + 1 + 1 + 10
 
-_EQUAL, _GREATER = rpc_pb2.Compare.EQUAL, rpc_pb2.Compare.GREATER
-_CREATE, _MOD = rpc_pb2.Compare.CREATE, rpc_pb2.Compare.MOD
-
 
 def transaction(writes: list):
     """
@@ -51,11 +51,12 @@ def transaction(writes: list):
     the key exists); otherwise the else branch reads every key back, in the same order,
     so the caller can tell which condition failed and why.
     """
+    from platformd.protos.etcd.api.etcdserverpb import rpc_pb2
     compares: list = []
     success = []
     for etcd_key, op, stored in writes:
-        compares.extend(_compares(etcd_key, op))
-        success.append(_request(etcd_key, op, stored))
+        compares.extend(_compares(rpc_pb2, etcd_key, op))
+        success.append(_request(rpc_pb2, etcd_key, op, stored))
     lone_create = len(writes) == 1 and isinstance(writes[0][1], mvcc.Create)
     failure = [] if lone_create else [
         rpc_pb2.RequestOp(request_range=rpc_pb2.RangeRequest(key=etcd_key))
@@ -63,21 +64,22 @@ def transaction(writes: list):
     return rpc_pb2.TxnRequest(compare=compares, success=success, failure=failure)
 
 
-def _compares(etcd_key: bytes, op) -> list:
-    """The conditions of one write (see ``transaction``)."""
+def _compares(rpc_pb2, etcd_key: bytes, op) -> list:
+    """The conditions of one write (see ``transaction``), of etcd's ``rpc_pb2``."""
+    Compare = rpc_pb2.Compare
     if isinstance(op, mvcc.Create):
-        return [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_EQUAL,
-                                create_revision=0)]
-    compares = [rpc_pb2.Compare(key=etcd_key, target=_CREATE, result=_GREATER,
-                                create_revision=0)]
+        return [Compare(key=etcd_key, target=Compare.CREATE, result=Compare.EQUAL,
+                        create_revision=0)]
+    compares = [Compare(key=etcd_key, target=Compare.CREATE, result=Compare.GREATER,
+                        create_revision=0)]
     if op.expected_revision is not None:
-        compares.append(rpc_pb2.Compare(key=etcd_key, target=_MOD, result=_EQUAL,
-                                        mod_revision=op.expected_revision))
+        compares.append(Compare(key=etcd_key, target=Compare.MOD, result=Compare.EQUAL,
+                                mod_revision=op.expected_revision))
     return compares
 
 
-def _request(etcd_key: bytes, op, stored: Optional[bytes]):
-    """The Put or Delete of one write (see ``transaction``)."""
+def _request(rpc_pb2, etcd_key: bytes, op, stored: Optional[bytes]):
+    """The Put or Delete of one write (see ``transaction``), of etcd's ``rpc_pb2``."""
     if stored is None:
         return rpc_pb2.RequestOp(request_delete_range=rpc_pb2.DeleteRangeRequest(
             key=etcd_key, prev_kv=True))
