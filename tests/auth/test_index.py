@@ -141,6 +141,37 @@ class SharingTests(SynchronousTestCase):
         self.assertEqual(len(b.scope_errors), 1)
         self.assertEqual(len(b.subject_errors), 1)
 
+    def test_one_binding_filed_as_itself(self):
+        """A subject named by one binding is filed as that binding, by several as a dict
+        of them; as bindings come and go it changes form and decides the same."""
+        caches = FakeCaches()
+        index = caches.index()
+        index.start()
+        self.addCleanup(index.stop)
+        authorizer = RBACAuthorizer(index, Clock())
+        caches.put(role("r", rule(["list"], [""], ["pods"]), namespace="dev"),
+                   binding("a", "Role", "r", subject("User", "jane"), subject("User", "jane"),
+                           namespace="dev"))
+        scope = index.namespaces["dev"]
+        [a] = index.bindings.values()
+        self.assertIs(scope.users["jane"], a)
+        self.assertEqual(list(scope.bindings_for(JANE)), [a])
+        caches.put(binding("b", "Role", "r", subject("User", "jane"), subject("Group", "devs"),
+                           namespace="dev"))
+        b = next(v for v in index.bindings.values() if v.name == "b")
+        self.assertEqual(scope.users["jane"], {a.key: a, b.key: b})
+        self.assertIs(scope.groups["devs"], b)
+        self.assertEqual(list(scope.bindings_for(user("jane", "devs"))), [a, b])
+        caches.delete("RoleBinding", "a", "dev")
+        self.assertIs(scope.users["jane"], b)
+        self.assertEqual(ask(authorizer, JANE, PODS).verdict, ALLOW)
+        caches.put(binding("b", "Role", "r", subject("Group", "devs"), namespace="dev"))
+        self.assertNotIn("jane", scope.users)
+        self.assertEqual((ask(authorizer, JANE, PODS).verdict,
+                          ask(authorizer, BOB, PODS).verdict), (NO_OPINION, ALLOW))
+        caches.delete("RoleBinding", "b", "dev")
+        self.assertNotIn("dev", index.namespaces)
+
 
 class WatchCacheTests(SynchronousTestCase):
     """Through the in-memory server: objects written over HTTP reach the index."""

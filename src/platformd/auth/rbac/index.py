@@ -148,7 +148,12 @@ class Binding:
 
 
 class Scope:
-    """The bindings of one scope (cluster-wide, or one namespace) filed by subject."""
+    """
+    The bindings of one scope (cluster-wide, or one namespace) filed by subject.  A
+    subject's bucket is its one binding itself, or a dict of its bindings by key once
+    it has several: most users are named by one binding, and a dict of one costs
+    ~0.2 KiB (2 MiB of 11,000 RoleBindings each naming its own user).
+    """
 
     __slots__ = ("users", "groups", "service_accounts", "errors")
 
@@ -182,25 +187,42 @@ class Scope:
         if not buckets:
             return ()
         if len(buckets) == 1:
-            return buckets[0].values()
+            found = buckets[0]
+            return (found,) if type(found) is Binding else found.values()
         merged: dict = {}
         for bucket in buckets:
-            merged.update(bucket)
+            if type(bucket) is Binding:
+                merged[bucket.key] = bucket
+            else:
+                merged.update(bucket)
         return merged.values()
 
     def add(self, binding: Binding) -> None:
         for table, key in self._places(binding):
-            table.setdefault(key, {})[binding.key] = binding
+            bucket = table.get(key)
+            if bucket is None or (type(bucket) is Binding and bucket.key == binding.key):
+                table[key] = binding
+            elif type(bucket) is Binding:
+                table[key] = {bucket.key: bucket, binding.key: binding}
+            else:
+                bucket[binding.key] = binding
         if binding.scope_errors:
             self.errors[binding.key] = binding
 
     def remove(self, binding: Binding) -> None:
         for table, key in self._places(binding):
             bucket = table.get(key)
-            if bucket is not None:
-                bucket.pop(binding.key, None)
-                if not bucket:
+            if bucket is None:
+                continue
+            if type(bucket) is Binding:
+                if bucket.key == binding.key:
                     del table[key]
+                continue
+            bucket.pop(binding.key, None)
+            if len(bucket) == 1:
+                table[key] = next(iter(bucket.values()))
+            elif not bucket:
+                del table[key]
         self.errors.pop(binding.key, None)
 
     def _places(self, binding: Binding):
