@@ -238,6 +238,16 @@ class RecoveryTests(SQLiteTestCase):
         self.assertRaises(RuntimeError, store.get, "/k")
 
 
+class PageCacheTests(SQLiteTestCase):
+    async def test_readers_cache_is_bounded(self):
+        """A reader's connection caches at most 512 KiB of pages (SQLite's default is
+        2,000 KiB per connection), as the writer's does."""
+        store = await self.started()
+        await store.create("/k", b"v")
+        size = await store._read(lambda db: db.execute("PRAGMA cache_size").fetchone()[0])
+        self.assertEqual(size, -512)
+
+
 class ThreadedWatchTests(SQLiteTestCase):
     async def test_catch_up_while_writes_commit(self):
         """A watch catching up on history while writes commit gets every event once, in order."""

@@ -78,6 +78,15 @@ from platformd.storage.transformers import IDENTITY, IValueTransformer, Transfor
 #: Once a batch has this many writes, it takes no more hand-offs.
 _BATCH = 1000
 
+#: Each connection's page cache, in KiB (SQLite's default is 2,000 KiB, filled by any
+#: connection that reads or writes that much: the writer after a few thousand writes,
+#: a reader after one full range).  The writer's work is an append to the table and an
+#: insert into the key index, whose interior pages fit in far less; a reader's ranges
+#: are scans, read once; the operating system's page cache holds the file either way.
+#: 512 KiB keeps ~1.5 MiB per connection out of the server's memory (docs/performance.md).
+_CACHE_KIB = 512
+_CACHE_SIZE = f"PRAGMA cache_size=-{_CACHE_KIB}"
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS revisions (
     mod_revision INTEGER PRIMARY KEY,
@@ -232,6 +241,7 @@ class _Writer:
         for companion in ("-wal", "-shm"):
             privatefiles.file(self._path + companion, create=False)
         self._db = sqlite3.connect(self._path, isolation_level=None)
+        self._db.execute(_CACHE_SIZE)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
@@ -525,6 +535,7 @@ class SQLiteStorage:
             db = self._connections.get_nowait()
         except queue.Empty:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute(_CACHE_SIZE)
         try:
             return query(db, *args)
         finally:
