@@ -89,12 +89,12 @@ def _shared_subject(subject: dict) -> dict:
 class Binding:
     """A RoleBinding (``namespace`` set) or ClusterRoleBinding, as the index keeps it."""
 
-    __slots__ = ("key", "name", "namespace", "role_kind", "role_name", "subjects",
+    __slots__ = ("key", "namespace", "role_kind", "role_name", "subjects",
                  "subject_errors", "scope_errors", "memo")
 
-    def __init__(self, key: str, name: str, namespace: str, obj: dict):
+    def __init__(self, key: str, namespace: str, obj: dict):
+        #: The watch cache's key (its string, shared), which ends in the name.
         self.key = key
-        self.name = name
         self.namespace = _intern(namespace)
         role_ref = obj.get("roleRef") or {}
         self.role_kind = _intern(role_ref.get("kind", ""))
@@ -118,6 +118,11 @@ class Binding:
                 self.subject_errors = [*self.subject_errors, (subject, error)]
             else:
                 self.scope_errors = [*self.scope_errors, error]
+
+    @property
+    def name(self) -> str:
+        """From the key: a string of its own per binding was ~0.6 MiB of 11,000."""
+        return self.key.rsplit("/", 1)[1]
 
     @property
     def kind(self) -> str:
@@ -295,14 +300,13 @@ class RBACIndex:
             self._drop(plural, entry.key)
             return
         namespace = entry.namespace or ""
-        name = entry.name
         if plural == ROLES:
-            self.roles[(namespace, name)] = Role(obj.get("rules") or ())
+            self.roles[(namespace, entry.name)] = Role(obj.get("rules") or ())
         elif plural == CLUSTER_ROLES:
-            self.cluster_roles[name] = Role(obj.get("rules") or ())
+            self.cluster_roles[entry.name] = Role(obj.get("rules") or ())
         else:
             self._drop(plural, entry.key)
-            binding = Binding(entry.key, name, namespace if plural == ROLE_BINDINGS else "", obj)
+            binding = Binding(entry.key, namespace if plural == ROLE_BINDINGS else "", obj)
             self.bindings[entry.key] = binding
             self._scope_for_write(binding.namespace).add(binding)
 
