@@ -12,6 +12,7 @@ import re
 from twisted.trial import unittest
 
 from platformd.api import openapi
+from platformd.api.documents import Documents
 from platformd.registry.catalog import builtin
 from tests.api.docserver import KubectlTestCase
 
@@ -546,6 +547,20 @@ class V3IndexTests(unittest.TestCase):
         self.assertEqual(openapi.openapi_hash(b"{}"),
                          hashlib.sha512(b"{}").hexdigest().upper())
         self.assertTrue(openapi.openapi_hash(b"").startswith("CF83E1357EEFB8BD"))
+
+    def test_served_documents_are_the_hashed_bytes(self):
+        """The server's index hashes the bytes it serves for each document, and keeps
+        the v3 documents as those bytes only, not as dicts beside them."""
+        documents = Documents(builtin(), "127.0.0.1:6443")
+        index = json.loads(documents.lookup("/openapi/v3").json)
+        built = openapi.openapi_v3_documents(builtin())
+        self.assertEqual(set(index["paths"]), set(built))
+        for path, entry in index["paths"].items():
+            served = documents.lookup(f"/openapi/v3/{path}/").json
+            self.assertTrue(entry["serverRelativeURL"].endswith(
+                "?hash=" + openapi.openapi_hash(served)), path)
+            self.assertEqual(json.loads(served), built[path])
+        self.assertEqual({type(body) for body in documents._v3.values()}, {bytes})
 
     def test_encoding_is_stable(self):
         first = openapi.encode_document(openapi.openapi_v3(builtin(), RBAC, "v1"))

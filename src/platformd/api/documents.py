@@ -69,6 +69,7 @@ class Documents:
         self._cache: dict = {}
         #: The aggregated discovery documents, by root (``/api``, ``/apis``).
         self._aggregated: dict = {}
+        #: Every OpenAPI v3 document's bytes by index path (``_v3_encoded``).
         self._v3: Optional[dict] = None
         #: The paths ``add`` serves (kept when the catalog changes).
         self._added: dict = {}
@@ -118,12 +119,22 @@ class Documents:
         if parts == ["openapi", "v2"]:
             return Document(dumps(openapi.openapi_v2(self.catalog, __version__)))
         if len(parts) == 2:
-            return Document(dumps(openapi.openapi_v3_index(
-                self.catalog, encode=openapi.encode_document)))
+            return Document(dumps(openapi.openapi_v3_index_of(self._v3_encoded())))
+        body = self._v3_encoded().get("/".join(parts[2:]))
+        return None if body is None else Document(body)
+
+    def _v3_encoded(self) -> dict:
+        """
+        Every OpenAPI v3 document encoded (``openapi.encode_document``), by its index
+        path, made once per catalog change for the index's hashes and the documents
+        alike.  Only the bytes are kept: the documents as dicts were three times their
+        size (2.2 MiB against 0.7 for the built-in kinds), held from the first request.
+        """
         if self._v3 is None:
-            self._v3 = openapi.openapi_v3_documents(self.catalog)
-        document = self._v3.get("/".join(parts[2:]))
-        return None if document is None else Document(openapi.encode_document(document))
+            from platformd.api import openapi
+            self._v3 = {path: openapi.encode_document(document) for path, document
+                        in openapi.openapi_v3_documents(self.catalog).items()}
+        return self._v3
 
     def _build(self, path: str) -> Optional[Document]:
         parts = [p for p in path.split("/") if p]

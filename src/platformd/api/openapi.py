@@ -718,7 +718,13 @@ def openapi_v3_index(catalog, encode=encode_document) -> dict:
     a stale hash to the current one).  ``encode`` must be what the server encodes the
     documents with: the hash is of the bytes served, and also their ETag.
     """
+    return openapi_v3_index_of({path: encode(document) for path, document
+                                in openapi_v3_documents(catalog).items()})
+
+
+def openapi_v3_index_of(encoded: dict) -> dict:
+    """``openapi_v3_index`` of documents already encoded (index path -> bytes served)."""
     return {"paths": {
-        path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={openapi_hash(encode(document))}"}
-        for path, document in openapi_v3_documents(catalog).items()
+        path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={openapi_hash(body)}"}
+        for path, body in encoded.items()
     }}
