@@ -259,10 +259,13 @@ def cel_value(node: Optional[Node], value):
         return value
     if isinstance(value, dict):
         out = {}
+        names = node.cel_names
+        if names is None:
+            names = node.cel_names = {key: escape(key) for key in node.properties}
         for key, item in value.items():
             prop = node.properties.get(key)
             if prop is not None:
-                name = escape(key)
+                name = names[key]
                 if name is None:
                     continue
                 out[name] = cel_value(prop, item)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Optional
 
-from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema.node import DEFAULTS, Node
 
 
 def _non_nullable_null(value, schema: Optional[Node]) -> bool:
@@ -21,8 +21,8 @@ def _non_nullable_null(value, schema: Optional[Node]) -> bool:
 
 
 def default(value, schema: Optional[Node]) -> None:
-    if schema is None:
-        return
+    if schema is None or DEFAULTS not in schema.below:
+        return  # without a default below, a null can only be set to null again
     if isinstance(value, dict):
         for key, prop in schema.properties.items():
             if not prop.has_default:

@@ -14,7 +14,7 @@ import json
 from typing import Optional
 
 from platformd.apiextensions.schema import causes
-from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema.node import LIST_TYPES, Node
 
 
 def validate(path: str, schema: Optional[Node], value) -> list:
@@ -29,7 +29,7 @@ def _join(path: str, name: str) -> str:
 
 
 def _object(path: str, schema: Optional[Node], value: dict, out: list) -> None:
-    if schema is None:
+    if schema is None or LIST_TYPES not in schema.below:
         return
     if schema.additional is not None:
         for key, item in value.items():
@@ -42,6 +42,8 @@ def _object(path: str, schema: Optional[Node], value: dict, out: list) -> None:
 
 
 def _value(path: str, schema: Node, value, out: list) -> None:
+    if LIST_TYPES not in schema.below:
+        return
     if isinstance(value, list):
         _list(path, schema, value, out)
     elif isinstance(value, dict):

@@ -14,12 +14,16 @@ from typing import Optional
 #: A node without ``default``.
 MISSING = object()
 
+#: ``Node.below``'s features: x-kubernetes-validations, x-kubernetes-embedded-resource,
+#: a ``set`` or ``map`` x-kubernetes-list-type, a default.
+RULES, EMBEDDED, LIST_TYPES, DEFAULTS = "rules", "embedded", "list types", "defaults"
+
 
 class Node:
     __slots__ = ("type", "format", "nullable", "default", "description", "properties",
                  "items", "additional", "additional_allows", "preserve_unknown",
                  "embedded", "int_or_string", "list_type", "list_map_keys", "map_type",
-                 "rules", "raw", "cel_converts")
+                 "rules", "raw", "cel_converts", "below", "cel_names")
 
     def __init__(self, raw: dict):
         self.raw = raw
@@ -47,6 +51,28 @@ class Node:
         self.rules: list = list(raw.get("x-kubernetes-validations") or ())
         #: whether rules see values of this node converted (``celtypes.cel_value``)
         self.cel_converts: Optional[bool] = None
+        #: the CEL names of its properties (``celtypes.cel_value``), made on first use
+        self.cel_names: Optional[dict] = None
+        #: what this node or one below it has, of RULES, EMBEDDED, LIST_TYPES and
+        #: DEFAULTS: a walk looking for one of them skips a subtree without it
+        self.below: frozenset = frozenset(self._features()).union(
+            *(child.below for child in self.children()))
+
+    def children(self) -> list:
+        """The nodes directly below: properties, items, additionalProperties."""
+        out = list(self.properties.values())
+        out.extend(n for n in (self.items, self.additional) if n is not None)
+        return out
+
+    def _features(self):
+        if self.rules:
+            yield RULES
+        if self.embedded:
+            yield EMBEDDED
+        if self.list_type in ("set", "map"):
+            yield LIST_TYPES
+        if self.has_default:
+            yield DEFAULTS
 
     @property
     def has_default(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import attrs
 
 from platformd.apiextensions.schema import causes
-from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema.node import EMBEDDED, Node
 from platformd.model import meta as _meta
 
 _DNS1035_MESSAGE = (
@@ -53,7 +53,7 @@ def _join(path: str, name: str) -> str:
 
 
 def _walk(path: str, value, schema: Node | None, out: list, root: bool = False) -> None:
-    if schema is None:
+    if schema is None or EMBEDDED not in schema.below:
         return
     if isinstance(value, dict):
         if schema.embedded and not root:

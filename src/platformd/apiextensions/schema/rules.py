@@ -33,7 +33,7 @@ from typing import Optional
 
 from platformd import cel
 from platformd.apiextensions.schema import causes, cost
-from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema.node import RULES, Node
 from platformd.apiextensions.schema.paths import child, index
 
 
@@ -349,7 +349,7 @@ def _join(path: str, name: str) -> str:
 
 def _walk(node: Node, value, old, path: str, out: list, has_old: bool,
           ratchet: bool = True) -> None:
-    if value is None:
+    if value is None or RULES not in node.below:
         return
     if node.rules:
         _evaluate(node, value, old if has_old else None, path, out, has_old, ratchet)

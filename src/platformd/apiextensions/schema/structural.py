@@ -20,9 +20,9 @@ from typing import Optional
 import attrs
 
 from platformd import cel
-from platformd.apiextensions.schema import causes, checks, cost, defaulting, listtype
-from platformd.apiextensions.schema import objectmeta, pruning, rules, values
-from platformd.apiextensions.schema.node import Node
+from platformd.apiextensions.schema import causes, checks, compiledvalues, cost, defaulting
+from platformd.apiextensions.schema import listtype, objectmeta, pruning, rules, values
+from platformd.apiextensions.schema.node import RULES, Node
 from platformd.goformat import gonumbers
 from platformd.model import schema as model
 
@@ -42,7 +42,8 @@ class Structural:
 
     def __init__(self, root: Node):
         self.root = root
-        self._has_rules: Optional[bool] = None
+        #: ``values.validate`` of the root, compiled (``compiledvalues``)
+        self._check_values = compiledvalues.compile_schema(root.raw)
 
     @classmethod
     def parse(cls, openapi_schema: dict) -> "Structural":
@@ -53,8 +54,9 @@ class Structural:
         """Value validation (kube-openapi's validator, upstream's messages) and the
         embedded resources' apiVersion, kind and metadata; ``old`` (an update's previous
         object) ratchets: a value equal to its correlated old one keeps passing."""
-        out = values.validate_value(self.root.raw, obj, path,
-                                    values.NO_OLD if old is None else old)
+        errors: list = []
+        self._check_values(obj, "", values.NO_OLD if old is None else old, errors)
+        out = values.to_causes(path, errors)
         out.extend(objectmeta.validate(path, obj, self.root))
         return out
 
@@ -105,17 +107,7 @@ class Structural:
     def root_has_rules(self) -> bool:
         """Whether any node has x-kubernetes-validations (upstream has no CEL validator
         otherwise)."""
-        if self._has_rules is None:
-            self._has_rules = False
-            stack = [self.root]
-            while stack:
-                node = stack.pop()
-                if node.rules:
-                    self._has_rules = True
-                    break
-                stack.extend(node.properties.values())
-                stack.extend(n for n in (node.items, node.additional) if n is not None)
-        return self._has_rules
+        return RULES in self.root.below
 
     def validate_rules(self, obj, old=None, path: str = "") -> list:
         """The ``x-kubernetes-validations`` causes for ``obj`` (``old``: on update)."""

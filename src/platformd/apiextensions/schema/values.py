@@ -659,10 +659,10 @@ def _object(schema: dict, data, name: str, old=NO_OLD) -> Result:
 # -- to field errors -------------------------------------------------------------------
 
 
-def to_causes(path: str, result: Result) -> list:
+def to_causes(path: str, errors: list) -> list:
     """``kubeOpenAPIResultToFieldErrors``: each error at ``path`` + its name."""
     out = []
-    for error in result.errors:
+    for error in errors:
         if error.code == "plain":
             # not an errors.Validation: reported at the root, as upstream
             out.append(causes.invalid(path, "", error.message))
@@ -692,4 +692,4 @@ def validate_value(schema: dict, value, path: str = "", old=NO_OLD) -> list:
     """Upstream's ``ValidateCustomResource(path, value, NewSchemaValidator(schema))``
     (``ValidateCustomResourceUpdate`` with ``old``)."""
     result = validate(schema, value, "", old)
-    return to_causes(path, result)
+    return to_causes(path, result.errors)
