@@ -98,10 +98,7 @@ def _type_step(schema: dict, kind: str):
     types = values._types(schema)
     if kind in types or not types and not values.effective_format(schema):
         return None
-
-    def step(schema, data, name, old, errors):
-        errors.extend(values._type(schema, data, name).errors)
-    return step
+    return _interpreted(values._type)
 
 
 def _null_step(schema: dict):
@@ -116,22 +113,25 @@ def _null_step(schema: dict):
     return step
 
 
-def _junctions(schema, data, name, old, errors) -> None:
-    errors.extend(values._props(schema, data, name).errors)
+def _interpreted(validator):
+    """A step running one of the interpreter's validators (``validator(schema, data,
+    name)``, a ``Result``)."""
+    def step(schema, data, name, old, errors):
+        errors.extend(validator(schema, data, name).errors)
+    return step
 
 
-def _number(schema, data, name, old, errors) -> None:
-    errors.extend(values._number(schema, data, name).errors)
+#: The junctions (their branches' best match decides what is reported) and number
+#: limits and ranges, as the interpreter checks them.
+_junctions = _interpreted(values._props)
+_number = _interpreted(values._number)
 
 
 def _string_step(schema: dict):
     if schema.get("maxLength") is None and schema.get("minLength") is None and \
             not schema.get("pattern"):
         return None
-
-    def step(schema, data, name, old, errors):
-        errors.extend(values._string(schema, data, name).errors)
-    return step
+    return _interpreted(values._string)
 
 
 def _format_step(schema: dict):
