@@ -37,7 +37,7 @@ from platformd.apiextensions.schema.node import Node
 from platformd.goformat.durations import go_parse_duration
 
 _F = descriptor_pb2.FieldDescriptorProto
-_RESERVED = frozenset(("true", "false", "null", "in", "as", "break", "const", "continue",
+RESERVED = frozenset(("true", "false", "null", "in", "as", "break", "const", "continue",
                        "else", "for", "function", "if", "import", "let", "loop", "package",
                        "namespace", "return", "var", "void", "while"))
 _ESCAPES = {"_": "__underscores__", ".": "__dot__", "-": "__dash__", "/": "__slash__"}
@@ -48,7 +48,7 @@ def escape(name: str) -> Optional[str]:
     """Upstream's ``cel.Escape``: the CEL name of property ``name``, None if it has none."""
     if not name or name[0].isdigit():
         return None
-    if name in _RESERVED:
+    if name in RESERVED:
         return f"__{name}__"
     out = []
     for char in name:
@@ -135,7 +135,7 @@ class Declarations:
             spec = self._field(prop)
             # a CEL keyword is also a field by its own name (self.if), as upstream since
             # 1.32 (recognizeKeywordAsFieldName)
-            for each in (field_name, prop_name) if prop_name in _RESERVED else (field_name,):
+            for each in (field_name, prop_name) if prop_name in RESERVED else (field_name,):
                 fields.append((each, spec))
         message = self.file.message_type.add(name=name)
         for number, (field_name, (label, kind, type_name, entry)) in enumerate(fields, 1):
@@ -253,15 +253,20 @@ def _converts(node: Optional[Node]) -> bool:
 _RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
+def cel_names(node: Node) -> dict:
+    """The CEL name (``escape``) of each of ``node``'s properties, kept on the node."""
+    if node.cel_names is None:
+        node.cel_names = {key: escape(key) for key in node.properties}
+    return node.cel_names
+
+
 def cel_value(node: Optional[Node], value):
     """``value`` as the CEL evaluation of a rule over ``node`` sees it."""
     if value is None or node is None or not _converts(node):
         return value
     if isinstance(value, dict):
         out = {}
-        names = node.cel_names
-        if names is None:
-            names = node.cel_names = {key: escape(key) for key in node.properties}
+        names = cel_names(node)
         for key, item in value.items():
             prop = node.properties.get(key)
             if prop is not None:
@@ -269,7 +274,7 @@ def cel_value(node: Optional[Node], value):
                 if name is None:
                     continue
                 out[name] = cel_value(prop, item)
-                if key in _RESERVED:
+                if key in RESERVED:
                     out[key] = out[name]
             else:
                 out[key] = cel_value(node.additional, item)

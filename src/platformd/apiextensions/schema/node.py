@@ -23,7 +23,8 @@ class Node:
     __slots__ = ("type", "format", "nullable", "default", "description", "properties",
                  "items", "additional", "additional_allows", "preserve_unknown",
                  "embedded", "int_or_string", "list_type", "list_map_keys", "map_type",
-                 "rules", "raw", "cel_converts", "below", "cel_names")
+                 "rules", "raw", "cel_converts", "below", "cel_names",
+                 "cel_reads")
 
     def __init__(self, raw: dict):
         self.raw = raw
@@ -53,6 +54,9 @@ class Node:
         self.cel_converts: Optional[bool] = None
         #: the CEL names of its properties (``celtypes.cel_value``), made on first use
         self.cel_names: Optional[dict] = None
+        #: what its rules read of ``self`` and ``oldSelf`` (``celpaths.trie``s), made
+        #: on first evaluation
+        self.cel_reads: Optional[tuple] = None
         #: what this node or one below it has, of RULES, EMBEDDED, LIST_TYPES and
         #: DEFAULTS: a walk looking for one of them skips a subtree without it
         self.below: frozenset = frozenset(self._features()).union(

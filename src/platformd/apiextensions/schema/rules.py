@@ -9,8 +9,9 @@ protobuf messages ``celtypes`` declares, so a misspelt field is ``undefined fiel
 and a type error ``found no matching overload`` when the CRD is written, as upstream.
 A rule's result must be a bool (``cel expression must evaluate to a bool``), a
 messageExpression's a string.  Evaluation compiles the rule again, unchecked, over
-``dyn`` variables bound to the object's values (``celtypes.cel_value``): a field absent
-from the object is ``no such key: x evaluating rule: ...``, as upstream.
+``dyn`` variables bound to the object's values (``celtypes.cel_value``; only the parts
+the node's rules select, ``celpaths``): a field absent from the object is ``no such
+key: x evaluating rule: ...``, as upstream.
 
 Evaluation follows upstream: rules using ``oldSelf`` (transition rules) run only where an
 old value correlates (same property, same map key, same map-list key); an
@@ -405,9 +406,10 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
         if uses_old_self and not has_old and not optional:
             continue
         if variables is None:
-            from platformd.apiextensions.schema import celtypes
-            variables = {"self": celtypes.cel_value(node, value),
-                         "oldSelf": celtypes.cel_value(node, old) if has_old else None}
+            from platformd.apiextensions.schema import celpaths  # protobuf: only with rules
+            reads_self, reads_old = _reads(node)
+            variables = {"self": celpaths.bound(node, value, reads_self),
+                         "oldSelf": celpaths.bound(node, old, reads_old) if has_old else None}
         try:
             result = program.evaluate(variables)
         except cel.EvaluationError as error:
@@ -438,6 +440,35 @@ def _evaluate(node: Node, value, old, path: str, out: list, has_old: bool,
             message = rule.get("message") or ""
             detail = message.strip() if message else f"failed rule: {source.strip()}"
         out.append(_reason_cause(where, node, value, detail, rule.get("reason")))
+
+
+def _reads(node: Node) -> tuple:
+    """What the node's rules and messageExpressions read of ``self`` and ``oldSelf``
+    (``celpaths.trie``s), found once per node."""
+    if node.cel_reads is None:
+        from platformd.apiextensions.schema import celpaths
+        found: dict = {"self": set(), "oldSelf": set()}
+        for rule in node.rules:
+            source = rule.get("rule") or ""
+            if not source.strip():
+                continue
+            optional = rule.get("optionalOldSelf") is True
+            for text in (source, rule.get("messageExpression") or ""):
+                program = _runtime(text, optional)[0] if text else None
+                if program is None:
+                    continue
+                expr = program.parsed().expr
+                for name, paths in found.items():
+                    if paths is not None:
+                        more = celpaths.reads(expr, name)
+                        found[name] = None if more is None else paths | more
+        node.cel_reads = (celpaths.trie(_frozen(found["self"])),
+                          celpaths.trie(_frozen(found["oldSelf"])))
+    return node.cel_reads
+
+
+def _frozen(paths: Optional[set]) -> Optional[frozenset]:
+    return None if paths is None else frozenset(paths)
 
 
 def _message(expression: str, variables: dict, optional: bool) -> Optional[str]:
