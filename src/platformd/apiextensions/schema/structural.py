@@ -42,8 +42,10 @@ class Structural:
 
     def __init__(self, root: Node):
         self.root = root
-        #: ``values.validate`` of the root, compiled (``compiledvalues``)
-        self._check_values = compiledvalues.compile_schema(root.raw)
+        #: ``values.validate`` of the root, compiled (``compiledvalues``) at the first
+        #: object validated: a server starts with every definition's kinds, most of
+        #: whose objects are only read
+        self._check_values: Optional[compiledvalues.Check] = None
 
     @classmethod
     def parse(cls, openapi_schema: dict) -> "Structural":
@@ -54,6 +56,8 @@ class Structural:
         """Value validation (kube-openapi's validator, upstream's messages) and the
         embedded resources' apiVersion, kind and metadata; ``old`` (an update's previous
         object) ratchets: a value equal to its correlated old one keeps passing."""
+        if self._check_values is None:
+            self._check_values = compiledvalues.compile_schema(self.root.raw)
         errors: list = []
         self._check_values(obj, "", values.NO_OLD if old is None else old, errors)
         out = values.to_causes(path, errors)
