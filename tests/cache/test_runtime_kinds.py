@@ -508,28 +508,32 @@ class MemoryTests(Harness, SynchronousTestCase):
     def test_remove_releases_memory(self):
         """Once removed, no object of the kind is held: not by the cache, its history,
         its informer's lister, nor the snapshots of paged lists."""
+        # A namespace no other test uses: objects other tests leave to the collector
+        # (their servers' caches) are not counted.
+        namespace = "releases-memory"
         for n in range(20):
-            self.put(WIDGET, f"w{n}", "one", v="x" * 100)
+            self.put(WIDGET, f"w{n}", namespace, v="x" * 100)
         self.add(WIDGET)
-        self.put(WIDGET, "w0", "one", v="changed")  # one event in the history
+        self.put(WIDGET, "w0", namespace, v="changed")  # one event in the history
         informer = self.informers.for_kind(WIDGET)
         informer.add_handler(EventHandlers())
-        self.listing(WIDGET, "one", limit=5)  # a snapshot kept for the next pages
+        self.listing(WIDGET, namespace, limit=5)  # a snapshot kept for the next pages
         self.assertEqual(len(self.snapshots), 1)
-        self.assertEqual(self.held_objects(WIDGET), 21)
+        self.assertEqual(self.held_objects(WIDGET, namespace), 21)
         kind_cache = self.cache.for_kind(WIDGET)
         self.cache.remove_kind(WIDGET)
         self.assertEqual((len(kind_cache), len(kind_cache.history), kind_cache.watchers),
                          (0, 0, {}))
         self.assertEqual(kind_cache.current(WIDGET.storage_prefix), [])
         self.assertEqual(len(self.snapshots), 0)
-        self.assertEqual(self.held_objects(WIDGET), 0)
+        self.assertEqual(self.held_objects(WIDGET, namespace), 0)
 
-    def held_objects(self, kind) -> int:
-        """Live ``CachedObject``s of ``kind`` anywhere in the process."""
+    def held_objects(self, kind, namespace: str) -> int:
+        """Live ``CachedObject``s of ``kind`` in ``namespace`` anywhere in the process."""
         gc.collect()
+        prefix = f"{kind.storage_prefix}{namespace}/"
         return sum(1 for o in gc.get_objects()
-                   if isinstance(o, CachedObject) and o.key.startswith(kind.storage_prefix))
+                   if isinstance(o, CachedObject) and o.key.startswith(prefix))
 
     def test_remove_while_loading(self):
         """A kind removed before its load is in: add_kind fails, the late read is ignored."""
