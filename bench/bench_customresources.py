@@ -7,10 +7,11 @@ server holding many of them.
 
 The first form runs one server with a CustomResourceDefinition (``widgets.example.com``,
 namespaced, status subresource; ``--schema structural``, the default: a schema naming a
-Widget's every field as a RoleBinding's are named, with required fields, an enum and
-one CEL rule, so decoding prunes, defaults and validates as a real definition's would;
-``--schema preserve``: ``x-kubernetes-preserve-unknown-fields``) and compares, A/B
-alternating round by round (RoleBindings, then Widgets, then RoleBindings ...): creates
+Widget's every field as a RoleBinding's are named, with required fields and an enum, so
+decoding prunes, defaults and validates as a real definition's would; ``--schema rules``:
+the same with one CEL rule (``x-kubernetes-validations``), which a RoleBinding has no
+counterpart of; ``--schema preserve``: ``x-kubernetes-preserve-unknown-fields``) and
+compares, A/B alternating round by round (RoleBindings, then Widgets, then RoleBindings ...): creates
 at concurrency 16 and GETs of one object at concurrency 32 (wrk), LISTs of
 ``--list-size`` objects at concurrency 4 (wrk), and watch fan-out
 (``bench_lists_watches.fanout_run``: ``--watchers`` watches of a namespace of their own,
@@ -56,8 +57,6 @@ _STRING = {"type": "string"}
 #: A Widget's spec described as a RoleBinding's fields are (``--schema structural``).
 STRUCTURAL_SPEC = {
     "type": "object", "required": ["roleRef"],
-    "x-kubernetes-validations": [{"rule": "self.roleRef.name != ''",
-                                  "message": "roleRef.name must be set"}],
     "properties": {
         "roleRef": {"type": "object", "required": ["apiGroup", "kind", "name"],
                     "properties": {"apiGroup": _STRING, "name": _STRING,
@@ -67,6 +66,10 @@ STRUCTURAL_SPEC = {
             "type": "object", "required": ["kind", "name"],
             "properties": {"kind": _STRING, "name": _STRING, "apiGroup": _STRING,
                            "namespace": _STRING}}}}}
+
+#: ``--schema rules``: the same with one CEL rule.
+RULES_SPEC = {**STRUCTURAL_SPEC, "x-kubernetes-validations": [
+    {"rule": "self.roleRef.name != ''", "message": "roleRef.name must be set"}]}
 
 
 def definition(plural: str = "widgets", kind: str = "Widget", group: str = "example.com",
@@ -134,7 +137,8 @@ def compare(opts) -> None:
         if not wait_ready(server, port, tls_context()):
             sys.exit("platformd exited")
         client = Client(port)
-        spec = STRUCTURAL_SPEC if opts.schema == "structural" else _FREE_FORM
+        spec = {"structural": STRUCTURAL_SPEC, "rules": RULES_SPEC,
+                "preserve": _FREE_FORM}[opts.schema]
         status, body = client.call("POST", CRDS, json.dumps(definition(spec=spec)).encode())
         assert status == 201, body
         deadline = time.monotonic() + 5
@@ -301,7 +305,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--list-size", type=int, default=500)
-    parser.add_argument("--schema", choices=("structural", "preserve"), default="structural")
+    parser.add_argument("--schema", choices=("structural", "rules", "preserve"),
+                        default="structural")
     parser.add_argument("--watchers", type=int, default=300,
                         help="watch fan-out's watchers (0: no fan-out)")
     parser.add_argument("--updates", type=int, default=100)
