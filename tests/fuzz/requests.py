@@ -156,23 +156,23 @@ def _sample(kind) -> dict:
     return obj
 
 
-_NASTY = (None, [], {}, [None], {"": None}, 123456789012345678901234567890, -1, 1.5,
+NASTY = (None, [], {}, [None], {"": None}, 123456789012345678901234567890, -1, 1.5,
           1e308, True, "", "\ud800", "x" * 10000, [[[[[]]]]], {"$patch": "delete"},
           "a" * 254, "-", "UPPER", 0, LONG) + BIG_NUMBERS
 
 
-def _mutate(rng: random.Random, value):
+def mutate(rng: random.Random, value):
     """``value`` with one nested field (or the whole) replaced by something nasty."""
     if not isinstance(value, (dict, list)) or not value or rng.random() < 0.2:
-        return rng.choice(_NASTY)
+        return rng.choice(NASTY)
     if isinstance(value, dict):
         key = rng.choice(list(value) + ["unknownField"])
         out = dict(value)
-        out[key] = _mutate(rng, value.get(key))
+        out[key] = mutate(rng, value.get(key))
         return out
     index = rng.randrange(len(value))
     out = list(value)
-    out[index] = _mutate(rng, value[index])
+    out[index] = mutate(rng, value[index])
     return out
 
 
@@ -206,7 +206,7 @@ def _with_numbers(dump, value) -> str:
     return re.sub(r'"?zznumber(\d+)zz"?', lambda m: texts[int(m.group(1))], out)
 
 
-def _encode(rng: random.Random, value, content_type: str) -> bytes:
+def encode(rng: random.Random, value, content_type: str) -> bytes:
     media = content_type.split(";")[0].strip()
     if "yaml" in media:
         return _with_numbers(yaml.safe_dump, value).encode("utf-8", "surrogatepass")
@@ -234,7 +234,7 @@ PATCH_PATHS = ("/metadata/name", "/x/y", "", "/~2", "/metadata/finalizers/" + LO
                "/subjects/9223372036854775808/name")
 
 
-def _json_patch(rng: random.Random) -> list:
+def json_patch(rng: random.Random) -> list:
     """A JSON patch of one or two operations, their paths, indices and values hostile."""
     operations = []
     for _ in range(rng.randrange(1, 3)):
@@ -242,7 +242,7 @@ def _json_patch(rng: random.Random) -> list:
                                        "x", rng.choice(BIG_NUMBERS))),
                      "path": rng.choice(PATCH_PATHS + (rng.choice(BIG_NUMBERS),))}
         if rng.random() < 0.5:
-            operation["value"] = rng.choice(_NASTY + ("v", ["x.io/f"]))
+            operation["value"] = rng.choice(NASTY + ("v", ["x.io/f"]))
         if rng.random() < 0.3:
             operation["from"] = rng.choice(PATCH_PATHS)
         operations.append(operation)
@@ -259,11 +259,11 @@ def _body(rng: random.Random, kind, content_type: str) -> bytes:
     if roll < 0.2:
         return _deep(rng.choice((50, 150, 5000)), content_type)
     if roll < 0.25 or content_type == "application/json-patch+json" and roll < 0.8:
-        return _encode(rng, _json_patch(rng), content_type)
+        return encode(rng, json_patch(rng), content_type)
     value = _sample(kind)
     for _ in range(rng.randrange(0, 4)):
-        value = _mutate(rng, value)
-    return _encode(rng, value, content_type)
+        value = mutate(rng, value)
+    return encode(rng, value, content_type)
 
 
 def generate(seed: int, count: int, catalog=None):

@@ -86,21 +86,6 @@ def problem(pattern: str) -> Optional[str]:
 _COMPILED: dict = {}
 
 
-def search(pattern: str, text: str) -> bool:
-    """Whether ``text`` matches ``pattern`` somewhere (Go's ``MatchString``); True for a
-    pattern this module cannot translate."""
-    compiled = _COMPILED.get(pattern)
-    if compiled is None:
-        try:
-            compiled = re.compile(_translate(pattern))
-        except (_Unchecked, re.error):
-            return True
-        if len(_COMPILED) > 4096:
-            _COMPILED.clear()
-        _COMPILED[pattern] = compiled
-    return compiled.search(text) is not None
-
-
 def compiled(pattern: str):
     """``pattern`` compiled as Go's ``regexp.Compile`` would accept it; ``ValueError``
     with Go's message when RE2 refuses it (or this module cannot translate it)."""

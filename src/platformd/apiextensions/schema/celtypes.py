@@ -138,10 +138,19 @@ class Declarations:
             for each in (field_name, prop_name) if prop_name in RESERVED else (field_name,):
                 fields.append((each, spec))
         message = self.file.message_type.add(name=name)
+        entries: set = set()
         for number, (field_name, (label, kind, type_name, entry)) in enumerate(fields, 1):
+            entry_name = _map_entry_name(field_name) if entry is not None else ""
+            if entry_name in entries:
+                # a map whose entry message would have another map's name ("__in__" and
+                # its keyword alias "in", "a_b" and "aB"): protobuf allows only protoc's
+                # name, so this one is a Struct, its values dyn to the checker
+                label, kind, type_name, entry = \
+                    _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, ".google.protobuf.Struct", None
             if entry is not None:
                 value_kind, value_type = entry
-                nested = message.nested_type.add(name=_map_entry_name(field_name))
+                entries.add(entry_name)
+                nested = message.nested_type.add(name=entry_name)
                 nested.options.map_entry = True
                 nested.field.add(name="key", number=1, type=_F.TYPE_STRING,
                                  label=_F.LABEL_OPTIONAL)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from platformd.cel import STATIC_ESTIMATED_CRD_COST_LIMIT
+from platformd.cel import STATIC_ESTIMATED_CRD_COST_LIMIT, re2
 from platformd.apiextensions.schema import causes, cost, objectmeta, rules, values
 from platformd.goformat import goregexp
 from platformd.apiextensions.schema.causes import forbidden, invalid, not_supported, required
@@ -245,8 +245,9 @@ def _value_validation(s: dict, skip_any_of: bool, skip_first: bool, level: str, 
 
 
 def _regexp_problem(pattern: str) -> Optional[str]:
-    """Go's ``regexp.Compile`` error (RE2), None when it compiles (``goformat.goregexp``)."""
-    return goregexp.problem(pattern)
+    """Go's ``regexp.Compile`` error, None when it compiles: ``goformat.goregexp``'s
+    words for what it knows, RE2's own refusals (its repetition limit) after them."""
+    return goregexp.problem(pattern) or re2.refusal(pattern)
 
 
 def _nested(v: dict, skip_any_of: bool, level: str, path: str, out: list) -> None:

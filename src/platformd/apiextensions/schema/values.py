@@ -27,7 +27,7 @@ import unicodedata
 from typing import Optional
 
 from platformd.apiextensions.schema import causes
-from platformd.goformat import goregexp
+from platformd.cel import re2
 from platformd.goformat.durations import go_parse_duration
 from platformd.goformat.gotext import go_value
 
@@ -415,7 +415,13 @@ def _string(schema: dict, data, name: str) -> Result:
 
 
 def _search(pattern: str, text: str) -> bool:
-    return goregexp.search(pattern, text)
+    """RE2's answer (linear in the text: a user's pattern may be catastrophic for a
+    backtracking engine); True for a pattern it does not compile, which ``check``
+    refused when the definition was written."""
+    try:
+        return re2.search(pattern, text)
+    except ValueError:
+        return True
 
 
 def _format(schema: dict, data, name: str) -> Result:
