@@ -28,6 +28,9 @@ from tests.fuzz.requests import FuzzRequest
 
 #: Seconds one request may take before it counts as holding the loop.
 SLOW = 5.0
+#: Seconds a body may take to arrive: none of these requests opens a stream, and an
+#: answer echoing a 2 MiB value takes longer than ``check.STREAM_WAIT`` under load.
+BODY_WAIT = 30.0
 #: Seconds an accepted definition has to be established.
 ESTABLISH_WAIT = 10.0
 
@@ -49,7 +52,7 @@ class Outcome:
 @inlineCallbacks
 def _send(client, fuzzed: FuzzRequest, outcome: Outcome):
     started = time.monotonic()
-    response = yield check.send(client, fuzzed)
+    response = yield check.send(client, fuzzed, BODY_WAIT)
     took = time.monotonic() - started
     outcome.slowest = max(outcome.slowest, took)
     if response is None:

@@ -69,8 +69,8 @@ def _version(rng: random.Random, name: str, wild: bool) -> dict:
              "type": rng.choice(("integer", "string", "date", "number", "boolean", "float")
                                 [:5 + wild]),
              "jsonPath": rng.choice(COLUMN_PATHS if wild else COLUMN_PATHS[:2]),
-             **({"format": rng.choice(("int32", "byte", "nope"))} if rng.random() < 0.2
-                else {}),
+             **({"format": rng.choice(("int32", "byte", "nope"))}
+                if wild and rng.random() < 0.2 else {}),
              **({"priority": rng.choice((0, 1, -1))} if rng.random() < 0.2 else {})}
             for _ in range(rng.randrange(1, 4))]
     if wild and rng.random() < 0.1:

@@ -225,7 +225,7 @@ def node(rng: random.Random, depth: int = 0, kinds=None, wild: bool = True) -> d
     elif kind == "embedded":
         out["type"] = "object"
         out["x-kubernetes-embedded-resource"] = True
-        out["x-kubernetes-preserve-unknown-fields"] = rng.random() < 0.8
+        out["x-kubernetes-preserve-unknown-fields"] = not wild or rng.random() < 0.8
         if rng.random() < 0.5:
             out["properties"] = {"spec": node(rng, depth + 1, wild=wild),
                                  "metadata": {"type": "object"}}

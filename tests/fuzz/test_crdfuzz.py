@@ -15,8 +15,8 @@ from tests.e2e.harness import ServerTestCase
 from tests.fuzz import crdrun, definitions
 
 SEED = 20261127
-#: Definitions drawn, and object requests per one served: about 30 s on a quiet machine.
-COUNT, PER_DEFINITION = 40, 12
+#: Definitions drawn, and object requests per one served: about 25 s on a quiet machine.
+COUNT, PER_DEFINITION = 100, 15
 CRDS = definitions.CRDS
 
 
@@ -35,7 +35,7 @@ class CustomResourceFuzzTests(ServerTestCase):
 
     @inlineCallbacks
     def test_seeded_run(self):
-        """40 fuzzed definitions and the objects of those served: no 5xx, every error a
+        """100 fuzzed definitions and the objects of those served: no 5xx, every error a
         Status in its encoding, no answer slower than crdrun.SLOW, and the server serves
         afterwards."""
         outcome = yield crdrun.run(self.client, SEED, COUNT, PER_DEFINITION)
