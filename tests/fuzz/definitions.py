@@ -215,7 +215,8 @@ def _hostile(rng: random.Random, value):
             value = mutate(rng, value)
         return value
     special = rng.choice((
-        "x" * (2 << 20), _nested(rng.choice((120, 300))), [{"a": "x"}, {"a": "x"}], ["s", "s"],
+        "x" * (2 << 20), _nested(rng.choice((40, 90, 120, 300))), [{"a": "x"}, {"a": "x"}],
+        ["s", "s"],
         {"apiVersion": 1, "kind": "", "metadata": {"name": "BAD_", "generateName": 5,
                                                    "labels": {"": "x"}, "uid": []}},
         {"apiVersion": "v1", "kind": "K", "metadata": "x"}, 2 ** 63, -2 ** 63 - 1, "50%",

@@ -274,7 +274,7 @@ def schema(rng: random.Random, wild: bool = True) -> dict:
     spec["properties"]["replicas"] = {"type": "integer"}
     spec["properties"]["selector"] = {"type": "string"}
     if roll < 0.06:
-        spec["properties"]["deep"] = deep(rng.choice((60, 120, 200)), rng.choice(
+        spec["properties"]["deep"] = deep(rng.choice((20, 40, 60, 120, 200)), rng.choice(
             ({"type": "string"}, {"type": "string", "x-kubernetes-validations":
                                   [{"rule": "self == oldSelf"}]})))
     elif roll < 0.09:
