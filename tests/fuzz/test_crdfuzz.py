@@ -69,8 +69,9 @@ class CustomResourceFuzzTests(ServerTestCase):
     @inlineCallbacks
     def test_schema_keywords_of_the_wrong_type(self):
         """A keyword of the wrong JSON type is refused as the body is read (400, Go's
-        decoder), not a 500 from the validation tripping over it; additionalProperties
-        neither a schema nor a boolean is its union's own error."""
+        decoder), not a 500 from the validation tripping over it (the fuzzer's first
+        finding; the typed JSONSchemaProps answers it); additionalProperties neither a
+        schema nor a boolean is its union's own error."""
         for schema, where, message in (
                 ({"type": "object", "x-kubernetes-validations": [{"rule": 5}]},
                  "x-kubernetes-validations[0].rule", "cannot unmarshal number into field "

@@ -19,24 +19,26 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from cel_expr_python import cel as _cel
-from google.protobuf import descriptor_pool
-
 _PREFIX = "INVALID_ARGUMENT: invalid regular expression: "
 
 
 @functools.cache
 def _matches():
-    environment = _cel.NewEnv(descriptor_pool.DescriptorPool(), variables={
-        "text": _cel.Type.STRING, "pattern": _cel.Type.STRING})
-    return environment.compile("text.matches(pattern)")
+    """The compiled expression and the bindings' module, imported at first use (a server
+    without custom resources or CEL imports neither: ``tests/test_startup.py``)."""
+    from cel_expr_python import cel
+    from google.protobuf import descriptor_pool
+    environment = cel.NewEnv(descriptor_pool.DescriptorPool(), variables={
+        "text": cel.Type.STRING, "pattern": cel.Type.STRING})
+    return environment.compile("text.matches(pattern)"), cel.Type.ERROR
 
 
 def search(pattern: str, text: str) -> bool:
     """Whether ``text`` matches ``pattern`` somewhere, as RE2 (and Go) answer;
     ``ValueError`` with RE2's words for a pattern it does not compile."""
-    result = _matches().eval(data={"text": text, "pattern": pattern})
-    if result.type() == _cel.Type.ERROR:
+    program, error = _matches()
+    result = program.eval(data={"text": text, "pattern": pattern})
+    if result.type() == error:
         raise ValueError(str(result.value()).removeprefix(_PREFIX))
     return bool(result.plain_value())
 
