@@ -143,3 +143,20 @@ class CustomResourceFuzzTests(ServerTestCase):
                               {"metadata": {"name": "v"}, "spec": {"if": {"a": "bad"}}},
                               code=422)
         self.assertIn("spec: Invalid value: failed rule: !has(self.if)", r.json()["message"])
+
+    @inlineCallbacks
+    def test_float64_keywords_past_uint64(self):
+        """maximum: 2**64 is a float64 (1.8446744073709552e19), as Go decodes it; it was
+        kept as the int 18446744073709551616, which the JSON encoder refused (500), on
+        create and update alike."""
+        crd = _crd({"type": "object", "properties": {"a": {
+            "type": "integer", "maximum": 2 ** 64, "minimum": -2 ** 63 - 1}}})
+        yield self.served(crd)
+        path = f"{CRDS}/{crd['metadata']['name']}"
+        current = (yield self.expect("GET", path, code=200)).json()
+        schema = current["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        self.assertEqual(schema["properties"]["a"]["maximum"], 2.0 ** 64)
+        self.assertEqual(schema["properties"]["a"]["minimum"], -2.0 ** 63)
+        current["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["a"][
+            "multipleOf"] = 2 ** 65
+        yield self.expect("PUT", path, current, code=200)

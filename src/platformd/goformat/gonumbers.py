@@ -37,8 +37,11 @@ _GO_EXPONENT = 1e21
 
 
 def go_float(number: float):
-    """A float64 as Go's JSON writes it: a whole number below 1e21 without a fraction."""
-    if number.is_integer() and abs(number) < _GO_EXPONENT:
+    """A float64 as Go's JSON writes it: a whole number below 1e21 without a fraction,
+    as an int where the JSON encoder can hold one (int64 and uint64: ``2.0 ** 64`` stays
+    a float, which orjson cannot write as an int)."""
+    if number.is_integer() and abs(number) < _GO_EXPONENT and \
+            -(1 << 63) <= number < (1 << 64):
         return int(number)
     return number
 
