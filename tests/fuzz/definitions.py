@@ -245,7 +245,7 @@ def sample(rng: random.Random, crd: dict, version: dict) -> dict:
     return obj
 
 
-def _scale_body(rng: random.Random, crd: dict, version: str) -> dict:
+def _scale_body(rng: random.Random) -> dict:
     return {"apiVersion": "autoscaling/v1", "kind": "Scale",
             "metadata": {"name": "fuzzed", "namespace": "default"},
             "spec": {"replicas": rng.choice((1, 0, -1, 2 ** 31, 2 ** 63, "2", None, 1.5))}}
@@ -295,7 +295,7 @@ def objects(rng: random.Random, crd: dict, count: int):
             body = _hostile(rng, body)
         elif roll < 0.94:
             method, path = rng.choice(("GET", "PUT", "PATCH")), item + "/scale"
-            body = _scale_body(rng, crd, version["name"])
+            body = _scale_body(rng)
             if method == "PATCH":
                 media = "application/merge-patch+json"
                 body = {"spec": body["spec"]}
