@@ -207,6 +207,17 @@ def _nested(depth: int) -> dict:
 
 
 def _hostile(rng: random.Random, value):
+    """``value`` made hostile (``_anywhere``), mostly below its ``spec`` or ``status``
+    only, so that the schema's validation (not the kind and apiVersion checks before
+    it) meets what is wrong."""
+    inner = [key for key in ("spec", "status") if isinstance(value, dict) and key in value]
+    if inner and rng.random() < 0.7:
+        key = rng.choice(inner)
+        return {**value, key: _anywhere(rng, value[key])}
+    return _anywhere(rng, value)
+
+
+def _anywhere(rng: random.Random, value):
     """``value`` mutated by the requests fuzzer's mutations, or with one of the custom
     resources' own hostile values put at a random place."""
     roll = rng.random()
