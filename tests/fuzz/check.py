@@ -40,27 +40,32 @@ def _decode(media: str, body: bytes):
     raise ValueError(f"an error answered as {media!r}")
 
 
-#: The texts of the 500s upstream itself answers an object too large for etcd with
+#: The messages of the 500s upstream itself answers an object too large for etcd with
 #: (``docs/storage.md``, "Sizes"): clientv3's refusal of a transaction over 2 MiB, and
 #: etcd's of a raft request over 1.5 MiB, which ``ErrorToAPIStatus`` passes on as 500s.
-_TOO_LARGE_FOR_ETCD = (b"rpc error: code = ResourceExhausted desc = trying to send message "
-                       b"larger than max (", b'"message":"etcdserver: request is too large"')
+_TOO_LARGE_FOR_ETCD = ("rpc error: code = ResourceExhausted desc = trying to send message "
+                       "larger than max (", "etcdserver: request is too large")
 
 
 def _upstreams_500(response) -> bool:
     """
-    The 500s upstream itself answers to a client's input: an apply of a field the
-    schema does not declare (structured-merge-diff's ``failed to create typed patch
-    object (...): .path: field not declared in schema``, a plain error that
-    ``ErrorToAPIStatus`` makes a 500; kubernetes/kubernetes#122480 and #139253, open),
-    and an object within the 3 MiB request limit too large for etcd (a custom object
-    with a 2 MiB string).
+    The 500s upstream itself answers to a client's input (read from the Status, in
+    whichever encoding it came): an apply of a field the schema does not declare
+    (structured-merge-diff's ``failed to create typed patch object (...): .path: field
+    not declared in schema``, a plain error that ``ErrorToAPIStatus`` makes a 500;
+    kubernetes/kubernetes#122480 and #139253, open), and an object within the 3 MiB
+    request limit too large for etcd (a custom object with a 2 MiB string).
     """
     if response.code != 500:
         return False
-    return b"failed to create typed patch object (" in response.body and \
-        b"field not declared in schema" in response.body or \
-        any(text in response.body for text in _TOO_LARGE_FOR_ETCD)
+    media = (response.header("Content-Type") or "").split(";")[0].strip()
+    try:
+        message = str(_decode(media, response.body).get("message", ""))
+    except Exception:  # noqa: BLE001 - not a Status: not upstream's either
+        return False
+    return "failed to create typed patch object (" in message and \
+        "field not declared in schema" in message or \
+        message.startswith(_TOO_LARGE_FOR_ETCD)
 
 
 def problem(request, response) -> str | None:

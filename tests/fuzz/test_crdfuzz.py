@@ -160,3 +160,23 @@ class CustomResourceFuzzTests(ServerTestCase):
         current["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["a"][
             "multipleOf"] = 2 ** 65
         yield self.expect("PUT", path, current, code=200)
+
+    @inlineCallbacks
+    def test_embedded_metadata_of_the_wrong_type(self):
+        """An embedded resource whose metadata.name is a number (in a field or a list's
+        item) is not validated as a name (upstream's coercion drops the malformed field
+        first): it was a TypeError, 500."""
+        yield self.served(_crd({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "tmpl": {"type": "object", "x-kubernetes-embedded-resource": True,
+                         "x-kubernetes-preserve-unknown-fields": True},
+                "list": {"type": "array", "items": {
+                    "type": "object", "x-kubernetes-embedded-resource": True,
+                    "x-kubernetes-preserve-unknown-fields": True}}}}}}))
+        path = "/apis/fuzz.example.com/v1/namespaces/default/widgets"
+        embedded = {"apiVersion": "v1", "kind": "K", "metadata": {"name": 1.5}}
+        for name, spec in (("a", {"tmpl": embedded}), ("b", {"list": [embedded]})):
+            for query in ("", "?fieldValidation=Strict"):
+                yield self.expect("POST", path + query, {
+                    "metadata": {"name": name}, "spec": spec}, code=201)
+                yield self.expect("DELETE", f"{path}/{name}", code=200)

@@ -105,7 +105,9 @@ def _embedded(path: str, value: dict) -> list:
             if not isinstance(item, dict):
                 out.append(causes.invalid(where, item, "expected map[string]interface{}"))
                 continue
-            meta = dict(item)
+            # a malformed field (a name of 1.5) is not validated: upstream's coercion
+            # drops it first (it was a TypeError here: a 500)
+            meta = _object_meta(item, where, [])
             if not meta.get("name"):
                 meta["name"] = "fakename"
             for cause in _meta.validate_object_meta(meta, _meta.path_segment,
