@@ -15,8 +15,9 @@ from tests.e2e.harness import ServerTestCase
 from tests.fuzz import crdrun, definitions
 
 SEED = 20261127
-#: Definitions drawn, and object requests per one served: about 25 s on a quiet machine.
-COUNT, PER_DEFINITION = 100, 15
+#: Definitions drawn, and object requests per one served: about 10 s on a quiet machine,
+#: 30 s on a loaded one.
+COUNT, PER_DEFINITION = 200, 20
 CRDS = definitions.CRDS
 
 
@@ -35,7 +36,7 @@ class CustomResourceFuzzTests(ServerTestCase):
 
     @inlineCallbacks
     def test_seeded_run(self):
-        """100 fuzzed definitions and the objects of those served: no 5xx, every error a
+        """200 fuzzed definitions and the objects of those served: no 5xx, every error a
         Status in its encoding, no answer slower than crdrun.SLOW, and the server serves
         afterwards."""
         outcome = yield crdrun.run(self.client, SEED, COUNT, PER_DEFINITION)
