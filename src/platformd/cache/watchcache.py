@@ -54,6 +54,16 @@ class CorruptObjectError(Exception):
 _STORED, _JSON, _OTHER_JSON = 0, 1, 2
 
 
+def _memo_view(holder, key, make: Callable):
+    """``make()`` kept in ``holder._views`` under ``key`` (a dict made at the first)."""
+    if holder._views is None:
+        holder._views = {}
+    found = holder._views.get(key)
+    if found is None:
+        found = holder._views[key] = make()
+    return found
+
+
 class CachedObject:
     """
     One version of one object.  ``obj`` is shared and must not be mutated: take
@@ -140,12 +150,7 @@ class CachedObject:
     def view(self, key, make: Callable) -> "CachedObject":
         """``make()`` (this version as another version of its kind serves it,
         ``cache/versions.py``), made once per ``key`` and kept with this version."""
-        if self._views is None:
-            self._views = {}
-        found = self._views.get(key)
-        if found is None:
-            found = self._views[key] = make()
-        return found
+        return _memo_view(self, key, make)
 
     def mutable(self) -> dict:
         """A private deep copy of the object (fastest way: reparse its JSON)."""
@@ -202,12 +207,7 @@ class CacheEvent:
 
     def view(self, key, make: Callable) -> "CacheEvent":
         """``make()`` (this event as another version sees it), once per ``key``."""
-        if self._views is None:
-            self._views = {}
-        found = self._views.get(key)
-        if found is None:
-            found = self._views[key] = make()
-        return found
+        return _memo_view(self, key, make)
 
     @property
     def key(self) -> str:

@@ -44,6 +44,7 @@ older version is 410 Gone.
 from __future__ import annotations
 
 from collections import deque
+from functools import lru_cache
 from typing import Callable, Optional
 
 import orjson
@@ -67,7 +68,13 @@ def stored_in(raw: bytes, api_version: str) -> bool:
     """Whether the stored bytes ``raw`` are of ``api_version`` (read off the bytes: an
     object is stored kind and apiVersion first; False when that cannot be told so)."""
     at = raw.find(b'"apiVersion":', 0, 512)
-    return at >= 0 and raw.startswith(orjson.dumps({"apiVersion": api_version})[1:-1], at)
+    return at >= 0 and raw.startswith(_api_version_field(api_version), at)
+
+
+@lru_cache(maxsize=256)
+def _api_version_field(api_version: str) -> bytes:
+    """``"apiVersion":"<api_version>"`` as stored: made once per version, not per read."""
+    return orjson.dumps({"apiVersion": api_version})[1:-1]
 
 
 def converted_kvs(convert, api_version: str, kvs: list):
