@@ -111,12 +111,81 @@ class AllocationAcrossReplicasTests(ReplicasTestCase):
 
     def stored_offsets(self, name: str) -> set:
         """The offsets set in the ``RangeAllocation`` ``name`` as stored in etcd."""
+        return self.stored_range(name)[0]
+
+    def stored_range(self, name: str, revision: int = 0) -> tuple:
+        """The offsets set in the ``RangeAllocation`` ``name`` as stored in etcd at
+        ``revision`` (0: now), and the revision that stored it."""
+        [stored] = self.etcd_range(f"ranges/{name}", revision)
+        number = int.from_bytes(base64.b64decode(orjson.loads(stored.value)["data"]), "big")
+        return {bit for bit in range(number.bit_length()) if number >> bit & 1}, \
+            stored.mod_revision
+
+    def etcd_range(self, key: str, revision: int = 0) -> list:
+        """The etcd versions of ``key`` (below the servers' prefix) at ``revision``."""
         channel, kv, _watch = raw_kv(self.cluster.urls)
         self.addCleanup(channel.close)
         prefix = self.server_args[self.server_args.index("--etcd-prefix") + 1]
-        [stored] = kv.Range(rpc_pb2.RangeRequest(key=f"{prefix}/ranges/{name}".encode())).kvs
-        number = int.from_bytes(base64.b64decode(orjson.loads(stored.value)["data"]), "big")
-        return {bit for bit in range(number.bit_length()) if number >> bit & 1}
+        return list(kv.Range(rpc_pb2.RangeRequest(key=f"{prefix}/{key}".encode(),
+                                                  revision=revision)).kvs)
+
+    @inlineCallbacks
+    def test_a_delete_gives_back_in_its_own_revision(self):
+        """
+        A NodePort Service's removal clears its address and node port in the removal's
+        etcd transaction: the bitmaps as stored at the revision that removed the
+        Service no longer hold them, and one revision before, with the Service still
+        there, they do (upstream's ``afterDelete`` writes them after, a leak if the
+        server dies between).
+        """
+        a, _b = yield self.replicas(2, "--service-cluster-ip-range", "10.60.0.0/28",
+                                    "--service-node-port-range", "30000-30009")
+        r = yield a.post(SERVICES, service("gone", type="NodePort"))
+        self.assertEqual(r.code, 201, r.body)
+        spec = r.json()["spec"]
+        network = ServiceNetwork.parse("10.60.0.0/28", "30000-30009")
+        ip = network.ranges[0].offset_of(spec["clusterIP"])
+        port = network.node_ports.offset_of(spec["ports"][0]["nodePort"])
+        r = yield a.delete(SERVICES + "/gone")
+        self.assertEqual(r.code, 200, r.body)
+        ips, removed = self.stored_range("serviceips")
+        ports, ports_revision = self.stored_range("servicenodeports")
+        self.assertEqual((ports_revision, ip in ips, port in ports), (removed, False, False))
+        self.assertEqual(self.etcd_range("services/default/gone", removed), [])
+        self.assertEqual(len(self.etcd_range("services/default/gone", removed - 1)), 1)
+        self.assertIn(ip, self.stored_range("serviceips", removed - 1)[0])
+        self.assertIn(port, self.stored_range("servicenodeports", removed - 1)[0])
+
+    @inlineCallbacks
+    def test_racing_delete_and_create_of_one_address(self):
+        """
+        Twenty rounds of a Service deleted through one replica while the other creates
+        one asking for its address: the create is 201 (after the removal) or 422 (before
+        it, in upstream's words), never a second holder; the address is free again
+        for the next try, and in the end the bitmap holds exactly the Services'
+        addresses.
+        """
+        a, b = yield self.replicas(2, "--service-cluster-ip-range", "10.70.0.0/26")
+        for n in range(20):
+            ip = f"10.70.0.{n + 10}"
+            r = yield a.post(SERVICES, service(f"old{n}", clusterIP=ip))
+            self.assertEqual(r.code, 201, r.body)
+            gone, made = yield gatherResults([
+                a.delete(f"{SERVICES}/old{n}"),
+                b.post(SERVICES, service(f"new{n}", clusterIP=ip))])
+            self.assertEqual(gone.code, 200, gone.body)
+            self.assertIn(made.code, (201, 422), made.body)
+            if made.code == 422:
+                self.assertIn(f"failed to allocate IP {ip}: provided IP is already allocated",
+                              made.json()["message"])
+                r = yield b.post(SERVICES, service(f"new{n}", clusterIP=ip))
+                self.assertEqual(r.code, 201, r.body)
+        listed = yield b.get(SERVICES)
+        ips = [item["spec"]["clusterIP"] for item in listed.json()["items"]]
+        self.assertEqual(len(ips), len(set(ips)))
+        ip_range = ServiceNetwork.parse("10.70.0.0/26").ranges[0]
+        self.assertEqual({ip_range.address(o) for o in self.stored_offsets("serviceips")},
+                         set(ips) | {"10.70.0.1"})
 
     @inlineCallbacks
     def test_one_requested_address_goes_to_one(self):

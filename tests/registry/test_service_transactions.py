@@ -260,3 +260,43 @@ class ReplicaTests(SynchronousTestCase):
         for stub in (self.a, self.b):
             self.assertEqual([b.reserved for b in stub.components.allocators.bitmaps],
                              [set(), set()])
+
+    def test_a_delete_gives_back_in_its_own_commit(self):
+        """A NodePort Service's removal clears its address and its node port in the
+        removal's commit (one revision, the Service's event first), and the other
+        server can take both at once; deleting a terminating one's last finalizer
+        (the update loop's removal) gives back in its commit too."""
+        made = self.post(self.a, service("gone", type="NodePort"), 201)["spec"]
+        ip, port = made["clusterIP"], made["ports"][0]["nodePort"]
+        before = self.storage.revision
+        r = self.a.client().delete(SERVICES + "/gone")
+        self.assertEqual(r.code, 200, r.body)
+        self.assertEqual(self.storage.revision, before + 1)
+        self.assertEqual([e.kv.key for e in self.storage._log[-3:]],
+                         [KEY + "gone", SERVICE_IPS_KEY, NODE_PORTS_KEY])
+        self.post(self.b, service("taker", type="NodePort", clusterIP=ip, clusterIPs=[ip],
+                                  ports=[{"port": 80, "nodePort": port}]), 201)
+        held = service("held")
+        held["metadata"]["finalizers"] = ["example.com/hold"]
+        ip = self.post(self.b, held, 201)["spec"]["clusterIP"]
+        r = self.b.client().delete(SERVICES + "/held")
+        self.assertEqual(r.code, 200, r.body)
+        before = self.storage.revision
+        self.patch(self.b, "held", {"metadata": {"finalizers": None}})
+        self.assertEqual(self.storage.revision, before + 1)
+        self.assertEqual([e.kv.key for e in self.storage._log[-2:]],
+                         [KEY + "held", SERVICE_IPS_KEY])
+        self.post(self.a, service("again", clusterIP=ip, clusterIPs=[ip]), 201)
+
+    def test_a_delete_lost_to_another_writer_gives_back_nothing(self):
+        """A removal whose Service changed meanwhile (a precondition on the old
+        version) writes nothing: the address stays taken."""
+        made = self.post(self.a, service("kept"), 201)
+        self.patch(self.b, "kept", {"metadata": {"labels": {"a": "b"}}})
+        revision = self.storage.revision
+        r = self.a.client().delete(SERVICES + "/kept", {
+            "preconditions": {"resourceVersion": made["metadata"]["resourceVersion"]}})
+        self.assertEqual(r.code, 409, r.body)
+        self.assertEqual(self.storage.revision, revision)
+        ip = made["spec"]["clusterIP"]
+        self.post(self.b, service("other", clusterIP=ip, clusterIPs=[ip]), 422)

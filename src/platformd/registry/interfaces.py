@@ -38,7 +38,8 @@ class IWriteCheck(Interface):
 class IWriteHooks(Interface):
     """
     Upstream's ``BeginCreate``/``BeginUpdate``/``AfterDelete`` store hooks (the services'
-    REST storage allocates there): given to a kind's ``GenericStore`` as ``hooks``
+    REST storage allocates there), and ``begin_delete`` (what a removal gives back,
+    written with it): given to a kind's ``GenericStore`` as ``hooks``
     (``compose``: the services' ``serviceallocation.ServiceHooks``).
     """
 
@@ -59,6 +60,18 @@ class IWriteHooks(Interface):
         """As ``begin_create`` for an update of the main resource (not ``status``): the
         store writes it through ``write(storage, op)``, ``op`` its ``mvcc.Update``."""
 
+    def begin_delete(context, obj):
+        """
+        What a removal of ``obj`` (not in a dry run) gives back, written with it: a
+        transaction (at once, not a Deferred) whose ``write(storage, op)`` the store
+        removes the object through (``op`` its ``mvcc.Delete``; a Deferred of the
+        ``KeyValue``, failing as that removal alone would) and whose ``finish(success)``
+        it calls once the removal is done or has failed; or None.  Upstream's
+        ``AfterDelete`` gives back after the removal: a server that dies between leaks
+        what the object held until the repair finds it; written together, nothing
+        leaks.
+        """
+
     def after_delete(context, obj):
-        """``obj`` was removed (not in a dry run): give back what it held; None or a
-        Deferred (its failure is logged)."""
+        """``obj`` was removed (not in a dry run): what is left to do (a Service's
+        Endpoints deleted); None or a Deferred (its failure is logged)."""

@@ -39,8 +39,12 @@ reservation is dropped when the write fails anywhere, so a failed write writes a
 leaks nothing.  While another change of a bitmap is in flight on this replica (clients
 at once), a reservation is written with the changes waiting behind it, as one write,
 then the Service alone, and a release after it: one write in flight per bitmap still,
-and no commit sent only to lose to this replica's own.  A delete's release still
-writes the bitmaps after the Service is gone (``ServiceHooks.after_delete``).
+and no commit sent only to lose to this replica's own.  A removal gives back what
+the Service held in its own commit too (``ServiceHooks.begin_delete``: the Service
+compared at the version read, each bitmap at the revision seen, the offsets cleared;
+upstream's ``afterDelete`` releases after the removal, so a server dying between leaks
+until the repair), but for a bitmap with a change in flight on this replica, whose
+release follows the removal as before.
 
 A storage no other server shares (SQLite, memory; ``Allocators(clock=...)``): the
 bitmaps are decided in memory, synchronously, and written behind every
@@ -72,13 +76,14 @@ from typing import Callable, Optional, Sequence
 
 import orjson
 from zope.interface import implementer
-from twisted.internet.defer import Deferred, fail, inlineCallbacks, returnValue, succeed
+from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd import errors
 from platformd.context import internal
 from platformd.registry.interfaces import DecideAgain, IWriteHooks
+from platformd.util.deferreds import then
 from platformd.model import fielderrors as fe
 from platformd.registry.kinds import netaddr
 from platformd.registry.kinds import service as svc
@@ -372,7 +377,7 @@ class Bitmap:
                 fresh = True
                 continue
             if bits == self.bits:
-                returnValue(results)
+                return results
             try:
                 kv = yield self.storage.update(self.key, self.value(bits), self.revision)
             except RevisionMismatchError as e:
@@ -384,67 +389,72 @@ class Bitmap:
                 continue
             if kv.mod_revision > self.revision:
                 self.revision, self.bits = kv.mod_revision, bits
-            returnValue(results)
+            return results
         raise errors.conflict("serviceipallocations", "", self.key.rsplit("/", 1)[-1],
                               "too many concurrent allocations; try again")
 
-    def allocating(self, offset: Optional[int]) -> Callable:
+    def choosing(self, offset: Optional[int]) -> Callable:
         """
-        The decision of an allocation of ``offset`` (None: a free one, at random in the
-        upper band first): it sets the offset in the bitmap it is given and answers it,
-        or raises ``AllocationError``.  An offset reserved here is taken.
+        The choice of an allocation of ``offset`` (None: a free one, at random in the
+        upper band first): given a bitmap, which it does not change, it answers the
+        offset or raises ``AllocationError``.  An offset reserved here is taken.
         """
         if offset is not None:
-            def decide(bits):
+            def choose(bits):
                 if _has(bits, offset) or offset in self.reserved:
                     raise AllocationError("allocated")
-                _set(bits, offset)
                 return offset
-            return decide
+            return choose
         start_high = self.rng.randrange(self.size - self.offset) if self.size > self.offset \
             else 0
         start_low = self.rng.randrange(self.offset) if self.offset else 0
 
-        def decide_next(bits):
-            taken = bits
-            if self.reserved:
-                taken = bytearray(bits)
-                for reserved in self.reserved:
-                    _set(taken, reserved)
-            found = self._free(taken, start_high, start_low)
+        def choose_next(bits):
+            found = self._free(bits, start_high, start_low)
             if found < 0:
                 raise AllocationError(ERR_FULL)
+            return found
+        return choose_next
+
+    def allocating(self, offset: Optional[int]) -> Callable:
+        """The decision of an allocation of ``offset`` (see ``choosing``): it sets the
+        offset chosen in the bitmap it is given and answers it."""
+        choose = self.choosing(offset)
+
+        def decide(bits):
+            found = choose(bits)
             _set(bits, found)
             return found
-        return decide_next
+        return decide
 
     def allocate(self, offset: Optional[int] = None):
         """Deferred[int]: ``offset`` (None: a free one) allocated and written."""
         return self.change(self.allocating(offset))
 
-    @inlineCallbacks
     def reserve(self, offset: Optional[int] = None):
         """
-        Deferred[int]: ``offset`` (None: a free one) decided on the last bitmap seen and
-        reserved, to be written with the object that takes it (``Transaction.write``).
-        A refusal decided on a copy not just read is decided again on a fresh read.
+        ``offset`` (None: a free one) chosen on the last bitmap seen and reserved, to be
+        written with the object that takes it (``Transaction.write``): at once (an int)
+        when a bitmap has been seen and has it free, the common case, which costs no
+        Deferred; else a Deferred[int] of the choice made on a fresh read (none seen
+        yet, or a refusal decided on a copy not just read: another replica may have
+        released the offset).
         """
-        decide = self.allocating(offset)
-        fresh = False
-        if not self.revision:
-            yield self.load()
-            fresh = True
-        while True:
+        choose = self.choosing(offset)
+        if self.revision:
             try:
-                found = decide(bytearray(self.bits))
+                found = choose(self.bits)
             except AllocationError:
-                if fresh:
-                    raise
-                yield self.load()
-                fresh = True
-                continue
-            self.reserved.add(found)
-            returnValue(found)
+                pass
+            else:
+                self.reserved.add(found)
+                return found
+        return self.load().addCallback(self._reserve_loaded, choose)
+
+    def _reserve_loaded(self, _, choose: Callable) -> int:
+        found = choose(self.bits)
+        self.reserved.add(found)
+        return found
 
     def setting(self, offsets: list, clearing: Sequence[int] = ()) -> Callable:
         """The decision that sets ``offsets`` (reserved here) in a stored bitmap and
@@ -460,17 +470,25 @@ class Bitmap:
         return decide
 
     def _free(self, bits: bytearray, start_high: int, start_low: int) -> int:
-        """The first clear offset from ``offset + start_high`` on in the upper band
-        (wrapping), else from ``start_low`` in the lower band; -1 when full."""
+        """The first free offset (``_first_free``) from ``offset + start_high`` on in the
+        upper band (wrapping), else from ``start_low`` in the lower band; -1 when full."""
         low, high = self.offset, self.size
         at = low + start_high
-        found = _first_clear(bits, at, high)
+        found = self._first_free(bits, at, high)
         if found < 0:
-            found = _first_clear(bits, low, at)
+            found = self._first_free(bits, low, at)
         if found < 0 and low:
-            found = _first_clear(bits, start_low, low)
+            found = self._first_free(bits, start_low, low)
             if found < 0:
-                found = _first_clear(bits, 0, start_low)
+                found = self._first_free(bits, 0, start_low)
+        return found
+
+    def _first_free(self, bits: bytearray, start: int, end: int) -> int:
+        """The first offset in [start, end) clear in ``bits`` and not reserved here, or
+        -1 (the reservations skipped one by one: a few at a time are in flight)."""
+        found = _first_clear(bits, start, end)
+        while found >= 0 and found in self.reserved:
+            found = _first_clear(bits, found + 1, end)
         return found
 
     def release(self, offsets):
@@ -568,25 +586,30 @@ class Transaction:
         #: (Bitmap, offset) to release on commit.
         self.to_release: list = []
 
-    @inlineCallbacks
     def allocate(self, bitmap: Bitmap, offset: Optional[int] = None):
-        """Deferred[int]: ``offset`` (None: a free one) taken from ``bitmap``, reserved
-        (``carried``) or written."""
+        """``offset`` (None: a free one) taken from ``bitmap``: reserved (``carried``),
+        an int at once when the bitmap seen has it free (``Bitmap.reserve``), else a
+        Deferred[int]; or written (a Deferred[int])."""
         if self.carried:
-            offset = yield bitmap.reserve(offset)
-            self.reserved.append((bitmap, offset))
-        else:
-            offset = yield bitmap.allocate(offset)
-            self.allocated.append((bitmap, offset))
-        returnValue(offset)
+            return then(bitmap.reserve(offset), self._reserved, bitmap)
+        return bitmap.allocate(offset).addCallback(self._allocated, bitmap)
+
+    def _reserved(self, offset: int, bitmap: Bitmap) -> int:
+        self.reserved.append((bitmap, offset))
+        return offset
+
+    def _allocated(self, offset: int, bitmap: Bitmap) -> int:
+        self.allocated.append((bitmap, offset))
+        return offset
 
     @inlineCallbacks
     def write(self, storage, op):
         """
-        Deferred[KeyValue]: ``op`` (the object's ``mvcc.Create``, or its ``Update``) in
-        ``storage`` with what this transaction changes: one ``IStorage.commit`` of the
-        object and every bitmap it changes (what it reserved set, and for an update
-        what it gives back cleared), each compared with the revision it was decided on
+        Deferred[KeyValue]: ``op`` (the object's ``mvcc.Create``, its ``Update`` or its
+        ``Delete``) in ``storage`` with what this transaction changes: one
+        ``IStorage.commit`` of the object and every bitmap it changes (what it reserved
+        set, and for an update or a removal what it gives back cleared), each compared
+        with the revision it was decided on
         (the object first: the cache, which does not hold the bitmaps, has the object
         when it reaches the revision).  Another server's change of a bitmap meanwhile
         fails the commit: when it took none of the offsets, the commit is made again on
@@ -611,7 +634,7 @@ class Transaction:
                     by_bitmap.setdefault(bitmap, ([], []))[1].append(offset)
             if not by_bitmap:
                 kvs = yield storage.commit([op])
-                returnValue(kvs[0])
+                return kvs[0]
             changed = {}
             try:
                 for bitmap, (sets, clears) in by_bitmap.items():
@@ -645,7 +668,7 @@ class Transaction:
                 bitmap.resume()
             self.reserved = []
             self.to_release = [pair for pair in self.to_release if pair[0] not in changed]
-            returnValue(kvs[0])
+            return kvs[0]
         raise errors.conflict("serviceipallocations", "", op.key.rsplit("/", 1)[-1],
                               "too many concurrent allocations; try again")
 
@@ -881,7 +904,7 @@ class Allocators:
                     "spec.clusterIPs", fe.go_json(list(spec.get("clusterIPs") or ())),
                     f"failed to allocate IP {ip}: {problem}")])
             given[family] = ip
-        returnValue(given)
+        return given
 
     @inlineCallbacks
     def _alloc_cluster_ips(self, obj: dict, txn: Transaction):
@@ -935,7 +958,7 @@ class Allocators:
                     raise _invalid(obj["metadata"].get("name", ""), [
                         fe.invalid(path, requested, ERR_PORT_ALLOCATED)])
                 taken.append(requested)
-                returnValue(requested)
+                return requested
             offset = ports.offset_of(requested)
             problem = None
             if offset < 0:
@@ -951,7 +974,7 @@ class Allocators:
                 raise _invalid(obj["metadata"].get("name", ""), [
                     fe.invalid(path, requested, problem)])
             taken.append(requested)
-            returnValue(requested)
+            return requested
         if txn.dry_run:
             last = max(taken) if taken else ports.base
             for _ in range(100):
@@ -959,13 +982,13 @@ class Allocators:
                 if not bitmap.has(ports.offset_of(last)):
                     break
             taken.append(last)
-            returnValue(last)
+            return last
         try:
             offset = yield txn.allocate(bitmap)
         except (AllocationError, Unavailable) as e:
             raise errors.internal(f"failed to allocate a nodePort: {e}") from None
         taken.append(ports.base + offset)
-        returnValue(ports.base + offset)
+        return ports.base + offset
 
     @inlineCallbacks
     def _init_node_ports(self, obj: dict, txn: Transaction, taken: list):
@@ -1052,7 +1075,7 @@ class Allocators:
         except BaseException:
             yield txn.revert()
             raise
-        returnValue(txn)
+        return txn
 
     @inlineCallbacks
     def allocate_update(self, obj: dict, old: dict, dry_run: bool, carried: bool = False):
@@ -1076,7 +1099,7 @@ class Allocators:
         except BaseException:
             yield txn.revert()
             raise
-        returnValue(txn)
+        return txn
 
     @inlineCallbacks
     def _update_cluster_ips(self, obj: dict, old: dict, txn: Transaction):
@@ -1126,15 +1149,24 @@ class Allocators:
 
     def release(self, obj: dict):
         """Deferred: give back everything a removed service held
-        (``releaseAllocatedResources``)."""
+        (``releaseAllocatedResources``), written on its own."""
+        return self.releasing(obj, carried=False).commit()
+
+    def releasing(self, obj: dict, carried: bool = True) -> Transaction:
+        """
+        The transaction of a service's removal: everything it held, given back once
+        the removal is written (``commit``).  ``carried`` (and over a shared storage):
+        cleared in the removal's own commit (``Transaction.write``), so no server dying
+        between the two leaks an address or a port.
+        """
         spec = obj.get("spec") or {}
-        txn = Transaction()
+        txn = Transaction(carried=carried and self.shared)
         txn.to_release.extend(self._release_pairs(spec))
         for number in svc.node_ports(spec):
             offset = self.ports.offset_of(number)
             if offset >= 0:
                 txn.to_release.append((self.port_bitmap, offset))
-        return txn.commit()
+        return txn
 
     # -- repair -----------------------------------------------------------------------------
 
@@ -1262,8 +1294,9 @@ class Repair:
 class ServiceHooks:
     """
     The services' store hooks (``GenericStore.hooks``): allocation before validation
-    (upstream's ``beginCreate``/``beginUpdate``), and after a removal (``afterDelete``)
-    the Service's Endpoints deleted and its addresses and ports released.
+    (upstream's ``beginCreate``/``beginUpdate``), the addresses and ports released with
+    the removal (``begin_delete``; upstream's ``afterDelete`` releases after it), and
+    after it (``afterDelete``) the Service's Endpoints deleted.
     """
 
     def __init__(self, allocators: Allocators, endpoints_store=None):
@@ -1280,6 +1313,11 @@ class ServiceHooks:
         return self.allocators.allocate_update(new, old, bool(ctx is not None and ctx.dry_run),
                                                carried=True)
 
+    def begin_delete(self, ctx, obj: dict) -> Transaction:
+        """What the Service gives back, written with its removal (``Transaction.write``;
+        over SQLite and memory in memory once it is removed, written behind)."""
+        return self.allocators.releasing(obj)
+
     @inlineCallbacks
     def after_delete(self, ctx, obj: dict):
         meta = obj.get("metadata") or {}
@@ -1291,4 +1329,3 @@ class ServiceHooks:
                 if e.reason != "NotFound":
                     log.warn("deleting the endpoints of service {ns}/{name} failed: {e}",
                              ns=meta.get("namespace"), name=meta.get("name"), e=e)
-        yield self.allocators.release(obj)

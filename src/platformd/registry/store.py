@@ -48,7 +48,7 @@ from platformd.registry.outcomes import Keep, Remove, Write
 from platformd.storage.interface import (
     KeyExistsError, KeyNotFoundError, RevisionMismatchError,
 )
-from platformd.storage.mvcc import Create, Update
+from platformd.storage.mvcc import Create, Delete, Update
 from platformd.tracing import spans
 
 log = Logger()
@@ -105,7 +105,9 @@ class GenericStore:
         #: ``begin_create(ctx, obj)`` and ``begin_update(ctx, new, old)`` run after
         #: defaulting, before validation, and give (or a Deferred of) a transaction whose
         #: ``finish(success)`` is called once the write is done or has failed;
-        #: ``after_delete(ctx, obj)`` runs once an object is removed.
+        #: ``begin_delete(ctx, obj)`` gives the transaction a removal is written through
+        #: (what the object gives back, in the same commit) and ``after_delete(ctx,
+        #: obj)`` runs once an object is removed.
         self.hooks = hooks
         self.storage = storage
         #: The whole watch cache (its revision says what a read would see) and this
@@ -512,11 +514,28 @@ class GenericStore:
     def _remove(self, ctx, key: str, current):
         if ctx.dry_run:
             return succeed(True)
-        d = self.storage.delete(key, current.revision)
+        transaction = self._delete_transaction(ctx, current)
+        if transaction is None:
+            d = self.storage.delete(key, current.revision)
+        else:
+            # What the object gives back is written with its removal (one commit).
+            d = transaction.write(self.storage, Delete(key, current.revision))
+            d.addBoth(self._finish, [transaction])
         d.addCallback(lambda kv: self._visible(kv.mod_revision))
         if self.hooks is not None:
             d.addCallback(self._after_delete, ctx, current)
         return d.addCallbacks(lambda _: True, _lost_race)
+
+    def _delete_transaction(self, ctx, current):
+        """The hooks' transaction of a removal of ``current`` (``begin_delete``), or None:
+        no hooks, or an object that cannot be read (nothing known to give back)."""
+        if self.hooks is None:
+            return None
+        try:
+            obj = current.obj
+        except CorruptObjectError:
+            return None
+        return self.hooks.begin_delete(ctx, obj)
 
     def _after_delete(self, _, ctx, current):
         """The hooks' ``after_delete`` of a removed object (its failures logged)."""
