@@ -22,7 +22,9 @@ etcd (``--etcd``: a one-member cluster, replicas' shared storage) an allocation 
 written with its Service in one transaction (issue 32; before, each was a
 compare-and-swap write of its own).  ``--baseline-tree`` (a checkout, e.g. from ``git
 archive``) runs that tree's server and this one's alternately, ``--runs`` times each,
-over the one cluster, and prints both trees' medians: an A/B within one session.
+over the one cluster, and prints both trees' medians: an A/B within one session.  The
+round-by-round figure is the median, over every round of every run, of that round's
+allocating creates less its headless ones (a neighbour's load weighs on both).
 """
 
 from __future__ import annotations
@@ -87,7 +89,13 @@ def server_figures(per_round: int, rounds: int, etcd_urls=None, threads: int = 1
                     assert not failures, failures[:1]
                 per_create[kind].append((cpu_seconds(server.pid) - before) / per_round)
         client.close()
-        return {kind: statistics.median(values) for kind, values in per_create.items()}
+        figures: dict = {kind: statistics.median(values) for kind, values in per_create.items()}
+        # Each round's allocating kinds less its headless creates: the load of that
+        # round weighs on both sides of each difference.
+        for kind in ("clusterip", "nodeport"):
+            figures[f"{kind} paired"] = [a - h for a, h in zip(per_create[kind],
+                                                                per_create["headless"])]
+        return figures
     finally:
         stop_server(server)
 
@@ -155,7 +163,7 @@ def main() -> None:
             cluster.stop()
     for name, figures in runs.items():
         served = {kind: statistics.median(run[kind] for run in figures)
-                  for kind in figures[0]}
+                  for kind in ("headless", "clusterip", "nodeport")}
         print(f"{name}: server CPU per Service create over "
               f"{'etcd' if args.etcd else 'SQLite'}, {args.threads} client(s) (median of "
               f"{args.runs} x {args.rounds} rounds' medians of {args.per_round}):")
@@ -165,6 +173,11 @@ def main() -> None:
         print(f"  allocation adds: address "
               f"{(served['clusterip'] - served['headless']) * 1000:+.3f} ms, address + node "
               f"port {(served['nodeport'] - served['headless']) * 1000:+.3f} ms")
+        for kind, what in (("clusterip", "address"), ("nodeport", "address + node port")):
+            rounds = sorted(d for run in figures for d in run[f"{kind} paired"])
+            print(f"  {what}, round by round: median {statistics.median(rounds) * 1000:+.3f}"
+                  f" ms of {len(rounds)} rounds ({rounds[0] * 1000:+.3f} to "
+                  f"{rounds[-1] * 1000:+.3f})")
     alone = in_process(5000)
     print("allocation alone, in process (MemoryStorage, per create):")
     for kind, seconds in alone.items():
