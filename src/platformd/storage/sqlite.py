@@ -51,7 +51,7 @@ import threading
 from typing import Optional
 
 import attrs
-from twisted.internet.defer import Deferred, DeferredList, fail
+from twisted.internet.defer import Deferred, DeferredList, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorFromThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
@@ -60,8 +60,16 @@ from zope.interface import implementer
 from platformd.storage import mvcc
 from platformd.storage import sqlitequeries as queries
 from platformd.storage.interface import IStorage, KeyValue, RangeResult, StorageError
+from platformd.storage.sqliteshared import TAIL, Follower, SharedWriter, checked
 from platformd.storage.sqlitewriter import STOP, Compact, Writer, acknowledge
 from platformd.storage.transformers import IDENTITY, IValueTransformer, Transformed
+
+#: Above every revision: a read of the newest version.
+_NEWEST = 2**63 - 1
+
+
+def _nothing():
+    """What publishing the others' events acknowledges."""
 
 
 @implementer(IStorage)
@@ -81,6 +89,12 @@ class SQLiteStorage:
     readers: int = 4
     #: What values go through on their way to disk and back (default: stored as they are).
     transformer: IValueTransformer = IDENTITY
+    #: Whether other stores (other processes) write and watch the same file
+    #: (``sqliteshared.py``); ``compose`` then allocates Services by compare-and-swap.
+    shared: bool = False
+    #: Shared: seconds between two looks at what the others committed, for when no
+    #: ``inotify`` bell is heard (``sqliteshared.Follower``).
+    poll_interval: float = 1.0
     revision: int = attrs.field(default=0, init=False)
     compacted_revision: int = attrs.field(default=0, init=False)
     #: Transactions committed so far (a batch of writes is one).
@@ -99,6 +113,9 @@ class SQLiteStorage:
     _serving: bool = attrs.field(default=False, init=False)
     _stopping: bool = attrs.field(default=False, init=False)
     _stopped: Deferred = attrs.field(factory=Deferred, init=False)
+    _writer: Optional[Writer] = attrs.field(default=None, init=False)
+    #: Shared: the reactor's side of following the others (``sqliteshared.Follower``).
+    _follower: Optional[Follower] = attrs.field(default=None, init=False)
     _values: Transformed = attrs.field(
         default=attrs.Factory(lambda self: Transformed(self.transformer), takes_self=True),
         init=False)
@@ -109,19 +126,30 @@ class SQLiteStorage:
 
     def start(self):
         started: Deferred[tuple[int, int]] = Deferred()
-        writer = Writer(self.reactor, self.path, self._values, self._requests,
-                         self._committed)
+        writer = self._writer = (
+            SharedWriter(self.reactor, self.path, self._values, self._requests,
+                         self._caught_up) if self.shared else
+            Writer(self.reactor, self.path, self._values, self._requests, self._committed))
         threading.Thread(target=writer.run, args=(started, self._stopped),
                          name="platformd-sqlite-writer", daemon=True).start()
         return started.addCallback(self._recovered)
 
     def _recovered(self, state):
         self.revision, self.compacted_revision = state
+        if isinstance(self._writer, SharedWriter):
+            writer = self._writer
+            self._follower = Follower(self.reactor, writer.shared,
+                                      lambda: max(self.revision, writer.seen),
+                                      lambda: self._requests.put([(TAIL, None)]),
+                                      self.poll_interval)
+            self._follower.start()
         self._pool.start()
         self._serving = True
 
     def stop(self):
         self._serving, self._stopping = False, True
+        if self._follower is not None:
+            self._follower.stop()
         done = DeferredList(list(self._reads))
         done.addCallback(lambda _: self._hand_off())
         done.addCallback(lambda _: self._requests.put(STOP))
@@ -134,14 +162,19 @@ class SQLiteStorage:
             self._connections.get().close()
 
     def get(self, key):
-        return self._read(queries.select_kv, self._values, key, self.revision)
+        # Shared: the newest version any process committed (as etcd's get), which no
+        # compaction can have removed.
+        return self._read(queries.select_kv, self._values, key,
+                          _NEWEST if self.shared else self.revision)
 
     def range(self, prefix, revision=None):
         try:
+            self._follow_compaction()
             at = mvcc.read_revision(self, revision)
         except StorageError as error:
             return fail(error)
-        kvs = self._read(queries.select_kvs, self._values, prefix, queries.prefix_end(prefix), at)
+        kvs = self._read_history(at, queries.select_kvs, self._values, prefix,
+                                 queries.prefix_end(prefix), at)
         return kvs.addCallback(RangeResult, at)
 
     def create(self, key, value):
@@ -159,6 +192,7 @@ class SQLiteStorage:
         return self._submit(list(ops))
 
     def watch(self, prefix, from_revision, sink):
+        self._follow_compaction()
         mvcc.check_watchable(self, from_revision)
         watch = self._watchers.add(prefix, from_revision, sink)
         if from_revision >= self.revision:
@@ -166,19 +200,27 @@ class SQLiteStorage:
         else:
             # Events up to self.revision are on disk; later ones are still to be
             # published, so the watch hears of them live.
-            history = self._read(queries.select_events, self._values, prefix, from_revision,
-                                 self.revision)
+            history = self._read_history(from_revision, queries.select_events, self._values,
+                                         prefix, from_revision, self.revision)
             history.addCallbacks(watch.catch_up, watch.fail)
         return watch
 
     def sync(self):
-        return None  # the only writer: every write has reached the watches
+        if self._follower is None:
+            return None  # the only writer: every write has reached the watches
+        return self._follower.sync(self.revision)
 
     def needs_rewrite(self, key):
         return key in self._values.stale_keys
 
     def compact(self, revision):
         self._check_serving()
+        if self._follower is not None:
+            shared = self._follower.shared.compacted
+            if self.compacted_revision < revision <= shared:
+                # Another process compacted as far: the history is gone, as wished.
+                self.compacted_revision = shared
+                return succeed(None)
         try:
             mvcc.check_compactable(self, revision)
         except StorageError as error:
@@ -195,6 +237,29 @@ class SQLiteStorage:
         events = [event for _, outcome in outcomes if isinstance(outcome, list)
                   for event in outcome]
         self._watchers.publish(events, lambda: acknowledge(outcomes))
+
+    def _caught_up(self, revision: int, compacted: int, others: list, lost, outcomes: list,
+                   committed: bool):
+        """
+        On the reactor, shared: what the writer read of the others' commits (``others``,
+        or ``lost`` when they were compacted away: every watch ends and relists), then
+        its own batch's outcome (``sqliteshared.SharedWriter``).
+        """
+        assert self._follower is not None
+        self.revision = max(self.revision, revision)
+        self.compacted_revision = max(self.compacted_revision, compacted)
+        if lost is not None:
+            self._watchers.fail(lost)
+        if others:
+            self._watchers.publish(others, _nothing)
+        self._committed(self.revision, outcomes, committed)
+        self._follower.reached(self.revision)
+
+    def _follow_compaction(self):
+        """Shared: take up a compaction another process made (the mapped revision)."""
+        if self._follower is not None:
+            self.compacted_revision = max(self.compacted_revision,
+                                          self._follower.shared.compacted)
 
     def _submit(self, ops: list):
         """
@@ -234,6 +299,12 @@ class SQLiteStorage:
     def _check_serving(self):
         if not self._serving:
             raise RuntimeError("SQLiteStorage serves reads between start() and stop()")
+
+    def _read_history(self, revision: int, query, *args):
+        """``_read``, shared: in a snapshot still holding ``revision`` (``checked``)."""
+        if self._follower is not None:
+            return self._read(checked, revision, query, *args)
+        return self._read(query, *args)
 
     def _read(self, query, *args):
         """Deferred: ``query(connection, *args)`` in a reader thread."""

@@ -118,10 +118,9 @@ class Writer:
 
     def _commit(self, batch: list):
         """Apply ``batch`` ((request, Deferred) pairs) in one transaction; report it."""
-        revision = self._revision
         outcomes = []
         try:
-            self._db.execute("BEGIN")
+            revision = self._begin()
             for request, acknowledged in batch:
                 outcome, revision = self._apply(request, revision)
                 outcomes.append((acknowledged, outcome))
@@ -129,11 +128,23 @@ class Writer:
         except Exception as error:
             with suppress(sqlite3.Error):  # the batch has failed either way
                 self._db.execute("ROLLBACK")
-            failed = [(acknowledged, error) for _, acknowledged in batch]
-            self._reactor.callFromThread(self._committed, self._revision, failed, False)
+            self._failed([(acknowledged, error) for _, acknowledged in batch])
             return
         self._revision = revision
+        self._report(revision, outcomes)
+
+    def _begin(self) -> int:
+        """Begin the batch's transaction; the revision its first write follows."""
+        self._db.execute("BEGIN")
+        return self._revision
+
+    def _report(self, revision: int, outcomes: list):
+        """Hand the reactor a committed batch's outcomes, ``revision`` its newest."""
         self._reactor.callFromThread(self._committed, revision, outcomes, True)
+
+    def _failed(self, failed: list):
+        """Hand the reactor the failures of a batch whose transaction failed."""
+        self._reactor.callFromThread(self._committed, self._revision, failed, False)
 
     def _apply(self, request, revision: int):
         """
