@@ -66,6 +66,9 @@ class Options(usage.Options):
         ["encryption-provider-config-automatic-reload", None,
          "Reload --encryption-provider-config when the file changes (checked every minute)."],
         ["audit-log-compress", None, "Gzip rotated audit log files."],
+        ["shared-data-dir", None,
+         "Other platformd processes serve this --data-dir too (each on its own port, or as "
+         "--workers): its SQLite database is opened shared (docs/storage.md)."],
     ]
 
     optParameters = [

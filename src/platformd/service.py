@@ -389,9 +389,11 @@ def _reloads(internals: Internals, reactor):
 
 
 def _storage(options, reactor, data_dir: str, egress, **transformer):
-    """``--storage-backend``: SQLite in ``--data-dir``, or etcd (docs/etcd.md)."""
+    """``--storage-backend``: SQLite in ``--data-dir`` (shared with other processes:
+    ``--shared-data-dir``, docs/storage.md), or etcd (docs/etcd.md)."""
     if options["storage-backend"] != "etcd3":
-        return SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"), **transformer)
+        return SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"),
+                             shared=bool(options["shared-data-dir"]), **transformer)
     from platformd.storage.etcd3.client import Client, TLSFiles
     from platformd.storage.etcd3.store import EtcdStorage
     tls = TLSFiles(options["etcd-cafile"] or "", options["etcd-certfile"] or "",

@@ -17,19 +17,17 @@ second time); ``harness.start_server`` puts the test case's ``storage_args`` fir
 
 from __future__ import annotations
 
-import itertools
-
 import grpc
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import SkipTest, TestCase
 
 from platformd.protos.etcd.api.etcdserverpb import rpc_pb2, rpc_pb2_grpc
 from tests.e2e import (
     test_clients, test_deletes, test_lists, test_protobuf, test_resources, test_watch_clients,
     test_watch_scope, test_writes,
 )
-from tests.e2e.harness import Client, ServerTestCase, start_beside
+from tests.e2e.harness import ServerTestCase, start_beside
+from tests.e2e.replicas import ONE_SERVER, BalancedClient, subclass
 from tests.etcd.cluster import fresh_prefix, shared_cluster
 
 
@@ -53,22 +51,6 @@ class OverEtcd:
                 "--etcd-prefix", self.etcd_prefix, "--etcd-compaction-interval", "0")
 
 
-class BalancedClient(Client):
-    """A client whose requests (and watches) go to each of ``ports`` in turn."""
-
-    def __init__(self, testcase, pki_dir: str, ports: list):
-        super().__init__(testcase, pki_dir, ports[0])
-        self._bases = itertools.cycle([f"https://127.0.0.1:{port}" for port in ports])
-
-    @property
-    def base(self) -> str:
-        return next(self._bases)
-
-    @base.setter
-    def base(self, value: str) -> None:
-        pass  # set by Client.__init__; the turn decides
-
-
 class OverTwoReplicas(OverEtcd):
     """
     Mixed into a ``ServerTestCase`` suite: a second replica over the test's prefix,
@@ -85,49 +67,13 @@ class OverTwoReplicas(OverEtcd):
                                      [first.port_number, second.port_number])
 
 
-#: Tests that reach into their server's own objects (its cache's history, its watch
-#: streams, its authorizer), so through two replicas they would check one replica while
-#: the requests go to both; why each is left to the one-replica run.
-_ONE_SERVER = {
-    "ListTableTests.test_exact_too_old_is_gone":
-        "expires one server's history; the other serves that version from etcd's, as "
-        "upstream's would",
-    "WatchTableTests.test_too_old_is_error_410": "expires one server's history",
-    "WatchTableTests.test_watch_outlives_compaction": "expires one server's history",
-    "SlowWatcherTests.test_slow_watcher_closed_fast_one_keeps_up":
-        "counts one server's watch streams",
-    "VerbClassificationTests.test_put_create_needs_create":
-        "replaces one server's authorizer",
-}
-
-
-def _skipped(reason: str):
-    def test(self):
-        raise SkipTest(reason)
-    return test
-
-
-def _subclass(module, mixin, suffix: str, base: type = TestCase,
-              one_server: dict = {}) -> None:
-    """
-    A subclass ``<Suite><suffix>`` here of every ``base`` test case class ``module``
-    defines, the tests ``one_server`` names skipped with their reason.
-    """
-    for name, value in vars(module).items():
-        if (isinstance(value, type) and value.__module__ == module.__name__
-                and name.endswith("Tests") and issubclass(value, base)):
-            skipped = {test.split(".")[1]: _skipped(reason)
-                       for test, reason in one_server.items()
-                       if test.split(".")[0] == name}
-            globals()[name + suffix] = type(name + suffix, (mixin, value), skipped)
-
-
 for _module in (test_clients, test_deletes, test_lists, test_protobuf, test_resources,
                 test_watch_clients, test_watch_scope, test_writes):
-    _subclass(_module, OverEtcd, "OverEtcd")
+    subclass(globals(), _module, OverEtcd, "OverEtcd")
 for _module in (test_deletes, test_lists, test_protobuf, test_resources, test_watch_clients,
                 test_watch_scope, test_writes):
-    _subclass(_module, OverTwoReplicas, "OverTwoReplicas", ServerTestCase, _ONE_SERVER)
+    subclass(globals(), _module, OverTwoReplicas, "OverTwoReplicas", ServerTestCase,
+             ONE_SERVER)
 
 
 def _etcd_keys(url: str, prefix: str) -> list:

@@ -331,22 +331,32 @@ class KilledWriter(ProcessProtocol):
         self.ended.callback(reason.value)
 
 
+def spawn_crashwriter(path: str, *options: str) -> KilledWriter:
+    """crashwriter.py writing to ``path`` (with ``options``), killed a second after its first
+    acknowledgement."""
+    child = KilledWriter()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    reactor.spawnProcess(child, sys.executable,
+                         [sys.executable, str(ROOT / "tests/storage/crashwriter.py"), path,
+                          *options], env=env)
+    return child
+
+
+async def acknowledged_until_killed(case: TestCase, child: KilledWriter) -> dict:
+    """Once ``child`` is killed: each key it printed as acknowledged, with its revision."""
+    ended = await child.ended
+    case.assertIsInstance(ended, ProcessTerminated, child.errors)
+    case.assertEqual(ended.signal, signal.SIGKILL, child.errors)
+    lines = child.output.decode().split("\n")[:-1]  # the last may be cut short
+    return {key: int(revision) for key, revision in map(str.split, lines)}
+
+
 class CrashTests(SQLiteTestCase):
     async def test_acknowledged_writes_survive_kill(self):
         """Every create acknowledged before a SIGKILL is on disk after it; revisions go on."""
         path = self.mktemp()
-        child = KilledWriter()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-        reactor.spawnProcess(child, sys.executable,
-                             [sys.executable, str(ROOT / "tests/storage/crashwriter.py"), path],
-                             env=env)
-        ended = await child.ended
-        self.assertIsInstance(ended, ProcessTerminated, child.errors)
-        self.assertEqual(ended.signal, signal.SIGKILL, child.errors)
-
-        lines = child.output.decode().split("\n")[:-1]  # the last may be cut short
-        acknowledged = {key: int(revision) for key, revision in map(str.split, lines)}
+        acknowledged = await acknowledged_until_killed(self, spawn_crashwriter(path))
         self.assertGreater(len(acknowledged), 100)
         store = await self.started(path)
         stored = {kv.key: kv for kv in (await store.range("/crash/")).kvs}

@@ -9,7 +9,6 @@ import threading
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.threads import deferToThread
-from twisted.trial.unittest import TestCase
 
 from platformd.storage.interface import (
     CompactedError,
@@ -26,7 +25,11 @@ from tests.storage.conformance import (
     TransformerConformance,
     write_history,
 )
-from tests.storage.test_sqlite import SQLiteTestCase
+from tests.storage.test_sqlite import (
+    SQLiteTestCase,
+    acknowledged_until_killed,
+    spawn_crashwriter,
+)
 
 
 class SharedTestCase(SQLiteTestCase):
@@ -202,6 +205,40 @@ class TwoStoresTests(SharedTestCase):
         self.assertEqual(again.revision, 0)
         self.assertIsNone(again.sync())
         self.assertEqual((await again.create("/k", b"v")).mod_revision, 1)
+
+
+class OtherProcessTests(SharedTestCase):
+    timeout = 30
+
+    async def test_other_process_writes_then_is_killed(self):
+        """
+        Another process writes while this one watches and writes too: the watch sees
+        revisions 1..N once each, the other's acknowledged writes at their revisions;
+        killed with SIGKILL mid-stream, it leaves this one writing, nothing it
+        acknowledged lost.
+        """
+        path = self.mktemp()
+        store = await self.started(path, shared=True)
+        sink = Sink()
+        store.watch("/", 0, sink)
+        child = spawn_crashwriter(path, "--shared")
+        own = {}
+        while not child.ended.called:
+            kv = await store.create(f"/own/{len(own)}", b"")
+            own[kv.key] = kv.mod_revision
+        theirs = await acknowledged_until_killed(self, child)
+        after = await store.create("/after", b"")
+        own[after.key] = after.mod_revision
+        self.assertGreater(len(theirs), 100)
+        self.assertGreater(len(own), 10)
+
+        self.assertEqual([event.revision for event in sink.events],
+                         list(range(1, after.mod_revision + 1)))
+        seen = {event.kv.key: event.revision for event in sink.events}
+        self.assertEqual({key: seen.get(key) for key in theirs}, theirs)
+        self.assertEqual({key: seen.get(key) for key in own}, own)
+        stored = {kv.key: kv.mod_revision for kv in (await store.range("/")).kvs}
+        self.assertEqual(stored, seen)
 
 
 class _Flag:
