@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.e2e.harness import Client
@@ -67,3 +68,29 @@ def subclass(namespace: dict, module, mixin, suffix: str, base: type = TestCase,
                        if test.split(".")[0] == name}
             namespace[name + suffix] = type(name + suffix, (mixin, value),
                                             {"__module__": namespace["__name__"], **skipped})
+
+
+SERVICES = "/api/v1/namespaces/default/services"
+
+
+@inlineCallbacks
+def race_for_addresses(case: TestCase, one, two):
+    """
+    24 NodePort services created at once, half through each of the clients ``one`` and
+    ``two`` of servers with ``--service-cluster-ip-range 10.20.0.0/27`` (30 addresses,
+    one the platform Service's) and ``--service-node-port-range 30000-30039``: every
+    address and node port distinct.
+    """
+    answers = yield gatherResults([
+        (one if n % 2 else two).post(SERVICES, {"metadata": {"name": f"s{n}"}, "spec": {
+            "type": "NodePort", "ports": [{"port": 80}]}})
+        for n in range(24)])
+    for r in answers:
+        case.assertEqual(r.code, 201, r.body)
+    specs = [r.json()["spec"] for r in answers]
+    ips = [s["clusterIP"] for s in specs] + ["10.20.0.1"]
+    case.assertEqual(len(set(ips)), 25, sorted(ips))
+    ports = [s["ports"][0]["nodePort"] for s in specs]
+    case.assertEqual(len(set(ports)), 24, sorted(ports))
+    listed = yield one.get(SERVICES)
+    case.assertEqual(len({i["spec"]["clusterIP"] for i in listed.json()["items"]}), 25)

@@ -17,9 +17,9 @@ from twisted.internet.defer import gatherResults, inlineCallbacks
 
 from tests.e2e import test_deletes, test_lists, test_watch_clients, test_watch_scope, test_writes
 from tests.e2e.harness import Client, ServerTestCase, start_server
-from tests.e2e.replicas import ONE_SERVER, BalancedClient, subclass
-
-SERVICES = "/api/v1/namespaces/default/services"
+from tests.e2e.replicas import (
+    ONE_SERVER, SERVICES, BalancedClient, race_for_addresses, subclass,
+)
 
 
 class OverSharedDataDir:
@@ -59,21 +59,9 @@ class ServiceAllocationTests(OverSharedDataDir, ServerTestCase):
         A /27 (30 addresses, one the platform Service's) and 24 NodePort services created
         at once, half through each server: every address and node port distinct.
         """
-        one = Client(self, self.server.pki_dir, self.server.port_number)
-        two = Client(self, self.server.pki_dir, self.other.port_number)
-        answers = yield gatherResults([
-            (one if n % 2 else two).post(SERVICES, {"metadata": {"name": f"s{n}"}, "spec": {
-                "type": "NodePort", "ports": [{"port": 80}]}})
-            for n in range(24)])
-        for r in answers:
-            self.assertEqual(r.code, 201, r.body)
-        specs = [r.json()["spec"] for r in answers]
-        ips = [s["clusterIP"] for s in specs] + ["10.20.0.1"]
-        self.assertEqual(len(set(ips)), 25, sorted(ips))
-        ports = [s["ports"][0]["nodePort"] for s in specs]
-        self.assertEqual(len(set(ports)), 24, sorted(ports))
-        listed = yield two.get(SERVICES)
-        self.assertEqual(len({i["spec"]["clusterIP"] for i in listed.json()["items"]}), 25)
+        pki = self.server.pki_dir
+        yield race_for_addresses(self, Client(self, pki, self.server.port_number),
+                                 Client(self, pki, self.other.port_number))
 
     @inlineCallbacks
     def test_one_requested_address_goes_to_one(self):

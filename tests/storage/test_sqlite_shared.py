@@ -192,6 +192,15 @@ class TwoStoresTests(SharedTestCase):
         self.assertEqual([(kv.key, kv.value) for kv in (await two.range("/")).kvs],
                          [("/a", b"2"), ("/b", b"3"), ("/c", b"4")])
 
+    async def test_stopped_store_refuses_calls(self):
+        """After stop(), a shared store refuses reads and writes as a single one does."""
+        store = SQLiteStorage(reactor, self.mktemp(), shared=True)
+        await store.start()
+        await store.create("/k", b"v")
+        await store.stop()
+        self.assertRaises(RuntimeError, store.range, "/")
+        self.assertRaises(RuntimeError, store.create, "/k", b"v")
+
     async def test_reopen_over_a_newer_revision_file(self):
         """A store opened over a revision file newer than its database (the database
         replaced) takes the database's revision, not the file's."""

@@ -148,8 +148,9 @@ class SQLiteStorage:
 
     def stop(self):
         self._serving, self._stopping = False, True
-        if self._follower is not None:
-            self._follower.stop()
+        follower, self._follower = self._follower, None
+        if follower is not None:  # (its file is closed once the writer stops)
+            follower.stop()
         done = DeferredList(list(self._reads))
         done.addCallback(lambda _: self._hand_off())
         done.addCallback(lambda _: self._requests.put(STOP))
@@ -245,7 +246,6 @@ class SQLiteStorage:
         or ``lost`` when they were compacted away: every watch ends and relists), then
         its own batch's outcome (``sqliteshared.SharedWriter``).
         """
-        assert self._follower is not None
         self.revision = max(self.revision, revision)
         self.compacted_revision = max(self.compacted_revision, compacted)
         if lost is not None:
@@ -253,7 +253,8 @@ class SQLiteStorage:
         if others:
             self._watchers.publish(others, _nothing)
         self._committed(self.revision, outcomes, committed)
-        self._follower.reached(self.revision)
+        if self._follower is not None:  # (a batch committed as the store stops)
+            self._follower.reached(self.revision)
 
     def _follow_compaction(self):
         """Shared: take up a compaction another process made (the mapped revision)."""

@@ -166,8 +166,9 @@ class Writer:
         except (StorageError, errors.StatusError) as error:
             return error, revision
         for event, value in zip(events, stored):
-            self._db.execute(queries.INSERT, (event.revision, event.kv.key, event.kv.create_revision,
-                                       value, event.type == DELETE))
+            self._db.execute(queries.INSERT, (event.revision, event.kv.key,
+                                              event.kv.create_revision, value,
+                                              event.type == DELETE))
         return events, events[-1].revision
 
     def _stored(self, ops: list, events: list) -> list:
