@@ -10,9 +10,11 @@ Run from the project root: ``PYTHONPATH=src:. python bench/bench_shared_sqlite.p
   once; each process's CPU (user + system, its threads included) per create and the
   creates per second of them all.
 - latency: one process creates a key every 5 ms (``--writes`` of them), its value the
-  time it was issued; another, which writes nothing, watches: the time from the create
-  being issued to the watch's sink hearing of it, p50 / p99 / max; then the same with the
-  watching process writing too (its writes carry the others' events along).
+  time it was issued; another, which writes nothing, watches: from the create being
+  issued to its acknowledgement in the writing process, to the watch's sink hearing of
+  it in the other, and from that acknowledgement to the sink (negative: heard first),
+  p50 / p99 / max; then the same with the watching process writing too (its writes
+  carry the others' events along).
 """
 
 from __future__ import annotations
@@ -60,10 +62,13 @@ async def writer(reactor, path: str, count: int):
     """The child's part of "latency": a create every 5 ms, its value the time issued."""
     store = SQLiteStorage(reactor, path, shared=True)
     await store.start()
+    acknowledged = []
     for n in range(count):
         await store.create(f"/registry/latency/{n}", str(time.time()).encode())
+        acknowledged.append(time.time())
         await deferLater(reactor, 0.005, lambda: None)
     await store.stop()
+    print(" ".join(map(repr, acknowledged)), flush=True)
 
 
 def spawn(*args: str) -> subprocess.Popen:
@@ -87,13 +92,13 @@ async def run_latency(reactor, directory: str, writes: int, busy: bool):
     path = os.path.join(directory, f"latency-{busy}.db")
     store = SQLiteStorage(reactor, path, shared=True)
     await store.start()
-    delays: list = []
+    seen: list = []  # (issued, seen), in revision order: the order the writer wrote
     done: Deferred = Deferred()
 
     def sink(event):
         if event.kv.key.startswith("/registry/latency/"):
-            delays.append(time.time() - float(event.kv.value))
-            if len(delays) == writes:
+            seen.append((float(event.kv.value), time.time()))
+            if len(seen) == writes:
                 done.callback(None)
 
     store.watch("/registry/", 0, sink)
@@ -104,13 +109,23 @@ async def run_latency(reactor, directory: str, writes: int, busy: bool):
         own += 1
         await deferLater(reactor, 0.003, lambda: None)
     await done
-    child.wait()
+    acknowledged = list(map(float, child.communicate()[0].split()))
     await store.stop()
-    delays.sort()
-    ms = [1000 * delays[int(q * (len(delays) - 1))] for q in (0.5, 0.99)]
     label = "watching, writing too" if busy else "watching, idle"
-    print(f"latency, {label:22} p50 {ms[0]:.2f} ms, p99 {ms[1]:.2f} ms,"
-          f" max {1000 * delays[-1]:.2f} ms ({len(delays)} writes, {own} own)")
+    print(f"latency, {label} ({len(seen)} writes, {own} own):")
+    for what, delays in (
+            ("issued -> acknowledged to the writer",
+             [ack - issued for (issued, _), ack in zip(seen, acknowledged)]),
+            ("issued -> seen by the other's watch ", [when - issued for issued, when in seen]),
+            ("acknowledged -> seen                ",
+             [when - ack for (_, when), ack in zip(seen, acknowledged)])):
+        print(f"  {what} {quantiles(delays)}")
+
+
+def quantiles(delays: list) -> str:
+    delays = sorted(delays)
+    p50, p99 = (1000 * delays[int(q * (len(delays) - 1))] for q in (0.5, 0.99))
+    return f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {1000 * delays[-1]:.2f} ms"
 
 
 async def main(reactor, *argv):

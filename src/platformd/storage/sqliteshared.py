@@ -251,14 +251,15 @@ class Follower:
         return waiting
 
     def reached(self, revision: int) -> None:
-        """The writer reported: the reactor is at ``revision``."""
+        """
+        The writer reported: the reactor is at ``revision``.  A bell heard while the
+        tail was under way was not acted on (one request at a time), so look again.
+        """
         self._requested = False
-        if not self._syncs:
-            return
-        ready = [waiting for wanted, waiting in self._syncs if wanted <= revision]
-        self._syncs = [(wanted, waiting) for wanted, waiting in self._syncs
-                       if wanted > revision]
-        for waiting in ready:
-            waiting.callback(None)
         if self._syncs:
-            self.tail()
+            ready = [waiting for wanted, waiting in self._syncs if wanted <= revision]
+            self._syncs = [(wanted, waiting) for wanted, waiting in self._syncs
+                           if wanted > revision]
+            for waiting in ready:
+                waiting.callback(None)
+        self.look()
