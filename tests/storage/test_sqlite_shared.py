@@ -8,7 +8,9 @@ import threading
 
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.task import Clock
 from twisted.internet.threads import deferToThread
+from twisted.trial.unittest import SynchronousTestCase
 
 from platformd.storage.interface import (
     CompactedError,
@@ -16,7 +18,9 @@ from platformd.storage.interface import (
     RevisionMismatchError,
 )
 from platformd.storage.mvcc import Create, Update
+from platformd.storage.sharedrevision import SharedRevision
 from platformd.storage.sqlite import SQLiteStorage
+from platformd.storage.sqliteshared import Follower
 from platformd.storage.transformers import IdentityTransformer
 from tests.storage.conformance import (
     SealedConformance,
@@ -279,3 +283,55 @@ class ReadGate(IdentityTransformer):
             self.reached.event.set()
             self._open.wait(10)
         return data
+
+
+class FollowerTests(SynchronousTestCase):
+    """The reactor's side alone, on a Clock: no bell is heard, the poll looks."""
+
+    def setUp(self):
+        self.shared = SharedRevision(self.mktemp())
+        self.addCleanup(self.shared.close)
+        self.clock = Clock()
+        self.seen = 0
+        self.requests: list = []
+        self.follower = Follower(self.clock, self.shared, lambda: self.seen,
+                                 lambda: self.requests.append("tail"), poll_interval=1.0)
+        self.follower.start()
+
+    def test_poll_asks_for_one_tail_at_a_time(self):
+        """Behind the published revision, each poll asks the writer to tail, one request
+        at a time; once it reported and nothing is newer, the polls ask nothing."""
+        self.clock.advance(1)
+        self.assertEqual(self.requests, [])
+        with self.shared.locked():
+            self.shared.publish(5, 0)
+        self.clock.advance(1)
+        self.clock.advance(1)
+        self.assertEqual(self.requests, ["tail"])
+        self.seen = 5
+        self.follower.reached(5)
+        self.clock.advance(1)
+        self.assertEqual(self.requests, ["tail"])
+
+    def test_sync(self):
+        """sync() is None when at the published revision, else fires once reached."""
+        self.assertIsNone(self.follower.sync(0))
+        with self.shared.locked():
+            self.shared.publish(7, 0)
+        synced = self.follower.sync(3)
+        self.assertEqual(self.requests, ["tail"])
+        self.follower.reached(6)
+        self.assertNoResult(synced)
+        self.assertEqual(self.requests, ["tail", "tail"])  # still behind: asked again
+        self.seen = 7
+        self.follower.reached(7)
+        self.assertIsNone(self.successResultOf(synced))
+
+    def test_stop(self):
+        """stop() ends the poll (no call left on the clock) and fails the syncs waiting."""
+        with self.shared.locked():
+            self.shared.publish(2, 0)
+        synced = self.follower.sync(1)
+        self.follower.stop()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        self.failureResultOf(synced, RuntimeError)

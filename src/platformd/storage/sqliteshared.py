@@ -33,7 +33,7 @@ from typing import Callable, Optional
 
 import attrs
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.interfaces import IDelayedCall, IReactorFDSet
 from twisted.python.failure import Failure
 from twisted.python.filepath import FilePath
 
@@ -202,7 +202,8 @@ class Follower:
     _poll: Optional[IDelayedCall] = attrs.field(default=None, init=False)
 
     def start(self) -> None:
-        if inotify is not None:
+        """Listen for the bell (on a reactor that reads descriptors), and poll."""
+        if inotify is not None and IReactorFDSet.providedBy(self.reactor):
             notifier = inotify.INotify(self.reactor)
             notifier.startReading()
             notifier.watch(FilePath(self.shared.path), mask=inotify.IN_MODIFY,
