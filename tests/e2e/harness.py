@@ -188,10 +188,13 @@ class ServerTestCase(TestCase):
 
     timeout = 60
     server_args = ()
+    #: The server's --data-dir (None: a new one).
+    server_data_dir = None
 
     @inlineCallbacks
     def setUp(self):
-        self.server = yield start_server(self, *self.server_args)
+        self.server = yield start_server(self, *self.server_args,
+                                         data_dir=self.server_data_dir)
         self.client = Client(self, self.server.pki_dir, self.server.port_number)
 
     @inlineCallbacks

@@ -13,6 +13,8 @@ Two servers over one ``--data-dir`` with ``--shared-data-dir`` (one SQLite datab
 
 from __future__ import annotations
 
+import os
+
 from twisted.internet.defer import gatherResults, inlineCallbacks
 
 from tests.e2e import test_deletes, test_lists, test_watch_clients, test_watch_scope, test_writes
@@ -24,24 +26,24 @@ from tests.e2e.replicas import (
 
 class OverSharedDataDir:
     """
-    Mixed into a ``ServerTestCase`` suite: a second server on the first one's data
-    directory (its database, and so its PKI), and the suite's client a
-    ``BalancedClient`` over both.  The second is then ``server`` and the first
-    ``other``: it wrote ``admin.kubeconfig`` last, with its port, so the suites'
-    kubectl and Python clients talk to it, and a test that looks into ``server`` looks
-    into the one they talk to.
+    Mixed into a ``ServerTestCase`` suite: another server (``other``) started first on
+    the data directory ``server`` is then started on (one database, one PKI), and the
+    suite's client a ``BalancedClient`` over both, its first request to ``server``.
+    ``server`` wrote ``admin.kubeconfig`` last, with its port, so the suites' kubectl
+    and Python clients talk to it too, and a test that looks into ``server`` looks into
+    the one they talk to.
     """
 
     storage_args = ("--shared-data-dir",)
 
     @inlineCallbacks
     def setUp(self):
+        self.server_data_dir = os.path.abspath(self.mktemp())
+        self.other = yield start_server(self, *self.server_args,
+                                        data_dir=self.server_data_dir)
         yield super().setUp()
-        self.other = self.server
-        self.server = yield start_server(self, *self.server_args,
-                                         data_dir=self.other.data_dir)
         self.client = BalancedClient(self, self.server.pki_dir,
-                                     [self.other.port_number, self.server.port_number])
+                                     [self.server.port_number, self.other.port_number])
 
 
 for _module in (test_deletes, test_lists, test_watch_clients, test_watch_scope, test_writes):
