@@ -4,6 +4,7 @@ a named baseline commit (A) and the working tree (B) — with the same load gene
 (wrk) and the same client code (this tree's), so that a neighbour's load falls on both.
 
     python bench/ab.py --baseline dff2bdc [--runs 3] [--keep] [--etcd [--tls] [--pin]]
+                       [--b-flag=--shared-data-dir ...]
                        -- [bench_api] [--seconds 5] [creates] [gets]
 
 The baseline is materialised with ``git archive`` into a temporary directory outside
@@ -17,6 +18,8 @@ benchmark on it and stops it; the order is A B A B ...
 started once for the whole run, each server under an etcd prefix of its own;
 ``--tls`` serves the members' clients over TLS; ``--pin`` keeps the servers on CPU 0
 and everything else (the members, wrk) on CPU 1, as ``bench_etcd.py --pin``.
+``--b-flag`` gives B's servers a flag A's do not get: with ``--baseline-dir`` naming
+this same tree, a feature's cost in one tree (``--b-flag=--shared-data-dir``).
 
 Printed per benchmark and tree: the median operations/s and the median server CPU
 (user + system over the benchmark, threads included, from /proc) per operation, each
@@ -70,6 +73,9 @@ def parse(argv: list) -> argparse.Namespace:
     parser.add_argument("--tls", action="store_true", help="with --etcd: its clients over TLS")
     parser.add_argument("--pin", action="store_true",
                         help="with --etcd: servers on CPU 0, the rest on CPU 1")
+    parser.add_argument("--b-flag", action="append", default=[], metavar="FLAG",
+                        help="a flag of B's servers only (repeatable): with --baseline-dir "
+                             "of the same tree, one tree with and without it")
     opts = parser.parse_args(mine)
     if not opts.baseline and not opts.baseline_dir:
         parser.error("--baseline or --baseline-dir is required")
@@ -195,6 +201,7 @@ def main(argv=None):
             for side, tree in (("A", tree_a), ("B", opts.tree)):
                 extra = [] if cluster is None else \
                     etcd_flags(cluster) + ["--etcd-prefix", f"/ab-{i}-{side}"]
+                extra += opts.b_flag if side == "B" else []
                 figures = one_run(tree, opts.bench.names, opts.bench.seconds, tmp, tokens,
                                   extra, cpus)
                 results[side].append(figures)

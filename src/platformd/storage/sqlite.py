@@ -42,6 +42,10 @@ own, ``registry/serviceallocation.py``), and a watch hears of them in order eith
 Reads see no half-done compaction: ``compact()`` marks the revision compacted at once (so
 later reads and watches below it are refused) but queues the deletion only after the
 reads already under way have finished.
+
+Modules: this one is the reactor's side; the writer thread is ``sqlitewriter.py``, the
+SQL ``sqlitequeries.py``.  ``shared=True`` (``--shared-data-dir``) lets several
+processes serve one database in one revision order: ``sqliteshared.py``.
 """
 
 from __future__ import annotations
