@@ -262,7 +262,8 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     allocators = service_repair = platform_service = None
     if catalog.lookup(*core.SERVICE.gvr) is not None:
         # A storage no other server shares (SQLite, memory): the bitmaps are decided in
-        # memory and written behind; etcd's are compare-and-swapped at each change.
+        # memory and written behind; a shared one's (etcd, SQLite with --shared-data-dir)
+        # are compare-and-swapped at each change.
         shared = getattr(storage, "shared", False)
         allocators = Allocators(storage, service_network, clock=None if shared else clock)
         stores[core.SERVICE.gvr] = services = GenericStore(

@@ -46,7 +46,7 @@ upstream's ``afterDelete`` releases after the removal, so a server dying between
 until the repair), but for a bitmap with a change in flight on this replica, whose
 release follows the removal as before.
 
-A storage no other server shares (SQLite, memory; ``Allocators(clock=...)``): the
+A storage no other server shares (SQLite not shared, memory; ``Allocators(clock=...)``): the
 bitmaps are decided in memory, synchronously, and written behind every
 ``FLUSH_INTERVAL`` seconds and at stop; the services are the truth a restart rebuilds
 them from.

@@ -131,8 +131,9 @@ class EtcdStorage:
     transformer: IValueTransformer = IDENTITY
     revision: int = attrs.field(default=0, init=False)
     compacted_revision: int = attrs.field(default=0, init=False)
-    #: Several servers share it (unlike SQLite's): what they allocate together (service
-    #: addresses and ports) is changed by compare-and-swap (registry/serviceallocation).
+    #: Several servers share it (as they share SQLite's with --shared-data-dir): what
+    #: they allocate together (service addresses and ports) is changed by
+    #: compare-and-swap (registry/serviceallocation).
     shared: bool = attrs.field(default=True, init=False)
     #: Whether the store's watch is connected to a member (for /readyz).
     connected: bool = attrs.field(default=False, init=False)
