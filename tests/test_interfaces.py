@@ -63,6 +63,7 @@ def _builds():
     from platformd.storage.memory import MemoryStorage
     from platformd.storage import transformers
     from platformd.edge.tlscontext import ServerTLS
+    from platformd.process.parentwatch import ParentWatch
 
     return {
         NamespaceLifecycle: lambda: NamespaceLifecycle(None, None, None),
@@ -126,6 +127,7 @@ def _builds():
         transformers.IdentityTransformer: transformers.IdentityTransformer,
         transformers.ByKeyPrefix: lambda: transformers.ByKeyPrefix([]),
         ServerTLS: lambda: ServerTLS(SSL.Context(SSL.TLS_METHOD)),
+        ParentWatch: lambda: ParentWatch(Clock(), lambda: None),
     }
 
 

@@ -52,6 +52,10 @@ def _count(flag: str):
     return parse
 
 
+#: ``--workers``' bound: each worker holds every object in its cache.
+MAX_WORKERS = 64
+
+
 class Options(usage.Options):
     synopsis = "[options]"
     longdesc = "Serve the platform resource API over HTTPS (see README.md)."
@@ -87,6 +91,13 @@ class Options(usage.Options):
          "How long watch history is kept (and the store compacted behind it)."],
         ["continue-token-ttl", None, "5m", "How long a list's continue token stays valid."],
         ["event-ttl", None, "1h", "How long a stored Event is kept after its last write."],
+        ["workers", None, 1,
+         "Processes serving HTTPS on the one port and --data-dir: this one and N-1 it "
+         "starts and supervises (docs/workers.md).  Up to the cores platformd may use.",
+         _count("workers")],
+        ["worker", None, 0,
+         "Internal, set by --workers for the processes it starts: this process is that "
+         "worker (its listening socket is descriptor 3).", _count("worker")],
         ["shutdown-delay-duration", None, "0s",
          "On SIGTERM, how long /readyz fails while requests are still served, before the "
          "server stops accepting (docs/operations.md)."],
@@ -207,6 +218,13 @@ class Options(usage.Options):
          "interface address)."],
     ]
 
+    #: The arguments parsed (``--workers`` starts its workers with them).
+    argv: tuple = ()
+
+    def parseOptions(self, options=None):
+        self.argv = tuple(sys.argv[1:] if options is None else options)
+        super().parseOptions(options)
+
     def postOptions(self):
         try:
             self["feature-gates"] = FeatureGates.parse(self["feature-gates"] or "")
@@ -224,6 +242,7 @@ class Options(usage.Options):
         except ValueError as e:
             raise usage.UsageError(f"--request-timeout: {e}") from None
         self._storage()
+        self._workers()
         try:
             self["shutdown-delay-duration"] = parse_duration(self["shutdown-delay-duration"])
         except ValueError as e:
@@ -284,6 +303,16 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--{flag}: cannot read {path}")
         if bool(self["etcd-certfile"]) != bool(self["etcd-keyfile"]):
             raise usage.UsageError("--etcd-certfile and --etcd-keyfile must be given together")
+
+    def _workers(self) -> None:
+        """``--workers``: at least one, at most ``MAX_WORKERS``; workers share the data
+        directory."""
+        if not 1 <= self["workers"] <= MAX_WORKERS:
+            raise usage.UsageError(f"--workers: {self['workers']} is not between 1 and "
+                                   f"{MAX_WORKERS}")
+        if self["workers"] > 1 or self["worker"]:
+            self["shared-data-dir"] = True
+
     def _audit(self) -> None:
         """Upstream's ``AuditLogOptions.Validate`` and ``AuditBatchOptions.Validate``."""
         if self["audit-policy-file"] and not os.access(self["audit-policy-file"], os.R_OK):

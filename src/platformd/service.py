@@ -80,7 +80,8 @@ from platformd.compose import (
     Authentication, Authorization, Components, Internals, Limits, boot_sequence, compose,
 )
 from platformd.edge.listening import (
-    DRAIN_POLL, ListenerService, activated_socket, listen_description, tls_factory,
+    DRAIN_POLL, ListenerService, activated_socket, adopted_socket, listen_description,
+    tls_factory,
 )
 from platformd.edge.tlscontext import server_tls_options
 from platformd.files import privatefiles
@@ -89,6 +90,7 @@ from platformd.metrics.configreloads import ConfigReloads
 from platformd.process.lifecycle import Sequence, Step
 from platformd.process.sdnotify import Notifier, WatchdogService
 from platformd.process.startup import Edge, StartupError, exit_with
+from platformd.process.workers import LISTENING_FD, Workers
 from platformd.registry import core
 from platformd.registry.catalog import builtin
 from platformd.storage.sqlite import SQLiteStorage
@@ -120,7 +122,8 @@ class PlatformService(Sequence):
     def __init__(self, options, reactor, components: Components, listener: ListenerService,
                  notifier: Notifier, host: str, serving_port: int, data_dir: str, *,
                  reloaders: list, pods: Optional[PodsService] = None,
-                 tracing: Optional[Tracing] = None, auditor: Optional[Auditor] = None):
+                 tracing: Optional[Tracing] = None, auditor: Optional[Auditor] = None,
+                 workers: Optional[Workers] = None):
         super().__init__()
         self.options = options
         self.reactor = reactor
@@ -138,6 +141,8 @@ class PlatformService(Sequence):
         self.pods = pods
         self.tracing = tracing
         self.auditor = auditor
+        #: ``--workers``' other processes (worker 0 only), or None.
+        self.workers = workers
         self.boot: Sequence
 
     # The composed parts, as tests and tools reach them.
@@ -176,7 +181,7 @@ class PlatformService(Sequence):
         # and logging setup), which are frozen with the rest instead.
         gc.collect(1)
         gc.freeze()
-        url = f"https://{self.host}:{self.port.getHost().port}"
+        url = f"https://{self.host}:{self.serving_port or self.port.getHost().port}"
         log.info("platformd serving on {url}", url=url)
         self.notifier.ready(f"serving on {url}")
 
@@ -206,6 +211,8 @@ class PlatformService(Sequence):
             return
         self.notifier.notify("RELOADING=1", "STATUS=reloading configuration files")
         changed = [type(r).__name__ for r in self.reloaders if r.check()]
+        if self.workers is not None:
+            self.workers.reload()
         log.info("SIGHUP: reloaded {changed}", changed=", ".join(changed) or "nothing")
         self.notifier.ready(f"serving on https://{self.host}:{self.port.getHost().port}")
 
@@ -221,6 +228,8 @@ class PlatformService(Sequence):
     def _terminate(self):
         """Graceful termination (see module docstring): the ``serving`` step's stop."""
         api = self.components.api
+        # The workers terminate as this process does, at the same time.
+        workers = self.workers.terminate() if self.workers is not None else None
         # /readyz's ``shutdown`` check fails from now on; requests are still served.
         self.components.health.shutdown.initiated = True
         delay = self.options["shutdown-delay-duration"]
@@ -241,6 +250,9 @@ class PlatformService(Sequence):
         watcher.end_all()
         yield listener.drain(self.reactor, WATCH_END_TIMEOUT)
         yield listener.stopService()
+        if workers is not None:
+            self.notifier.status("shutting down: waiting for the workers")
+            yield workers
         self.components.begin_shutdown()
         self.notifier.status("shutting down: closing storage")
 
@@ -260,7 +272,9 @@ def daemon(options, reactor, notifier: Notifier | None = None,
         log.warn("--data-dir {path} was mode {mode}, open to other users: made 0700",
                  path=data_dir, mode=f"{narrowed:04o}")
     notifier = notifier or Notifier(reactor)
-    inherited = activated_socket(reactor)
+    worker = options["worker"]  # workers 1..N-1 of --workers (process/workers.py)
+    inherited = (adopted_socket(reactor, LISTENING_FD) if worker
+                 else activated_socket(reactor))
     host, serving_port = ((inherited.host, inherited.port) if inherited
                           else (options["bind-address"], options["secure-port"]))
     catalog = builtin()
@@ -296,23 +310,30 @@ def daemon(options, reactor, notifier: Notifier | None = None,
                           options["request-timeout"]),
             health_checks=[encryption.checks] if encryption else [],
             service_network=options["service-network"],
-            master=lambda: (advertised, placed["daemon"].port.getHost().port))
+            master=lambda: (advertised,
+                            serving_port or placed["daemon"].port.getHost().port))
     except AdmissionConfigError as e:
         raise StartupError(str(e)) from None
     listener = ListenerService(
         reactor, inherited.endpoint if inherited
         else serverFromString(reactor, listen_description(options)),
-        lambda: tls_factory(tls, components.site), address=f"{host}:{serving_port}")
+        lambda: tls_factory(tls, components.site), address=f"{host}:{serving_port}",
+        at_start=not worker)
     pods = None
-    if options["feature-gates"]["PodsAPI"]:
+    if options["feature-gates"]["PodsAPI"] and not worker:
         from platformd.podinfo.service import PodsService  # grpcio only when gated on
         pods = PodsService(reactor, components.informers.for_kind(core.POD),
                            options["pods-socket"], options["node-name"], tracing=tracing)
     reloaders = [*components.reloaders,
                  *([encryption.reloader] if encryption and encryption.reloader else [])]
+    workers = None
+    if options["workers"] > 1:
+        workers = Workers(reactor, options["workers"], options.argv,
+                          lambda: placed["daemon"].port.fileno(),
+                          relay=auditor.sink.relay if auditor is not None else None)
     daemon = placed["daemon"] = PlatformService(
         options, reactor, components, listener, notifier, host, serving_port, data_dir,
-        reloaders=reloaders, pods=pods, tracing=tracing, auditor=auditor)
+        reloaders=reloaders, pods=pods, tracing=tracing, auditor=auditor, workers=workers)
     after_cache: list = [Step("config-reload", daemon._start_reloading, daemon._stop_reloading)]
     if options["storage-backend"] == "etcd3":
         from platformd.storage.etcd3.compactor import Compactor
@@ -327,18 +348,32 @@ def daemon(options, reactor, notifier: Notifier | None = None,
     boot.name = "boot"
     boot.on_step = lambda step: notifier.status(f"starting: {step}")
     daemon.on_stopping = notifier.stopping
+    listening = [
+        listener,
+        Step("listening", lambda: listener.listening().addCallback(daemon._listened))]
     children = [
         WatchdogService(notifier, reactor),
         *([Step("signals", daemon._handle_sighup, daemon._restore_signals)]
           if handle_signals else []),
         *([Step("tracing", None, tracing.shutdown)] if tracing is not None else []),
-        listener,
-        Step("listening", lambda: listener.listening().addCallback(daemon._listened)),
+        # A worker accepts once ready; worker 0 (or a server alone) listens first of
+        # all, answering 503 until ready, so a port in use fails at once.
+        *(listening if not worker else []),
         boot,
+        *(listening if worker else []),
+        *([workers] if workers is not None else []),
+        *([_parent_watch(reactor)] if worker else []),
         Step("serving", None, daemon._terminate)]
     for child in children:
         child.setServiceParent(daemon)
     return daemon
+
+
+def _parent_watch(reactor) -> Step:
+    """A worker stops gracefully once worker 0 is gone (process/parentwatch.py)."""
+    from platformd.process.parentwatch import ParentWatch
+    watch = ParentWatch(reactor, lambda: reactor.callLater(0, reactor.stop))
+    return Step("parent-watch", watch.start, watch.stop)
 
 
 def _authentication(options, reactor, data_dir: str, egress,

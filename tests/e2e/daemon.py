@@ -43,8 +43,10 @@ class Server:
     """
 
     def __init__(self, data_dir, port, tokens, args=(), env=None, wrapper=(), token=None,
-                 twistd_args=()):
+                 twistd_args=(), log_path=None):
         self.data_dir, self.port, self.tokens = data_dir, port, tokens
+        #: Where the process's standard output (its log) goes; nowhere by default.
+        self.log_path = log_path
         self.args, self.env, self.wrapper, self.token = list(args), env or {}, wrapper, token
         self.twistd_args = list(twistd_args)
         self.process = None
@@ -55,11 +57,14 @@ class Server:
         """Start the process (and return at once)."""
         env = dict(os.environ, **self.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+        stdout = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [*self.wrapper, *TWISTD, "-n", "--pidfile=", *self.twistd_args, "platformd",
              "--data-dir", self.data_dir, "--secure-port", str(self.port),
              "--token-auth-file", self.tokens, *self.args],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            env=env, stdout=stdout, stderr=subprocess.PIPE)
+        if self.log_path:
+            stdout.close()
 
     def start(self, timeout=30):
         """Start the process and wait until ``/readyz`` answers 200 at ``port``."""

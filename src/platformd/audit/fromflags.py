@@ -32,13 +32,16 @@ def build(options, reactor) -> Optional[Auditor]:
         return None
     from platformd.audit import event, policy, rotation
     from platformd.audit.record import Auditor
-    from platformd.audit.sink import LogSink, Stdout
+    from platformd.audit.sink import LogSink, Pipe, Stdout
+    from platformd.process.workers import AUDIT_FD
     try:
         rules = policy.load_file(policy_file)
     except policy.PolicyError as e:
         raise StartupError(f"loading audit policy file: {e}") from None
-    if path == "-":
-        out: object = Stdout()
+    if options["worker"]:
+        out: object = Pipe(AUDIT_FD)  # the first worker writes the log
+    elif path == "-":
+        out = Stdout()
     else:
         try:
             rotation.ensure(path)

@@ -24,6 +24,7 @@ upstream counts them (``apiserver_audit_error_total{plugin="log"}``, drops under
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -57,6 +58,26 @@ class Stdout:
 
     def close(self) -> None:
         pass
+
+
+class Pipe:
+    """
+    A worker's log (``--workers``, ``process/workers.py``): its lines go down the pipe
+    at descriptor ``fd`` to the first worker, which writes them to the one log (one
+    file, rotated by one process).  A write blocks (in the writer thread) while the
+    pipe is full, so the first worker's queue bounds this one's too.
+    """
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write_lines(self, lines: list) -> None:
+        data = memoryview(b"".join(lines))
+        while data:
+            data = data[os.write(self.fd, data):]
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class LogSink:
@@ -113,7 +134,18 @@ class LogSink:
         with True/False when it is written or not (``blocking-strict``).
         """
         self.metrics.audit_events.inc()
-        line = self.encode(event)
+        return self._hand(self.encode(event), self.mode == BLOCKING_STRICT)
+
+    def relay(self, line: bytes) -> Optional[Deferred]:
+        """
+        Hand over ``line``, an event another worker encoded and counted (``Pipe``): as
+        ``process``, but never waited for until written (the worker's request went on
+        once its line was in the pipe).  A Deferred when the queue is full and the line
+        waits: the caller reads no more of that worker's pipe until it fires.
+        """
+        return self._hand(line, False)
+
+    def _hand(self, line: bytes, strict: bool) -> Optional[Deferred]:
         if self.mode == BATCH:
             if self._pending >= self.capacity:
                 self.metrics.audit_errors.inc(("buffered",))
@@ -122,7 +154,7 @@ class LogSink:
                 return None
             self._put(line, None)
             return None
-        written: Optional[Deferred] = Deferred() if self.mode == BLOCKING_STRICT else None
+        written: Optional[Deferred] = Deferred() if strict else None
         if self._waiting or self._pending >= self.capacity:
             queued: Deferred = Deferred()
             self._waiting.append((line, written, queued))

@@ -91,10 +91,18 @@ def activated_socket(reactor) -> Optional[Inherited]:
             f"{':'.join(s.name for s in sockets)}) and platformd serves HTTPS on one: "
             "pass only that one")
     [only] = sockets
+    return adopted_socket(reactor, only.fd)
+
+
+def adopted_socket(reactor, fd: int) -> Inherited:
+    """
+    The listening TCP socket at descriptor ``fd`` (passed by a supervisor, or by the
+    first worker to the others: ``process/workers.py``), or ``StartupError``.
+    """
     try:
-        inherited = socket.socket(fileno=os.dup(only.fd))
+        inherited = socket.socket(fileno=os.dup(fd))
     except OSError as e:
-        raise StartupError(f"the passed socket (descriptor {only.fd}) cannot be used:"
+        raise StartupError(f"the passed socket (descriptor {fd}) cannot be used:"
                            f" {e.strerror}") from None
     with inherited:
         if inherited.type != socket.SOCK_STREAM or inherited.family not in (
@@ -102,7 +110,7 @@ def activated_socket(reactor) -> Optional[Inherited]:
             raise StartupError("the passed socket is not a TCP socket")
         host, port = inherited.getsockname()[:2]
         family = inherited.family
-    return Inherited(AdoptedStreamServerEndpoint(reactor, only.fd, family), host, port)
+    return Inherited(AdoptedStreamServerEndpoint(reactor, fd, family), host, port)
 
 
 def tls_factory(tls_options, site) -> TLSMemoryBIOFactory:
@@ -129,8 +137,13 @@ class ListenerService(service.Service):
 
     name = "https"
 
-    def __init__(self, reactor, endpoint, make_factory: Callable, address: str):
+    def __init__(self, reactor, endpoint, make_factory: Callable, address: str,
+                 at_start: bool = True):
         self.reactor = reactor
+        #: Whether to listen in ``privilegedStartService`` (first of all), or in
+        #: ``startService``, in the tree's order: a worker (``--workers``) accepts from
+        #: the shared socket only once it is ready, so no client of it is answered 503.
+        self.at_start = at_start
         self.endpoint = endpoint
         self.make_factory = make_factory
         #: How errors name what could not be listened on.
@@ -144,6 +157,15 @@ class ListenerService(service.Service):
 
     def privilegedStartService(self):
         super().privilegedStartService()
+        if self.at_start:
+            self._listen()
+
+    def startService(self):
+        super().startService()
+        if not self.at_start:
+            self._listen()
+
+    def _listen(self) -> None:
         self.factory = self.make_factory()
         d = self.endpoint.listen(self.factory)
         d.addBoth(self._arrived)
