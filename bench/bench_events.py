@@ -36,8 +36,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_api import create_lua  # noqa: E402
 from common import (  # noqa: E402
-    TOKEN, cpu_seconds, free_port, scratch_dir, start_server, stop_server,
-    tls_context, wait_ready, write_tokens,
+    TOKEN, free_port, scratch_dir, start_server, stop_server, tls_context,
+    tree_cpu_seconds, wait_ready, wait_workers, write_tokens,
 )
 
 EVENT_LUA = r"""
@@ -120,9 +120,9 @@ def one_run(server, port, seconds, tmp, with_events, opts, run: str) -> dict:
         writer = event_writer(port, seconds + 2, tmp, opts.events_per_second,
                               opts.event_connections, run)
         time.sleep(1)  # the writer is at its pace before the creates start
-    before = cpu_seconds(server.pid)
+    before = tree_cpu_seconds(server.pid)
     figures = creates(port, seconds, tmp, run, opts.rolebinding_rate)
-    cpu = cpu_seconds(server.pid) - before
+    cpu = tree_cpu_seconds(server.pid) - before
     figures["cpu_ms"] = cpu * 1000 / max(1, figures["requests"])
     figures["events"] = writer_figures(writer) if writer else None
     return figures
@@ -135,6 +135,8 @@ def main():
     parser.add_argument("--events-per-second", type=float, default=1000)
     parser.add_argument("--event-connections", type=int, default=64)
     parser.add_argument("--event-ttl", default="1h")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="the server's --workers (its CPU is every worker's)")
     parser.add_argument("--rolebinding-rate", type=float, default=0,
                         help="pace the RoleBinding creates to about this many a second "
                              "(default: as fast as they go)")
@@ -147,11 +149,13 @@ def main():
     # This checkout's code (not whatever platformd the environment installed).
     tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     server = start_server(os.path.join(tmp, "data"), port, tokens,
-                          extra=("--event-ttl", opts.event_ttl), tree=tree)
+                          extra=("--event-ttl", opts.event_ttl,
+                                 "--workers", str(opts.workers)), tree=tree)
     results = {"A": [], "B": []}
     try:
         if not wait_ready(server, port, tls_context()):
             sys.exit("platformd exited")
+        wait_workers(server.pid, opts.workers)
         creates(port, 2, tmp, "warm")
         for i in range(opts.runs):
             for label in ("A", "B"):

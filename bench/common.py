@@ -184,6 +184,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list:
+    """The processes whose parent is ``pid`` (a ``--workers`` server's workers)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """``cpu_seconds`` of the process and its children (every worker of a server)."""
+    return sum(cpu_seconds(p) for p in [pid, *children(pid)])
+
+
+def wait_workers(pid: int, workers: int, settle: float = 3.0) -> None:
+    """Once ``workers - 1`` workers run, give them ``settle`` seconds to load and
+    adopt the socket."""
+    if workers > 1:
+        while len(children(pid)) < workers - 1:
+            time.sleep(0.05)
+        time.sleep(settle)
+
+
 def rss_mib(pid: int) -> float:
     return proc_status(pid).get("VmRSS", float("nan")) / 1024
 
