@@ -150,6 +150,7 @@ class WorkersTests(TestCase):
 
         until(lambda: b"through-worker-1" in watch.data, what="the watch's event")
         watch.socket.close()
+        self.assertNotIn("Traceback", self.log())
 
     def test_sigterm_stops_every_worker(self):
         server = self.start(workers=3)

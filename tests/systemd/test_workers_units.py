@@ -28,6 +28,7 @@ class ArgumentsTests(SynchronousTestCase):
         options.parseOptions(["--data-dir", "d", "--workers", "2"])
         self.assertEqual(options.argv, ("--data-dir", "d", "--workers", "2"))
         self.assertEqual(options["workers"], 2)
+        self.assertTrue(options["shared-data-dir"])
 
     def test_workers_bounded(self):
         from twisted.python.usage import UsageError
