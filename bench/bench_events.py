@@ -182,6 +182,20 @@ def main():
     ratios = [b["rate"] / a["rate"] for a, b in zip(results["A"], results["B"])]
     print(f"B/A create rate: median {statistics.median(ratios):.3f} "
           f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+    for key in ("p50", "p99"):
+        pairs = [(milliseconds(a[key]), milliseconds(b[key]))
+                 for a, b in zip(results["A"], results["B"])]
+        ratios = [b / a for a, b in pairs]
+        print(f"B/A create latency {key}: median {statistics.median(ratios):.3f} "
+              f"(range {min(ratios):.3f}-{max(ratios):.3f}; A median "
+              f"{statistics.median(a for a, _ in pairs):.2f} ms, B "
+              f"{statistics.median(b for _, b in pairs):.2f} ms)")
+
+
+def milliseconds(text: str) -> float:
+    """wrk's latency ("812.00us", "5.78ms", "1.02s") in milliseconds."""
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
 if __name__ == "__main__":

@@ -318,7 +318,7 @@ def daemon(options, reactor, notifier: Notifier | None = None,
         reactor, inherited.endpoint if inherited
         else serverFromString(reactor, listen_description(options)),
         lambda: tls_factory(tls, components.site), address=f"{host}:{serving_port}",
-        at_start=not worker)
+        at_start=not worker, shared=options["workers"] > 1 or bool(worker))
     pods = None
     if options["feature-gates"]["PodsAPI"] and not worker:
         from platformd.podinfo.service import PodsService  # grpcio only when gated on

@@ -5,11 +5,15 @@ worker 0 is gone (a real pipe on a real reactor).
 """
 
 import os
+import socket
+import time
 
 from twisted.internet import reactor
+from twisted.internet.protocol import Protocol, ServerFactory
 from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from platformd.edge.accepting import accept_one_per_turn
 from platformd.options import Options
 from platformd.process.parentwatch import ParentWatch
 from platformd.process.workers import MAX_LINE, Lines, worker_arguments, worker_environment
@@ -66,3 +70,28 @@ class ParentWatchTests(TestCase):
         self.assertIn(watch, reactor.getReaders())
         os.close(write)
         return gone.addCallback(lambda _: self.assertNotIn(watch, reactor.getReaders()))
+
+
+class OnePerTurnTests(SynchronousTestCase):
+    def test_one_connection_per_read(self):
+        """Three connections waiting: each time the port is read, one is accepted."""
+        accepted: list = []
+
+        def build(address):
+            accepted.append(Protocol())
+            return accepted[-1]
+        factory = ServerFactory.forProtocol(Protocol)
+        factory.buildProtocol = build
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        accept_one_per_turn(port)
+        clients = [socket.create_connection(("127.0.0.1", port.getHost().port))
+                   for _ in range(3)]
+        for client in clients:
+            self.addCleanup(client.close)
+        time.sleep(0.1)  # the handshakes are done: all three wait in the listen queue
+        for count in (1, 2, 3):
+            port.doRead()
+            self.assertEqual(len(accepted), count)
+        for protocol in accepted:
+            protocol.transport.abortConnection()

@@ -84,3 +84,26 @@ class _BackingOff:
         port = self._port
         if port.connected and not port.disconnecting:
             port.startReading()
+
+
+def accept_one_per_turn(port: Any) -> None:
+    """
+    Have ``port`` (a listening ``tcp.Port``) accept at most one connection each time the
+    reactor finds it readable.  For processes sharing one listening socket
+    (``--workers``): Twisted accepts up to ``numberAccepts`` (100, growing) in a loop, so
+    the first process woken would take a burst of new connections and keep them; one per
+    turn, every idle process takes its share, and a busy one, whose turns are long, fewer.
+    """
+    if not isinstance(port, tcp.Port):
+        return
+    read = port.doRead
+
+    def do_read():
+        port.numberAccepts = 1
+        try:
+            return read()
+        finally:
+            port.numberAccepts = 1
+    port.numberAccepts = 1
+    port.doRead = do_read
+

@@ -38,7 +38,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python.failure import Failure
 
-from platformd.edge.accepting import accept_with_backoff
+from platformd.edge.accepting import accept_one_per_turn, accept_with_backoff
 from platformd.edge.activation import initial_environment, passed
 from platformd.process.startup import StartupError
 from platformd.edge.tlstransport import PlatformTLSTransport
@@ -138,8 +138,11 @@ class ListenerService(service.Service):
     name = "https"
 
     def __init__(self, reactor, endpoint, make_factory: Callable, address: str,
-                 at_start: bool = True):
+                 at_start: bool = True, shared: bool = False):
         self.reactor = reactor
+        #: Whether other processes accept from the same socket (``--workers``): then
+        #: one connection is accepted per turn (``accepting.accept_one_per_turn``).
+        self.shared = shared
         #: Whether to listen in ``privilegedStartService`` (first of all), or in
         #: ``startService``, in the tree's order: a worker (``--workers``) accepts from
         #: the shared socket only once it is ready, so no client of it is answered 503.
@@ -184,6 +187,8 @@ class ListenerService(service.Service):
         else:
             self.port = self._outcome = result
             accept_with_backoff(result, self.reactor)
+            if self.shared:
+                accept_one_per_turn(result)
         waiting, self._waiting = self._waiting, []
         for d in waiting:
             self._fire(d)
