@@ -105,5 +105,5 @@ def accept_one_per_turn(port: Any) -> None:
         finally:
             port.numberAccepts = 1
     port.numberAccepts = 1
-    port.doRead = do_read
+    setattr(port, "doRead", do_read)  # the instance's own, over the class's
 
