@@ -250,6 +250,31 @@ class ValidationTests(Base):
         self.assertEqual(self.client.put(f"{CORE}/put", body).code, 200)  # unconditional
 
 
+class GoTimeTests(SynchronousTestCase):
+    def test_written_form_as_parsing_gives(self):
+        """A time already in the written form comes back as the parse and write give
+        it, and the ones that parse does not keep (years before 1000, hour 24, a leap
+        second, an offset, fractions) are still parsed."""
+        import datetime
+        from platformd.registry.kinds.event import go_time
+
+        def parsed(text):
+            try:
+                stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                return text
+            if stamp.tzinfo is None:
+                return text
+            return stamp.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for text in ("2026-01-01T00:00:00Z", "1999-12-31T23:59:59Z", "2026-02-30T00:00:00Z",
+                     "2026-13-01T00:00:00Z", "0999-01-01T00:00:00Z", "2026-01-01T24:00:00Z",
+                     "2026-01-01T23:59:60Z", "2026-01-01T01:00:00+01:00",
+                     "2026-01-01T00:00:00.5Z", "2026-01-01T00:00:00", "\u0662026-01-01T00:00:00Z",
+                     "nonsense", ""):
+            self.assertEqual(go_time(text), parsed(text), text)
+        self.assertIsNone(go_time(None))
+
+
 class SelectorTests(Base):
     def setUp(self):
         super().setUp()
