@@ -424,9 +424,10 @@ class Struct:
     doc: str = ""
     preserve_unknown: bool = False
     atomic: bool = False
-    #: ``order``'s (rank of each field, the fields whose values have an order of their
-    #: own), made at its first call: a recursive schema fills its props in after it is
-    #: made, at import (``jsonschemaprops.py``).
+    #: What ``order`` and ``decode`` read of the props (each field's rank, the fields
+    #: whose values have an order of their own, the plain string fields), made at the
+    #: first call: a recursive schema fills its props in after it is made, at import
+    #: (``jsonschemaprops.py``).
     _plan: Optional[tuple] = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def decode(self, value, path, ctx):
@@ -436,6 +437,7 @@ class Struct:
             raise DecodeError(path, "object", value)
         out = {}
         props = self.props
+        strings = (self._plan or self._make_plan())[2]
         repeated = getattr(value, "duplicates", ())
         for key, item in value.items():
             prop = props.get(key)
@@ -447,7 +449,10 @@ class Struct:
                 continue
             if key in repeated:
                 ctx.duplicate(join(path, key))
-            decoded = prop.node.decode(item, join(path, key), ctx)
+            if key in strings and type(item) is str:
+                decoded = item  # what a plain string field's decode gives, without a call
+            else:
+                decoded = prop.node.decode(item, join(path, key), ctx)
             if decoded is not None and not (prop.omit_empty and not decoded
                                             and not isinstance(prop.node, Struct)):
                 out[key] = decoded
@@ -469,7 +474,7 @@ class Struct:
         plan = self._plan
         if plan is None:
             plan = self._make_plan()
-        rank, nested = plan
+        rank, nested, _strings = plan
         # Each field's rank, the unnamed ones after every named one: a stable sort by
         # rank is the order; an object already in it (as most are) is left alone.
         ranks = list(map(rank.get, value, repeat(len(rank))))
@@ -486,7 +491,8 @@ class Struct:
         props = self.props
         plan = ({key: i for i, key in enumerate(props)},
                 tuple((key, prop.node) for key, prop in props.items()
-                      if not _orders_nothing(prop.node)))
+                      if not _orders_nothing(prop.node)),
+                frozenset(key for key, prop in props.items() if _plain_string(prop.node)))
         object.__setattr__(self, "_plan", plan)
         return plan
 
@@ -521,6 +527,12 @@ class Untyped(Struct):
 
 #: A schema node: what a field, map value or list item is described by.
 Node = Union[Scalar, MapOf, ListOf, Struct]
+
+
+def _plain_string(node) -> bool:
+    """Whether ``node.decode`` gives back any string as it is (a string scalar that is
+    not a time): ``Struct.decode`` need not call it for one."""
+    return type(node) is Scalar and node.type == "string" and node.format != "date-time"
 
 
 def _orders_nothing(node) -> bool:
