@@ -5,7 +5,7 @@ a named baseline commit (A) and the working tree (B) — with the same load gene
 
     python bench/ab.py --baseline dff2bdc [--runs 3] [--keep] [--etcd [--tls] [--pin]]
                        [--b-flag=--shared-data-dir ...]
-                       -- [bench_api] [--seconds 5] [creates] [gets]
+                       -- [bench_api] [--seconds 5] [creates] [gets] [events]
 
 The baseline is materialised with ``git archive`` into a temporary directory outside
 the checkout (``--keep`` leaves it there; ``--baseline-dir`` uses one already made);

@@ -85,10 +85,22 @@ def run_gets(port: int, seconds: float, tmp: str) -> dict:
                    f"https://127.0.0.1:{port}{RBAC}/namespaces/default/rolebindings/target")
 
 
+def run_events(port: int, seconds: float, tmp: str) -> dict:
+    """Core v1 Event creates at concurrency 16, as fast as they go (issue 32: the body
+    of ``bench_events.EVENT_LUA``; wrk's figures)."""
+    from bench_events import EVENT_LUA  # it imports this module: here, not at the top
+    lua = os.path.join(tmp, "events.lua")
+    if not os.path.exists(lua):
+        with open(lua, "w") as f:
+            f.write(EVENT_LUA % {"delay_ms": 0, "token": TOKEN, "run": "ab"})
+    return wrk_run(["-c16", "-s", lua], seconds, f"https://127.0.0.1:{port}")
+
+
 # What bench/ab.py can run: name -> (prepare(port) or None, run(port, seconds, tmp)).
 AB_BENCHMARKS = {
     "creates": (None, run_creates),
     "gets": (prepare_gets, run_gets),
+    "events": (None, run_events),
 }
 
 

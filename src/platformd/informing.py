@@ -26,6 +26,9 @@ import attrs
 from zope.interface import Attribute, Interface
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+#: The types of an object's changes: what a cache listener hears unless it names fewer
+#: (``KindCache.add_listener``).
+CHANGES = frozenset((ADDED, MODIFIED, DELETED))
 
 
 class UnknownKindError(KeyError):
@@ -121,6 +124,13 @@ class EventHandlers:
     on_update: Optional[Callable] = None
     on_delete: Optional[Callable] = None
     on_stop: Optional[Callable] = None
+
+    @property
+    def types(self) -> frozenset:
+        """The change types these handlers act on: their informer listens for those
+        alone (a change nobody handles is not converted to another version for them)."""
+        return frozenset(t for t, f in ((ADDED, self.on_add), (MODIFIED, self.on_update),
+                                        (DELETED, self.on_delete)) if f is not None)
 
     def stopped(self) -> None:
         """The informer was shut down: ``on_stop()``."""

@@ -109,6 +109,31 @@ class InformerTests(SynchronousTestCase):
         self.assertEqual(recorder.seen, [("add", "one")])
         self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
 
+    def test_unhandled_changes_not_converted(self):
+        """A handler of deletes alone over a kind served from another's storage
+        (events.k8s.io Events over core Events) makes no converted view of a create;
+        the delete reaches it converted."""
+        from platformd.registry.kinds import eventsv1
+        self.successResultOf(self.cache.start())
+        deleted = []
+        self.informers.for_kind(eventsv1.KIND).add_handler(
+            EventHandlers(on_delete=deleted.append))
+        key = core.EVENT.storage_key("a", "e1")
+        self.successResultOf(self.storage.create(key, orjson.dumps(
+            {"metadata": {"name": "e1", "namespace": "a"}, "reason": "Started"})))
+        stored = self.cache.for_kind(core.EVENT).get(key)
+        self.assertIsNone(stored._views)
+        self.successResultOf(self.storage.delete(key))
+        [old] = deleted
+        self.assertEqual(old.obj["apiVersion"], eventsv1.KIND.api_version)
+        self.assertEqual(old.obj["metadata"]["resourceVersion"], str(self.cache.revision))
+
+    def test_handler_types(self):
+        """An informer asks its cache for the changes its handlers act on alone."""
+        self.assertEqual(EventHandlers(on_delete=print).types, {"DELETED"})
+        self.assertEqual(Recorder().handlers.types, {"ADDED", "MODIFIED", "DELETED"})
+        self.assertEqual(EventHandlers(on_stop=print).types, set())
+
     def test_lister(self):
         """get and list by namespace and label selector, in key order."""
         self.put("b", "two", {"tier": "x"})

@@ -40,6 +40,19 @@ class WatchCacheTests(CacheTestCase):
         self.assertEqual([e.key for e in self.kind.current(
             core.CONFIG_MAP.namespace_prefix("default"))], [KEY, other])
 
+    def test_listener_of_some_types(self):
+        """A listener named for some change types is called for those alone."""
+        self.successResultOf(self.cache.start())
+        seen = []
+        self.kind.add_listener(lambda t, new, old, rev: seen.append(t), frozenset([DELETED]))
+        self.successResultOf(self.storage.create(KEY, b'{"metadata":{"name":"c"}}'))
+        current = self.successResultOf(self.storage.get(KEY))
+        self.successResultOf(self.storage.update(
+            KEY, b'{"metadata":{"name":"c","labels":{"a":"b"}}}', current.mod_revision))
+        self.assertEqual(seen, [])
+        self.successResultOf(self.storage.delete(KEY))
+        self.assertEqual(seen, [DELETED])
+
     def test_encoded_once(self):
         """An object version's JSON bytes are computed once and shared."""
         self.successResultOf(self.cache.start())

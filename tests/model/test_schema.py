@@ -214,6 +214,24 @@ class OrderTests(SynchronousTestCase):
             "phase": "Running", "containerStatuses": [
                 {"name": "c", "state": {"waiting": {}, "running": {}}}]}))
 
+    def test_order_interleaved(self):
+        """Unnamed fields of a free-form struct go after the named ones, in the order
+        they came, wherever they were; structs in maps and in lists of lists are
+        ordered; ordering an ordered object changes nothing."""
+        inner = Struct("t.In", {"a": Prop(STRING), "b": Prop(STRING)})
+        outer = Struct("t.Out", {"x": Prop(STRING), "m": Prop(MapOf(inner)),
+                                 "ll": Prop(ListOf(ListOf(inner))), "y": Prop(STRING)},
+                       preserve_unknown=True)
+        value = {"u2": 1, "y": "1", "u1": {"b": 1, "a": 2}, "ll": [[{"b": "1", "a": "2"}]],
+                 "m": {"z": {"b": "1", "a": "2"}, "c": {"b": "1"}}, "x": "2"}
+        expected = ('{"x": "2", "m": {"c": {"b": "1"}, "z": {"a": "2", "b": "1"}}, '
+                    '"ll": [[{"a": "2", "b": "1"}]], "y": "1", "u2": 1, '
+                    '"u1": {"b": 1, "a": 2}}')
+        outer.order(value)
+        self.assertEqual(json.dumps(value), expected)
+        outer.order(value)
+        self.assertEqual(json.dumps(value), expected)
+
     def test_set_resource_version(self):
         """resourceVersion goes after uid (ObjectMeta's order), or is replaced in place."""
         value = {"name": "n", "namespace": "d", "uid": "u", "labels": {}}

@@ -250,6 +250,25 @@ class ValidationTests(Base):
         self.assertEqual(self.client.put(f"{CORE}/put", body).code, 200)  # unconditional
 
 
+class GoTimeTests(SynchronousTestCase):
+    def test_written_form_as_parsing_gives(self):
+        """A time already in the written form comes back as parsing and writing it
+        gives it, and those parsing would change (years before 1000, hour 24, a leap
+        second, an offset, fractions) are still parsed."""
+        import re
+        from platformd.registry.kinds import event
+        texts = ("2026-01-01T00:00:00Z", "1999-12-31T23:59:59Z", "2026-02-30T00:00:00Z",
+                 "2026-13-01T00:00:00Z", "0999-01-01T00:00:00Z", "2026-01-01T24:00:00Z",
+                 "2026-01-01T23:59:60Z", "2026-01-01T01:00:00+01:00",
+                 "2026-01-01T00:00:00.5Z", "2026-01-01T00:00:00", "\u0662026-01-01T00:00:00Z",
+                 "nonsense", "", None)
+        fast = [event.go_time(text) for text in texts]
+        self.patch(event, "_WRITTEN", re.compile(r"(?!)"))  # every text parsed
+        self.assertEqual(fast, [event.go_time(text) for text in texts])
+        self.assertEqual(fast[:4], list(texts[:4]))
+        self.assertEqual(fast[7], "2026-01-01T00:00:00Z")
+
+
 class SelectorTests(Base):
     def setUp(self):
         super().setUp()

@@ -134,7 +134,7 @@ class Informer:
                 handlers.dispatch(type_, new, old.at(revision) if type_ == DELETED else old)
 
         registration.listener = listener
-        self._kind_cache.add_listener(listener)
+        self._kind_cache.add_listener(listener, handlers.types)
         self._registrations.append(registration)
 
         def initial():

@@ -19,6 +19,8 @@ from typing import Callable
 
 import orjson
 
+from platformd.informing import CHANGES
+
 
 # The cache's own types come from the objects themselves: ``watchcache`` makes these
 # views, so this module does not import it.
@@ -155,13 +157,16 @@ class ConvertedKindCache:
     def all_watchers(self):
         return iter(list(self._relays))
 
-    def add_listener(self, listener: Callable) -> None:
+    def add_listener(self, listener: Callable, types: frozenset = CHANGES) -> None:
+        """``KindCache.add_listener``: only the changes of ``types`` (default: every
+        one) are converted, so an informer following deletes alone (the namespace
+        controller's) costs a create nothing."""
         kind = self.kind
 
         def converted(type_, new, old, revision):
             listener(type_, _converted(kind, new), _converted(kind, old), revision)
         self._listeners[listener] = converted
-        self.base.add_listener(converted)
+        self.base.add_listener(converted, types)
 
     def remove_listener(self, listener: Callable) -> None:
         converted = self._listeners.pop(listener, None)

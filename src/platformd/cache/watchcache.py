@@ -35,7 +35,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from platformd.cache import versions, webhookversions
-from platformd.informing import UnknownKindError, unknown_kind
+from platformd.informing import CHANGES, UnknownKindError, unknown_kind
 from platformd.util.deferreds import then
 from platformd.model.meta import set_resource_version
 from platformd.util.ratelog import RateLimitedLog, origin
@@ -283,9 +283,9 @@ class KindCache:
         #: Watchers by namespace ("" for watchers of every namespace): only those that
         #: can care about an event are offered it.
         self.watchers: dict = {}
-        #: ``listener(type, new_or_none, old_or_none, revision)`` after each change
-        #: (``add_listener``: the informers).
-        self._listeners: list = []
+        #: listener -> the change types it is called for (``add_listener``: the
+        #: informers, the event expiry).
+        self._listeners: dict = {}
         self._pending: list = []
         self._fan_out_call = None
         #: Counts for upstream's watch-cache metrics (read when /metrics is scraped):
@@ -411,14 +411,17 @@ class KindCache:
             yield keys[i]
             i += 1
 
-    def add_listener(self, listener: Callable) -> None:
-        """``listener(type, new_or_none, old_or_none, revision)`` after each change."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: Callable, types: frozenset = CHANGES) -> None:
+        """
+        ``listener(type, new_or_none, old_or_none, revision)`` after each change whose
+        type is one of ``types``: a listener is not called for what it ignores, so a
+        view in another version (``versions.py``) converts nothing for it then.
+        """
+        self._listeners[listener] = types
 
     def remove_listener(self, listener: Callable) -> None:
         """Stop calling ``listener`` (again: nothing)."""
-        if listener in self._listeners:
-            self._listeners.remove(listener)
+        self._listeners.pop(listener, None)
 
     def everything(self) -> list:
         """Every current object, in the order they were loaded or added."""
@@ -577,9 +580,12 @@ class KindCache:
             self._pending.append(event)
             if self._fan_out_call is None:
                 self._fan_out_call = self.clock.callLater(0, self._fan_out)
-        for listener in list(self._listeners):
+        type_ = event.type
+        for listener, types in list(self._listeners.items()):
+            if type_ not in types:
+                continue
             try:
-                listener(event.type, event.new, event.old, event.revision)
+                listener(type_, event.new, event.old, event.revision)
             except Exception:
                 self._failures.failure("cache listener failed", key=origin())
 

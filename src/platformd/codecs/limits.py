@@ -38,7 +38,8 @@ def check_value(value) -> None:
         item, depth = stack.pop()
         if isinstance(item, dict):
             for key in item:
-                check_scalar(key)
+                if type(key) is not str or not key.isascii():
+                    check_scalar(key)
             children: Iterable = item.values()
         elif isinstance(item, list):
             children = item
@@ -50,6 +51,8 @@ def check_value(value) -> None:
         for child in children:
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
+            elif type(child) is str and child.isascii() or type(child) is int:
+                continue  # what most values are, and always fine: no call to find so
             else:
                 check_scalar(child)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from itertools import repeat
 from typing import Optional, Union
 
 import attrs
@@ -341,11 +342,15 @@ class MapOf:
     def order(self, value) -> None:
         """Keys sorted as Go's encoding/json sorts a map's (code point order is UTF-8's)."""
         if isinstance(value, dict):
-            items = sorted(value.items())
-            value.clear()
-            value.update(items)
-            for item in value.values():
-                self.values.order(item)
+            keys = list(value)
+            if keys != sorted(keys):
+                items = sorted(value.items())
+                value.clear()
+                value.update(items)
+            values = self.values
+            if not _orders_nothing(values):
+                for item in value.values():
+                    values.order(item)
 
     def walk(self):
         yield self.values
@@ -379,9 +384,10 @@ class ListOf:
         return None  # a nil slice
 
     def order(self, value) -> None:
-        if isinstance(value, list):
+        items = self.items
+        if isinstance(value, list) and not _orders_nothing(items):
             for item in value:
-                self.items.order(item)
+                items.order(item)
 
     def walk(self):
         yield self.items
@@ -418,6 +424,11 @@ class Struct:
     doc: str = ""
     preserve_unknown: bool = False
     atomic: bool = False
+    #: What ``order`` and ``decode`` read of the props (each field's rank, the fields
+    #: whose values have an order of their own, the plain string fields), made at the
+    #: first call: a recursive schema fills its props in after it is made, at import
+    #: (``jsonschemaprops.py``).
+    _plan: Optional[tuple] = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def decode(self, value, path, ctx):
         if value is None:
@@ -426,6 +437,7 @@ class Struct:
             raise DecodeError(path, "object", value)
         out = {}
         props = self.props
+        strings = (self._plan or self._make_plan())[2]
         repeated = getattr(value, "duplicates", ())
         for key, item in value.items():
             prop = props.get(key)
@@ -437,7 +449,10 @@ class Struct:
                 continue
             if key in repeated:
                 ctx.duplicate(join(path, key))
-            decoded = prop.node.decode(item, join(path, key), ctx)
+            if key in strings and type(item) is str:
+                decoded = item  # what a plain string field's decode gives, without a call
+            else:
+                decoded = prop.node.decode(item, join(path, key), ctx)
             if decoded is not None and not (prop.omit_empty and not decoded
                                             and not isinstance(prop.node, Struct)):
                 out[key] = decoded
@@ -456,18 +471,30 @@ class Struct:
         """
         if not isinstance(value, dict):
             return
-        props = self.props
-        keys = [k for k in props if k in value]
-        if len(keys) < len(value):
-            keys.extend(k for k in value if k not in props)
-        if keys != list(value):
-            items = [(k, value[k]) for k in keys]
+        plan = self._plan
+        if plan is None:
+            plan = self._make_plan()
+        rank, nested, _strings = plan
+        # Each field's rank, the unnamed ones after every named one: a stable sort by
+        # rank is the order; an object already in it (as most are) is left alone.
+        ranks = list(map(rank.get, value, repeat(len(rank))))
+        if ranks != sorted(ranks):
+            items = sorted(value.items(), key=lambda item: rank.get(item[0], len(rank)))
             value.clear()
             value.update(items)
-        for key, item in value.items():
-            prop = props.get(key)
-            if prop is not None and item is not None:
-                prop.node.order(item)
+        for key, node in nested:
+            item = value.get(key)
+            if item is not None:
+                node.order(item)
+
+    def _make_plan(self) -> tuple:
+        props = self.props
+        plan = ({key: i for i, key in enumerate(props)},
+                tuple((key, prop.node) for key, prop in props.items()
+                      if not _orders_nothing(prop.node)),
+                frozenset(key for key, prop in props.items() if _plain_string(prop.node)))
+        object.__setattr__(self, "_plan", plan)
+        return plan
 
     def required_names(self):
         return [name for name, prop in self.props.items() if prop.required]
@@ -500,6 +527,20 @@ class Untyped(Struct):
 
 #: A schema node: what a field, map value or list item is described by.
 Node = Union[Scalar, MapOf, ListOf, Struct]
+
+
+def _plain_string(node) -> bool:
+    """Whether ``node.decode`` gives back any string as it is (a string scalar that is
+    not a time): ``Struct.decode`` need not call it for one."""
+    return type(node) is Scalar and node.type == "string" and node.format != "date-time"
+
+
+def _orders_nothing(node) -> bool:
+    """Whether ``node.order`` leaves every value as it is (a scalar's, an untyped
+    value's, a list of those): ``order`` need not be called for it."""
+    while type(node) is ListOf:
+        node = node.items
+    return type(node).order in (Scalar.order, Untyped.order)
 
 
 def structs(root):

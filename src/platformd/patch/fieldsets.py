@@ -66,12 +66,20 @@ def _walk(value, node, prefix, out):
         if not value:
             out.add(prefix)
             return
+        props = node.props if isinstance(node, Struct) else None
+        values = node.values if isinstance(node, MapOf) else None
         for key, item in value.items():
             if item is None:
                 continue  # a null (an unset Time Go's JSON shows) is no field, as in SMD
-            child = node.props[key].node if isinstance(node, Struct) and key in node.props \
-                else (node.values if isinstance(node, MapOf) else None)
-            _walk(item, child, prefix + (f"f:{key}",), out)
+            path = prefix + ("f:" + key,)
+            if not isinstance(item, (dict, list)):
+                out.add(path)  # a scalar is a leaf whatever its node (the last branch)
+                continue
+            if props is not None:
+                prop = props.get(key)
+                _walk(item, None if prop is None else prop.node, path, out)
+            else:
+                _walk(item, values, path, out)
     elif _keyed(node) and isinstance(value, list):
         if not value:
             out.add(prefix)

@@ -24,6 +24,7 @@ shows what upstream's does.
 from __future__ import annotations
 
 import datetime
+import re
 
 import attrs
 
@@ -95,10 +96,16 @@ _ALWAYS = (("involvedObject", dict), ("source", dict), ("firstTimestamp", None),
 _OMIT_EMPTY = ("reason", "message", "count", "type", "action")
 
 
+#: A time already as ``go_time`` writes it, or one it would leave (an impossible day):
+#: four-digit years from 1000 (``strftime`` writes no leading zeros), hours to 23 and
+#: no leap second (``fromisoformat`` would move those), ASCII digits.
+_WRITTEN = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z")
+
+
 def go_time(text):
     """A ``metav1.Time`` as upstream writes it back: UTC, whole seconds (None stays)."""
-    if not isinstance(text, str):
-        return text
+    if not isinstance(text, str) or _WRITTEN.fullmatch(text):
+        return text  # what the schema's decoding left: nothing to parse again
     try:
         stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
