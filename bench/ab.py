@@ -41,8 +41,8 @@ import tempfile
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    cpu_seconds, free_port, package_root, start_server, stop_server, tls_context,
-    wait_ready, write_tokens,
+    free_port, package_root, start_server, stop_server, tls_context, tree_cpu_seconds,
+    wait_ready, wait_workers, write_tokens,
 )
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -133,6 +133,7 @@ def one_run(tree: str, names: list, seconds: float, tmp: str, tokens: str,
     try:
         if not wait_ready(server, port, tls_context()):
             sys.exit(f"platformd ({tree}) did not start")
+        wait_workers(server.pid, _workers(extra))
         if cpus is not None:
             from bench_etcd import pin
             pin(server.pid, cpus)
@@ -141,14 +142,25 @@ def one_run(tree: str, names: list, seconds: float, tmp: str, tokens: str,
             prepare, run = bench_api.AB_BENCHMARKS[name]
             if prepare is not None:
                 prepare(port)
-            before = cpu_seconds(server.pid)
+            before = tree_cpu_seconds(server.pid)
             r = run(port, seconds, tmp)
-            used = cpu_seconds(server.pid) - before
+            used = tree_cpu_seconds(server.pid) - before
             figures[name] = (r["rate"], used / max(r["requests"], 1) * 1e6, r["bad"])
         return figures
     finally:
         stop_server(server)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def _workers(flags) -> int:
+    """The ``--workers`` among ``flags`` (1 without it): their CPU is the server's too."""
+    flags = list(flags)
+    for i, flag in enumerate(flags):
+        if flag.startswith("--workers="):
+            return int(flag.split("=", 1)[1])
+        if flag == "--workers" and i + 1 < len(flags):
+            return int(flags[i + 1])
+    return 1
 
 
 def spread(values: list, fmt: str) -> str:
