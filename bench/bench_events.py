@@ -32,14 +32,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_api import create_lua  # noqa: E402
 from common import (  # noqa: E402
-    RBAC, TOKEN, free_port, scratch_dir, start_server, stop_server, tls_context,
+    RBAC, TOKEN, free_port, in_threads, scratch_dir, start_server, stop_server, tls_context,
     tree_cpu_seconds, wait_ready, wait_workers, write_tokens,
 )
 
@@ -130,11 +129,7 @@ def paced_creates(port: int, seconds: float, run: str, rate: float, threads: int
             n += 1
         conn.close()
 
-    workers = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    in_threads(client, threads)
     latencies.sort()
 
     def at(q: float) -> str:

@@ -29,7 +29,8 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (  # noqa: E402
-    TOKEN, free_port, scratch_dir, stop_server, tls_context, wait_ready, write_tokens,
+    TOKEN, free_port, in_threads, scratch_dir, stop_server, tls_context, wait_ready,
+    write_tokens,
 )
 
 from platformd.protos.platform.nodeagent.pods.v1alpha1 import api_pb2, api_pb2_grpc  # noqa: E402
@@ -87,11 +88,7 @@ def list_rate(socket_path: str, threads: int, seconds: float) -> float:
         while time.monotonic() < deadline:
             call(request)
             counts[i] += 1
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    in_threads(loop, threads)
     channel.close()
     return sum(counts) / seconds
 

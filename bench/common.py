@@ -158,12 +158,18 @@ def post_all(port: int, path: str, bodies, threads: int, timeout: float = 30) ->
                 failures.append((status, body[:300]))
         client.close()
 
-    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    in_threads(work, threads)
     return failures
+
+
+def in_threads(target, count: int) -> None:
+    """``target(i)`` for i in 0..count-1, each in a thread of its own; returns once all
+    have returned."""
+    workers = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
 
 
 def proc_status(pid: int) -> dict:
