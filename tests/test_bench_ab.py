@@ -33,7 +33,7 @@ class Arguments(unittest.TestCase):
         opts = self.ab.parse(["--baseline", "abc"])
         self.assertEqual((opts.baseline, opts.runs), ("abc", 3))
         self.assertEqual(opts.bench.suite, "bench_api")
-        self.assertEqual(opts.bench.names, ["creates", "gets"])
+        self.assertEqual(opts.bench.names, ["creates", "gets", "events"])  # every one
         self.assertEqual(opts.bench.seconds, 5)
 
     def test_benchmark_arguments_after_separator(self):
