@@ -154,7 +154,7 @@ class SocketActivationTests(TestCase):
         if shutil.which("systemd-socket-activate") is None:
             raise SkipTest("systemd-socket-activate is not installed")
 
-    def activated(self, *options, sockets: int = 1):
+    def activated(self, *options, sockets: int = 1, args=()):
         """
         platformd under ``systemd-socket-activate`` listening on ``sockets`` free ports
         (``options`` its own, e.g. ``--fdname``), spawned; ``server.port`` the first
@@ -164,7 +164,7 @@ class SocketActivationTests(TestCase):
         wrapper = ["systemd-socket-activate", *options,
                    *(f"--listen=127.0.0.1:{port}" for port in passed),
                    "-E", "PYTHONPATH", "-E", "PYTHONHASHSEED", "-E", "PATH"]
-        server = _server(self, port=secure_port, wrapper=wrapper)
+        server = _server(self, port=secure_port, wrapper=wrapper, args=args)
         server.secure_port, server.port = secure_port, passed[0]
         server.spawn()
         return server
@@ -209,6 +209,26 @@ class SocketActivationTests(TestCase):
             self.assertEqual((out.returncode, out.stdout), (0, "namespace/default\n"),
                              out.stderr)
 
+        server.signal(signal.SIGTERM)
+        self.assertEqual(server.wait(), 0)
+
+    def test_workers_share_the_passed_socket(self):
+        """
+        ``--workers 2`` under socket activation: worker 0 hands the passed socket on, and
+        with worker 0 stopped (SIGSTOP) the worker serves a new connection on it.
+        """
+        server = self.activated("--fdname=platformd.socket", args=["--workers", "2"])
+        self.served(server)
+        parent = server.process.pid
+        os.kill(parent, signal.SIGSTOP)
+        self.addCleanup(lambda: server.process.poll() is None
+                        and os.kill(parent, signal.SIGCONT))
+        # The worker starts once worker 0 is ready and accepts once it is ready itself:
+        # the connection waits in the socket's queue meanwhile.
+        status, body = server.connection().request_json("GET", "/api/v1/namespaces/default")
+        self.assertEqual((status, body["metadata"]["name"]), (200, "default"))
+        os.kill(parent, signal.SIGCONT)
+        self.assertNotListening(server.secure_port)
         server.signal(signal.SIGTERM)
         self.assertEqual(server.wait(), 0)
 

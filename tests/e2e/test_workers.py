@@ -180,6 +180,13 @@ class WorkersTests(TestCase):
         status, _ = server.connection().request("GET", CONFIGMAPS)
         self.assertEqual(status, 200)
 
+    def test_sighup_passed_on(self):
+        """SIGHUP to worker 0 reloads each worker's configuration files too."""
+        server = self.start()
+        server.signal(signal.SIGHUP)
+        until(lambda: any("] worker 1: " in line and "SIGHUP: reloaded" in line
+                          for line in self.log().splitlines()), what="the worker's reload")
+
     def test_one_audit_log(self):
         """A worker's audit events are written by worker 0, to the one log."""
         data_dir = os.path.abspath(self.mktemp())
