@@ -11,12 +11,15 @@ import time
 from twisted.internet import reactor
 from twisted.internet.protocol import Protocol, ServerFactory
 from twisted.internet.defer import Deferred
+from twisted.logger import LogLevel
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from platformd.edge.accepting import accept_one_per_turn
 from platformd.options import Options
 from platformd.process.parentwatch import ParentWatch
-from platformd.process.workers import MAX_LINE, Lines, worker_arguments, worker_environment
+from platformd.process.workers import (
+    MAX_LINE, Lines, level_of, worker_arguments, worker_environment,
+)
 
 
 class ArgumentsTests(SynchronousTestCase):
@@ -46,6 +49,15 @@ class ArgumentsTests(SynchronousTestCase):
                    "WATCHDOG_PID": "2", "LISTEN_PID": "3", "LISTEN_FDS": "1",
                    "LISTEN_FDNAMES": "https", "PYTHONPATH": "/x"}
         self.assertEqual(worker_environment(environ), {"PATH": "/bin", "PYTHONPATH": "/x"})
+
+
+class LevelTests(SynchronousTestCase):
+    def test_twistd_text_form(self):
+        self.assertEqual(level_of("[platformd.service#warn] x"), LogLevel.warn)
+        self.assertEqual(level_of("[stderr#error] Traceback"), LogLevel.error)
+        self.assertEqual(level_of("[-] APISite starting on 6443"), LogLevel.info)
+        self.assertEqual(level_of("\tFile \"x.py\", line 1"), LogLevel.info)
+        self.assertEqual(level_of("[a#loud] x"), LogLevel.info)
 
 
 class LinesTests(SynchronousTestCase):

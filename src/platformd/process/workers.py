@@ -13,8 +13,9 @@ ready (and tells systemd so) as a server alone would.  Then ``Workers`` starts w
 - descriptor 0 is a pipe from this process, which never writes to it: when this
   process ends, however it ends, the worker reads end-of-file and stops gracefully
   (``parentwatch.py``), so no worker outlives worker 0;
-- descriptors 1 and 2 are pipes read here, each line logged as ``worker I: ...``, so
-  the workers' logs are in this process's log (journald, a file);
+- descriptors 1 and 2 are pipes read here, each line logged as ``worker I: ...`` at
+  the level the worker wrote it at, so the workers' logs are in this process's log
+  (journald, with their priorities; a file);
 - with an audit log, descriptor 4 is a pipe of audit lines written to the one log here
   (``audit/sink.Pipe``, ``LogSink.relay``), read no further while the log's queue is full;
 - the environment loses systemd's notification, watchdog and socket-activation
@@ -42,7 +43,7 @@ from twisted.application import service
 from twisted.internet import error
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.protocol import ProcessProtocol
-from twisted.logger import Logger
+from twisted.logger import InvalidLogLevelError, LogLevel, Logger
 
 log = Logger()
 
@@ -61,6 +62,8 @@ STOP_TIMEOUT = 75.0
 MAX_LINE = 1 << 20
 #: The time twistd's log puts first on a line (this process's log adds its own).
 _STAMP = re.compile(rb"^\d{4}-\d\d-\d\dT[\d:]+[+-]\d{4} ")
+#: The level in twistd's text form of a log line: ``[namespace#level] ``.
+_LEVEL = re.compile(r"^\[[^\]#]*#(\w+)\] ")
 #: ``twistd``, run by this interpreter.
 _TWISTD = "from twisted.scripts.twistd import run; run()"
 #: Variables meant for this process only.
@@ -80,6 +83,21 @@ def worker_arguments(argv, index: int) -> list:
         elif not arg.startswith("--workers="):
             out.append(arg)
     return [*out, "--worker", str(index)]
+
+
+def level_of(line: str) -> LogLevel:
+    """
+    The level a worker's log line was written at (twistd's text form names it:
+    ``[platformd.service#warn] ...``), so that worker 0 logs it at that level (a
+    journal's priority); info for a line that names none (a traceback's lines).
+    """
+    match = _LEVEL.match(line)
+    if match is None:
+        return LogLevel.info
+    try:
+        return LogLevel.levelWithName(match.group(1))
+    except InvalidLogLevelError:
+        return LogLevel.info
 
 
 def worker_environment(environ) -> dict:
@@ -120,8 +138,9 @@ class _Worker(ProcessProtocol):
         lines = self._streams[fd].feed(data)
         if fd != AUDIT_FD:
             for line in lines:
-                log.info("worker {index}: {line}", index=self.index,
-                         line=_STAMP.sub(b"", line).decode("utf-8", "replace").rstrip())
+                text = _STAMP.sub(b"", line).decode("utf-8", "replace").rstrip()
+                log.emit(level_of(text), "worker {index}: {line}", index=self.index,
+                         line=text)
             return
         for line in lines:
             waiting = self.relay(line) if self.relay is not None else None
