@@ -123,8 +123,8 @@ class Lines:
 class _Worker(ProcessProtocol):
     """One worker process: its output logged, its audit lines relayed."""
 
-    #: The process (``IProcessTransport``), once spawned.
-    process: Any = None
+    #: The process (``IProcessTransport``), set by ``spawnProcess``.
+    transport: Any
 
     def __init__(self, index: int, relay: Optional[Callable], ended: Callable):
         self.index = index
@@ -145,7 +145,7 @@ class _Worker(ProcessProtocol):
         for line in lines:
             waiting = self.relay(line) if self.relay is not None else None
             if waiting is not None:  # the log's queue is full: wait for room
-                pipe = self.process.pipes[AUDIT_FD]
+                pipe = self.transport.pipes[AUDIT_FD]
                 pipe.pauseProducing()
                 waiting.addCallback(lambda _: pipe.resumeProducing())
 
@@ -185,7 +185,7 @@ class Workers(service.Service):
             self._spawn(index)
 
     def pids(self) -> list:
-        return [w.process.pid for w in self.workers.values() if w.process.pid]
+        return [w.transport.pid for w in self.workers.values() if w.transport.pid]
 
     def _spawn(self, index: int) -> None:
         self._restarts.pop(index, None)
@@ -194,14 +194,14 @@ class Workers(service.Service):
         if self.relay is not None:
             fds[AUDIT_FD] = "r"
         worker.started_at = self.reactor.seconds()
-        worker.process = self.reactor.spawnProcess(
+        self.reactor.spawnProcess(
             worker, self.executable,
             [self.executable, "-c", _TWISTD, "-n", "--pidfile=", "platformd",
              *worker_arguments(self.argv, index)],
             env=worker_environment(self.environ), childFDs=fds)
         self.workers[index] = worker
         log.info("worker {index} started (pid {pid})", index=index,
-                 pid=worker.process.pid)
+                 pid=worker.transport.pid)
 
     def _ended(self, worker: _Worker, reason) -> None:
         if self.workers.get(worker.index) is worker:
@@ -255,6 +255,6 @@ class Workers(service.Service):
     def _signal(self, name: str) -> None:
         for worker in list(self.workers.values()):
             try:
-                worker.process.signalProcess(name)
+                worker.transport.signalProcess(name)
             except error.ProcessExitedAlready:
                 pass
