@@ -5,7 +5,9 @@ writes down?
 One server; RoleBinding creates with wrk (concurrency 16, as ``bench_api``) for
 ``--seconds``, alternately alone (A) and with a concurrent Event writer (B): a second
 wrk posting core ``v1`` Events at a fixed rate (``--events-per-second``, default 1,000:
-``--event-connections`` connections, each waiting ``delay()`` between requests).  The
+``--event-connections`` connections, each waiting ``delay()`` between requests, a
+random wait so that they arrive independently; ``--bursty``: a fixed one, so that they
+come in bursts, ``event_writer``).  The
 order is A B A B ... (``--runs`` pairs), so a neighbour's load falls on both.
 
 ``--rolebinding-rate R`` paces the RoleBinding creates instead (a server with headroom:
@@ -50,7 +52,10 @@ function setup(thread)
   thread:set("tid", id)
 end
 function delay()
-  return %(delay_ms)d
+  if %(bursty)s then
+    return %(delay_ms)d
+  end
+  return math.floor(-%(delay_ms)d * math.log(1 - math.random()))
 end
 function request()
   counter = counter + 1
@@ -139,15 +144,25 @@ def paced_creates(port: int, seconds: float, run: str, rate: float, threads: int
 
 
 def event_writer(port: int, seconds: float, tmp: str, rate: float, connections: int,
-                 run: str):
-    """A background wrk posting Events at about ``rate``/s; its Popen."""
+                 run: str, bursty: bool = False):
+    """
+    A background wrk posting Events at about ``rate``/s; its Popen.
+
+    Each connection sends, waits, sends again: rate ~ connections / (wait + the
+    request's time).  The wait is drawn from an exponential distribution, so the
+    connections send independently of each other (Poisson arrivals, as from many
+    separate nodes), and the request's time is taken as 3 ms.  ``bursty``: a fixed wait
+    instead, the request's time taken as 20 ms.  The connections then stay in step:
+    group commit answers a burst's Events together, so each connection's next request
+    comes at the same moment, and the Events arrive in bursts of up to
+    ``connections``, which is the harder case.  Under a slower server the rate falls
+    short (the achieved rate is printed).
+    """
     lua = os.path.join(tmp, f"events-{run}.lua")
-    # Each connection sends, waits ``delay`` ms, sends again: rate ~ connections /
-    # (delay + the request's time); the time is taken as 20 ms, so under a slower server
-    # the rate falls short (the achieved rate is printed).
-    delay_ms = max(1, round(connections * 1000 / rate) - 20)
+    delay_ms = max(1, round(connections * 1000 / rate) - (20 if bursty else 3))
     with open(lua, "w") as f:
-        f.write(EVENT_LUA % {"delay_ms": delay_ms, "token": TOKEN, "run": run})
+        f.write(EVENT_LUA % {"delay_ms": delay_ms, "token": TOKEN, "run": run,
+                             "bursty": "true" if bursty else "false"})
     return subprocess.Popen(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", lua,
          f"https://127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -166,7 +181,7 @@ def one_run(server, port, seconds, tmp, with_events, opts, run: str) -> dict:
     writer = None
     if with_events:
         writer = event_writer(port, seconds + 2, tmp, opts.events_per_second,
-                              opts.event_connections, run)
+                              opts.event_connections, run, opts.bursty)
         time.sleep(1)  # the writer is at its pace before the creates start
     before = tree_cpu_seconds(server.pid)
     figures = (paced_creates(port, seconds, run, opts.paced) if opts.paced
@@ -184,6 +199,9 @@ def main():
     parser.add_argument("--events-per-second", type=float, default=1000)
     parser.add_argument("--event-connections", type=int, default=64)
     parser.add_argument("--event-ttl", default="1h")
+    parser.add_argument("--bursty", action="store_true",
+                        help="Events in bursts (fixed waits: the connections stay in "
+                             "step) instead of independent arrivals")
     parser.add_argument("--workers", type=int, default=1,
                         help="the server's --workers (its CPU is every worker's)")
     parser.add_argument("--paced", type=float, default=0,

@@ -66,6 +66,17 @@ class TreeTests(SynchronousTestCase):
                           "service-allocation-repair", "builtin-namespaces", "platform-service",
                           "rbac-bootstrap", "ready"])
 
+    def test_events_are_bulk_writes(self):
+        """
+        The SQLite store commits Events after a batch's other writes
+        (``sqlitewriter.commits``): its bulk prefix is the Event kind's storage prefix,
+        which ``events.platform.io`` Events share.
+        """
+        built = daemon(options("--data-dir", self.mktemp()), reactor)
+        self.assertEqual(built.storage.bulk, ("/registry/events/",))
+        self.assertEqual(built.components.catalog.lookup(
+            "events.platform.io", "v1", "events").storage_prefix, "/registry/events/")
+
     def test_the_daemons_tree_handles_signals(self):
         """What twistd runs also handles SIGHUP, its own step."""
         edge = make_service(options("--data-dir", self.mktemp()), reactor)

@@ -93,6 +93,7 @@ from platformd.process.startup import Edge, StartupError, exit_with
 from platformd.process.workers import LISTENING_FD, Workers
 from platformd.registry import core
 from platformd.registry.catalog import builtin
+from platformd.registry.kinds import event
 from platformd.storage.sqlite import SQLiteStorage
 from platformd.util.ids import apiserver_id
 
@@ -428,7 +429,8 @@ def _storage(options, reactor, data_dir: str, egress, **transformer):
     ``--shared-data-dir``, docs/storage.md), or etcd (docs/etcd.md)."""
     if options["storage-backend"] != "etcd3":
         return SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"),
-                             shared=bool(options["shared-data-dir"]), **transformer)
+                             shared=bool(options["shared-data-dir"]),
+                             bulk=(event.KIND.storage_prefix,), **transformer)
     from platformd.storage.etcd3.client import Client, TLSFiles
     from platformd.storage.etcd3.store import EtcdStorage
     tls = TLSFiles(options["etcd-cafile"] or "", options["etcd-certfile"] or "",

@@ -18,6 +18,8 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.trial.unittest import TestCase
 
 from platformd.storage.interface import (
+    DELETE,
+    PUT,
     CompactedError,
     KeyExistsError,
     KeyNotFoundError,
@@ -25,6 +27,7 @@ from platformd.storage.interface import (
     RevisionMismatchError,
 )
 from platformd.process.startup import StartupError
+from platformd.storage.mvcc import Create
 from platformd.storage.sqlite import SQLiteStorage
 from tests.storage.conformance import (
     GatedTransformer,
@@ -200,6 +203,91 @@ class GroupCommitTests(SQLiteTestCase):
         again = await store.create("/a", b"1")
         self.assertEqual(again, KeyValue("/a", b"1", 1, 1))
         self.assertEqual((await store.range("")).kvs, [again])
+
+
+class BulkWrites:
+    """
+    Bulk writes (``bulk=`` prefixes, Events in the server) are committed after the
+    batch's other writes, in a transaction of their own; a mixin, run alone and shared.
+    """
+
+    options: dict = {}
+    BULK = ("/events/",)
+
+    def queued_store(self, path=None) -> SQLiteStorage:
+        """A store not yet started: writes queue for its writer's first batch."""
+        return SQLiteStorage(reactor, path or self.mktemp(), bulk=self.BULK, **self.options)
+
+    async def test_bulk_writes_commit_after_the_others(self):
+        """
+        A batch's writes of keys outside the bulk prefixes take the first revisions and
+        are acknowledged first, a commit with any other key among them included; the
+        bulk ones follow in a second commit, in their order (a key's create then its
+        delete); a watch hears every write once, in revision order.
+        """
+        store = self.queued_store()
+        fired: list = []
+        writes = {
+            "e1": store.create("/events/ns/e1", b"1"),
+            "r1": store.create("/roles/ns/r1", b"2"),
+            "gone": store.delete("/events/ns/e1"),
+            "mixed": store.commit([Create("/events/ns/e3", b"3"), Create("/roles/ns/r3", b"4")]),
+            "e2": store.create("/events/ns/e2", b"5"),
+            "r2": store.create("/roles/ns/r2", b"6"),
+        }
+        for name, write in writes.items():
+            write.addCallback(lambda result, name=name: fired.append(name) or result)
+        await store.start()
+        self.addCleanup(store.stop)
+        sink = Sink()
+        store.watch("/", 0, sink)
+        results = {name: await write for name, write in writes.items()}
+        self.assertEqual(fired, ["r1", "mixed", "r2", "e1", "gone", "e2"])
+        self.assertEqual(
+            (results["r1"].mod_revision, [kv.mod_revision for kv in results["mixed"]],
+             results["r2"].mod_revision, results["e1"].mod_revision,
+             results["gone"].mod_revision, results["e2"].mod_revision),
+            (1, [2, 3], 4, 5, 6, 7))
+        self.assertEqual(store.commits, 2)
+        await sink.wait(7)
+        self.assertEqual([(event.type, event.kv.key, event.revision) for event in sink.events], [
+            (PUT, "/roles/ns/r1", 1), (PUT, "/events/ns/e3", 2), (PUT, "/roles/ns/r3", 3),
+            (PUT, "/roles/ns/r2", 4), (PUT, "/events/ns/e1", 5), (DELETE, "/events/ns/e1", 6),
+            (PUT, "/events/ns/e2", 7)])
+
+    async def test_without_bulk_writes_one_commit(self):
+        """A batch of other writes only is one commit, as without bulk prefixes."""
+        store = self.queued_store()
+        writes = [store.create(f"/roles/ns/r{n}", b"v") for n in range(3)]
+        await store.start()
+        self.addCleanup(store.stop)
+        self.assertEqual([kv.mod_revision for kv in await gatherResults(writes)], [1, 2, 3])
+        self.assertEqual(store.commits, 1)
+
+    async def test_failed_bulk_commit_fails_only_the_bulk_writes(self):
+        """When the bulk writes' transaction fails, the others of the batch stay committed."""
+        path = self.mktemp()
+        schema = SQLiteStorage(reactor, path, **self.options)
+        await schema.start()
+        await schema.stop()
+        with closing(sqlite3.connect(path)) as db:
+            db.execute("CREATE TRIGGER refuse BEFORE INSERT ON revisions WHEN NEW.key ="
+                       " '/events/ns/refused' BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+        store = self.queued_store(path)
+        bulk = [store.create("/events/ns/a", b"1"), store.create("/events/ns/refused", b"2")]
+        other = store.create("/roles/ns/r", b"3")
+        await store.start()
+        self.addCleanup(store.stop)
+        self.assertEqual(await other, KeyValue("/roles/ns/r", b"3", 1, 1))
+        for write in bulk:
+            error = await self.assertFailure(write, sqlite3.IntegrityError)
+            self.assertEqual(str(error), "disk on fire")
+        self.assertEqual((store.commits, store.revision), (1, 1))
+        self.assertEqual([kv.key for kv in (await store.range("/")).kvs], ["/roles/ns/r"])
+
+
+class BulkWriteTests(BulkWrites, SQLiteTestCase):
+    pass
 
 
 class RecoveryTests(SQLiteTestCase):

@@ -30,6 +30,7 @@ from tests.storage.conformance import (
     write_history,
 )
 from tests.storage.test_sqlite import (
+    BulkWrites,
     SQLiteTestCase,
     acknowledged_until_killed,
     spawn_crashwriter,
@@ -58,6 +59,10 @@ class SharedSealedConformanceTests(SealedConformance, SharedTestCase):
 
 class SharedTransformerTests(TransformerConformance, SharedTestCase):
     pass
+
+
+class SharedBulkWriteTests(BulkWrites, SharedTestCase):
+    options = {"shared": True}
 
 
 def order(sink: Sink) -> list:

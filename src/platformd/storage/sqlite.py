@@ -16,11 +16,12 @@ turn, not per write, and the writes a turn's requests make share one commit inst
 the first committing alone while the writer competes with the reactor for the GIL
 (``docs/performance.md``).  The writer takes every pending write (up to ``_BATCH``),
 applies them in order in one transaction, each with its own compare-and-swap check and
-the next revision, commits once, and hands the outcome to the reactor in one
-``callFromThread``: the reactor sets ``revision``, publishes the events to the watches,
-then fires the writes' Deferreds.  For its checks the writer reads
-each key's current row inside its transaction (one index lookup), which also sees the
-batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a copy
+the next revision, commits once (twice when the batch also has bulk writes, Events:
+``sqlitewriter.commits`` commits them after the others), and hands each commit's
+outcome to the reactor in one ``callFromThread``: the reactor sets ``revision``,
+publishes the events to the watches, then fires the writes' Deferreds.  For its checks
+the writer reads each key's current row inside its transaction (one index lookup), which
+also sees the batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a copy
 of every key kept in memory by the writer, the throughput was the same within noise, and
 the lookup needs neither the memory nor a full scan at start.  Reads run on a small pool
 of reader threads with connections of their own.  Nothing touches the disk on the
@@ -99,6 +100,9 @@ class SQLiteStorage:
     #: Shared: seconds between two looks at what the others committed, for when no
     #: ``inotify`` bell is heard (``sqliteshared.Follower``).
     poll_interval: float = 1.0
+    #: Key prefixes of bulk writes: each batch's are committed after its others, in a
+    #: transaction of their own (``sqlitewriter.commits``).  Events, from ``service.py``.
+    bulk: tuple = ()
     revision: int = attrs.field(default=0, init=False)
     compacted_revision: int = attrs.field(default=0, init=False)
     #: Transactions committed so far (a batch of writes is one).
@@ -132,8 +136,9 @@ class SQLiteStorage:
         started: Deferred[tuple[int, int]] = Deferred()
         writer = self._writer = (
             SharedWriter(self.reactor, self.path, self._values, self._requests,
-                         self._caught_up) if self.shared else
-            Writer(self.reactor, self.path, self._values, self._requests, self._committed))
+                         self._caught_up, self.bulk) if self.shared else
+            Writer(self.reactor, self.path, self._values, self._requests, self._committed,
+                   self.bulk))
         threading.Thread(target=writer.run, args=(started, self._stopped),
                          name="platformd-sqlite-writer", daemon=True).start()
         return started.addCallback(self._recovered)

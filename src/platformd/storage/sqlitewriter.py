@@ -45,8 +45,9 @@ class Writer:
     """
 
     def __init__(self, reactor, path: str, values: Transformed, requests: queue.SimpleQueue,
-                 committed):
+                 committed, bulk: tuple = ()):
         self._reactor = reactor
+        self._bulk = bulk
         self._path = path
         self._values = values
         self._requests = requests
@@ -69,8 +70,8 @@ class Writer:
             stopping = batch[-1] is STOP
             if stopping:
                 batch.pop()
-            if batch:
-                self._commit(batch)
+            for commit in commits(batch, self._bulk):
+                self._commit(commit)
             if stopping:
                 break
         self._db.close()
@@ -188,6 +189,27 @@ class Writer:
             if refusal is not None:
                 raise refusal
         return stored
+
+
+def commits(batch: list, bulk: tuple) -> list:
+    """
+    The transactions ``batch`` is committed in, in order: its writes of keys under none
+    of the ``bulk`` prefixes, then (in a transaction of their own) those whose every key
+    is under one.  Bulk writes (Events: written often, waited on by few) then never make
+    another write's commit longer, and the reactor hears of the others first
+    (``docs/performance.md``, "Events beside other writes").  Reordering a batch is safe:
+    none of its writes has been acknowledged, so no client can have seen one come before
+    another; a key is bulk or not, so one key's writes keep their order.
+    """
+    if not bulk:
+        return [batch] if batch else []
+    others: list = []
+    bulked: list = []
+    for pair in batch:
+        request = pair[0]
+        is_bulk = isinstance(request, list) and all(op.key.startswith(bulk) for op in request)
+        (bulked if is_bulk else others).append(pair)
+    return [commit for commit in (others, bulked) if commit]
 
 
 def acknowledge(outcomes: list):
