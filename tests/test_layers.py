@@ -21,7 +21,7 @@ ROOT = os.path.dirname(platformd.__file__)
 LAYERS = (
     {"goformat", "protos"},
     {"process", "util", "errors", "featuregates", "requestinfo", "cel",
-     "__version__", "metrics", "informing"},
+     "__version__", "metrics", "informing", "bulklane"},
     {"files"},
     {"model", "storage", "codecs", "edge", "options"},
     {"tracing", "egress", "apiextensions"},

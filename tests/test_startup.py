@@ -68,14 +68,15 @@ class TreeTests(SynchronousTestCase):
 
     def test_events_are_bulk_writes(self):
         """
-        The SQLite store commits Events after a batch's other writes
-        (``sqlitewriter.commits``): its bulk prefix is the Event kind's storage prefix,
-        which ``events.platform.io`` Events share.
+        Events' writes go through the bulk lane (``bulklane.py``): in the SQLite store by
+        their storage prefix, in the requests to both their resources.
         """
         built = daemon(options("--data-dir", self.mktemp()), reactor)
-        self.assertEqual(built.storage.bulk, ("/registry/events/",))
-        self.assertEqual(built.components.catalog.lookup(
-            "events.platform.io", "v1", "events").storage_prefix, "/registry/events/")
+        lane = built.storage.lane
+        self.assertEqual(lane.prefixes, ("/registry/events/",))
+        bulk = built.components.api.bulk
+        self.assertIs(bulk.lane, lane)
+        self.assertEqual(bulk.resources, {("", "events"), ("events.platform.io", "events")})
 
     def test_the_daemons_tree_handles_signals(self):
         """What twistd runs also handles SIGHUP, its own step."""

@@ -45,6 +45,7 @@ from platformd.auth import rbac
 from platformd.auth.authorizers import AlwaysAllow, AuthorizerChain
 from platformd.auth.interfaces import IAuthenticator
 from platformd.auth.rbac import RBACAuthorizer, RBACIndex
+from platformd.bulklane import BulkLane, BulkRequests
 from platformd.cache.continuetokens import Snapshots
 from platformd.cache.eventttl import DEFAULT_TTL as DEFAULT_EVENT_TTL, EventExpiry
 from platformd.cache.expiry import Expiry
@@ -219,7 +220,7 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
             event_ttl: float = DEFAULT_EVENT_TTL,
             service_network: ServiceNetwork = ServiceNetwork(),
             master: Optional[Callable[[], tuple]] = None,
-            conversion_reactor=None) -> Components:
+            conversion_reactor=None, bulk_lane: Optional[BulkLane] = None) -> Components:
     """
     The API server over ``storage`` (an ``IStorage``, not yet started) on ``clock`` (the
     reactor, or a ``Clock`` in tests).
@@ -240,7 +241,9 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
     ``--service-node-port-range``); ``master()`` gives ``(address, port)`` the server's
     own Service points at (default: no address, the port of ``address``);
     ``conversion_reactor`` the reactor the custom resources' conversion webhooks are
-    called on (default: ``clock``; the in-memory test server's clock has no sockets).
+    called on (default: ``clock``; the in-memory test server's clock has no sockets);
+    ``bulk_lane`` the lane writes to the bulk kinds' resources wait in
+    (``bulklane.BulkRequests``; None: none does).
     """
     catalog = catalog if catalog is not None else builtin()
     cache = WatchCache(storage, catalog, clock, watch_history_ttl)
@@ -293,7 +296,10 @@ def compose(storage, clock, gates, authentication: Callable[[Internals], Authent
         negotiator(gates), authn.authenticator, authz.authorizer, documents,
         readiness, gates, max_in_flight=max_in_flight, clock=clock, metrics=metrics,
         health=checks.checks, request_timeout=limits.request_timeout, auditor=auditor,
-        request_tracing=request_tracing, token_issuer=authn.token_issuer, admission=admission)
+        request_tracing=request_tracing, token_issuer=authn.token_issuer, admission=admission,
+        bulk=None if bulk_lane is None else BulkRequests(bulk_lane, frozenset(
+            (kind.group, kind.plural) for kind in catalog.kinds
+            if kind.storage_prefix.startswith(bulk_lane.prefixes))))
     sources.install(metrics, cache, max_in_flight.in_flight, clock,
                     getattr(storage, "path", ""))
     return Components(

@@ -75,6 +75,7 @@ from platformd.auth.fromflags import (
     AuthFlagError, authenticators_from_flags, authorizers_from_flags,
 )
 from platformd.auth.interfaces import IAuthenticator
+from platformd.bulklane import BulkLane
 from platformd.controllers.platformservice import advertise_address
 from platformd.compose import (
     Authentication, Authorization, Components, Internals, Limits, boot_sequence, compose,
@@ -93,7 +94,6 @@ from platformd.process.startup import Edge, StartupError, exit_with
 from platformd.process.workers import LISTENING_FD, Workers
 from platformd.registry import core
 from platformd.registry.catalog import builtin
-from platformd.registry.kinds import event
 from platformd.storage.sqlite import SQLiteStorage
 from platformd.util.ids import apiserver_id
 
@@ -281,7 +281,9 @@ def daemon(options, reactor, notifier: Notifier | None = None,
     catalog = builtin()
     egress = _egress_selector(options, reactor)
     encryption = _encryption(options, reactor, catalog)
-    storage = _storage(options, reactor, data_dir, egress,
+    # Events' writes wait for the others' (bulklane.py): in the storage and the requests.
+    lane = BulkLane(reactor)
+    storage = _storage(options, reactor, data_dir, egress, lane,
                        **({"transformer": encryption.transformer} if encryption else {}))
     tls = _tls(options, data_dir, host, serving_port)
     tracing = _tracing(options, reactor, egress)
@@ -305,7 +307,7 @@ def daemon(options, reactor, notifier: Notifier | None = None,
             address=f"{host}:{serving_port}", catalog=catalog,
             admission_names=_admission_names(options),
             admission_configs=_admission_configs(options), egress=egress, auditor=auditor,
-            request_tracing=request_tracing,
+            request_tracing=request_tracing, bulk_lane=lane,
             limits=Limits(options["max-requests-inflight"],
                           options["max-mutating-requests-inflight"],
                           options["request-timeout"]),
@@ -424,13 +426,14 @@ def _reloads(internals: Internals, reactor):
                              reactor)
 
 
-def _storage(options, reactor, data_dir: str, egress, **transformer):
+def _storage(options, reactor, data_dir: str, egress, lane: BulkLane, **transformer):
     """``--storage-backend``: SQLite in ``--data-dir`` (shared with other processes:
-    ``--shared-data-dir``, docs/storage.md), or etcd (docs/etcd.md)."""
+    ``--shared-data-dir``, docs/storage.md), or etcd (docs/etcd.md); SQLite commits and
+    acknowledges bulk writes through ``lane``."""
     if options["storage-backend"] != "etcd3":
         return SQLiteStorage(reactor, os.path.join(data_dir, "platformd.db"),
-                             shared=bool(options["shared-data-dir"]),
-                             bulk=(event.KIND.storage_prefix,), **transformer)
+                             shared=bool(options["shared-data-dir"]), lane=lane,
+                             **transformer)
     from platformd.storage.etcd3.client import Client, TLSFiles
     from platformd.storage.etcd3.store import EtcdStorage
     tls = TLSFiles(options["etcd-cafile"] or "", options["etcd-certfile"] or "",

@@ -26,8 +26,10 @@ from platformd.storage.interface import (
     KeyValue,
     RevisionMismatchError,
 )
+from platformd.bulklane import BulkLane
 from platformd.process.startup import StartupError
 from platformd.storage.mvcc import Create
+from platformd.storage.sqlitewriter import BULK_COMMIT
 from platformd.storage.sqlite import SQLiteStorage
 from tests.storage.conformance import (
     GatedTransformer,
@@ -207,16 +209,17 @@ class GroupCommitTests(SQLiteTestCase):
 
 class BulkWrites:
     """
-    Bulk writes (``bulk=`` prefixes, Events in the server) are committed after the
-    batch's other writes, in a transaction of their own; a mixin, run alone and shared.
+    Bulk writes (a bulk lane's prefixes: Events in the server) are committed after the
+    batch's other writes, in transactions of their own, and acknowledged in the lane's
+    turns; a mixin, run alone and shared.
     """
 
     options: dict = {}
-    BULK = ("/events/",)
 
     def queued_store(self, path=None) -> SQLiteStorage:
         """A store not yet started: writes queue for its writer's first batch."""
-        return SQLiteStorage(reactor, path or self.mktemp(), bulk=self.BULK, **self.options)
+        return SQLiteStorage(reactor, path or self.mktemp(),
+                             lane=BulkLane(reactor, ("/events/",)), **self.options)
 
     async def test_bulk_writes_commit_after_the_others(self):
         """
@@ -254,6 +257,21 @@ class BulkWrites:
             (PUT, "/roles/ns/r1", 1), (PUT, "/events/ns/e3", 2), (PUT, "/roles/ns/r3", 3),
             (PUT, "/roles/ns/r2", 4), (PUT, "/events/ns/e1", 5), (DELETE, "/events/ns/e1", 6),
             (PUT, "/events/ns/e2", 7)])
+
+    async def test_bulk_writes_a_few_per_commit(self):
+        """
+        Bulk writes go ``BULK_COMMIT`` to a commit (the writes handed in between would
+        go first), in order.
+        """
+        store = self.queued_store()
+        bulk = [store.create(f"/events/ns/e{n:02}", b"v") for n in range(2 * BULK_COMMIT + 3)]
+        other = store.create("/roles/ns/r", b"v")
+        await store.start()
+        self.addCleanup(store.stop)
+        self.assertEqual((await other).mod_revision, 1)
+        self.assertEqual([kv.mod_revision for kv in await gatherResults(bulk)],
+                         list(range(2, 2 * BULK_COMMIT + 5)))
+        self.assertEqual(store.commits, 4)
 
     async def test_without_bulk_writes_one_commit(self):
         """A batch of other writes only is one commit, as without bulk prefixes."""

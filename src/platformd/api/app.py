@@ -68,7 +68,8 @@ class APIServer:
     def __init__(self, catalog, stores, reader, watcher, negotiator, authenticator,
                  authorizer, documents, readiness, gates, max_in_flight=None, clock=None,
                  metrics=None, health=None, request_timeout: float = deadline.REQUEST_TIMEOUT,
-                 auditor=None, request_tracing=None, token_issuer=None, admission=None):
+                 auditor=None, request_tracing=None, token_issuer=None, admission=None,
+                 bulk=None):
         self.catalog = catalog
         #: The admission chain the create-only kinds and subresources go through (the
         #: stores run it for every other write); None: none.
@@ -107,6 +108,8 @@ class APIServer:
         #: Tracebacks of unexpected errors, each bug's once a minute: a client can reach
         #: one on every request.
         self.failures = RateLimitedLog(log, clock=clock)
+        #: The filter sending writes to Events through the bulk lane, or None.
+        self.bulk = bulk
         self.chain = filters.FilterChain([
             filters.audit_id,
             filters.RequestInfo(),
@@ -121,6 +124,8 @@ class APIServer:
             filters.Impersonation(self.authorizer),
             self.max_in_flight,
             filters.Authorization(self.authorizer, self.metrics),
+            # Writes to Events wait in the bulk lane (``bulklane.BulkRequests``), if any.
+            *([bulk] if bulk is not None else []),
         ], self._serve)
 
     def store_for(self, kind):

@@ -4,8 +4,9 @@ The request filter chain, in the order of upstream's ``DefaultBuildHandlerChain`
 
     audit ID → (panic recovery: ``app.py``) → request info → readiness →
     [audit: received time, failed authentication] → authentication → [audit] →
-    impersonation → max-in-flight → authorization → handler (admission happens in the
-    write handlers); the audit stages (``platformd/audit/record.py``) only with a policy
+    impersonation → max-in-flight → authorization → [bulk lane: writes to Events,
+    ``bulklane.BulkRequests``] → handler (admission happens in the write handlers); the
+    audit stages (``platformd/audit/record.py``) only with a policy
 
 A filter is a callable ``filter(ctx, proceed)``: it reads or fills the request's
 ``RequestContext``, then returns ``proceed(ctx)``, or raises a ``StatusError`` to answer

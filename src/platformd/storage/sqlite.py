@@ -16,9 +16,9 @@ turn, not per write, and the writes a turn's requests make share one commit inst
 the first committing alone while the writer competes with the reactor for the GIL
 (``docs/performance.md``).  The writer takes every pending write (up to ``_BATCH``),
 applies them in order in one transaction, each with its own compare-and-swap check and
-the next revision, commits once (twice when the batch also has bulk writes, Events:
-``sqlitewriter.commits`` commits them after the others), and hands each commit's
-outcome to the reactor in one ``callFromThread``: the reactor sets ``revision``,
+the next revision, commits once (bulk writes, Events, in commits of their own after the
+others: ``sqlitewriter.split``, ``bulklane.py``), and hands each commit's outcome to
+the reactor in one ``callFromThread``: the reactor sets ``revision``,
 publishes the events to the watches, then fires the writes' Deferreds.  For its checks
 the writer reads each key's current row inside its transaction (one index lookup), which
 also sees the batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a copy
@@ -62,6 +62,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
+from platformd.bulklane import BulkLane, is_bulk
 from platformd.storage import mvcc
 from platformd.storage import sqlitequeries as queries
 from platformd.storage.interface import IStorage, KeyValue, RangeResult, StorageError
@@ -100,9 +101,10 @@ class SQLiteStorage:
     #: Shared: seconds between two looks at what the others committed, for when no
     #: ``inotify`` bell is heard (``sqliteshared.Follower``).
     poll_interval: float = 1.0
-    #: Key prefixes of bulk writes: each batch's are committed after its others, in a
-    #: transaction of their own (``sqlitewriter.commits``).  Events, from ``service.py``.
-    bulk: tuple = ()
+    #: The bulk lane (``bulklane.py``; None: no write is bulk): its bulk writes (Events)
+    #: are committed after the others, a few at a time (``sqlitewriter.split``), and
+    #: acknowledged in its turns; while another write is with the writer, it waits.
+    lane: Optional[BulkLane] = None
     revision: int = attrs.field(default=0, init=False)
     compacted_revision: int = attrs.field(default=0, init=False)
     #: Transactions committed so far (a batch of writes is one).
@@ -136,9 +138,9 @@ class SQLiteStorage:
         started: Deferred[tuple[int, int]] = Deferred()
         writer = self._writer = (
             SharedWriter(self.reactor, self.path, self._values, self._requests,
-                         self._caught_up, self.bulk) if self.shared else
+                         self._caught_up, self._bulk) if self.shared else
             Writer(self.reactor, self.path, self._values, self._requests, self._committed,
-                   self.bulk))
+                   self._bulk))
         threading.Thread(target=writer.run, args=(started, self._stopped),
                          name="platformd-sqlite-writer", daemon=True).start()
         return started.addCallback(self._recovered)
@@ -288,13 +290,22 @@ class SQLiteStorage:
     def _enqueue(self, request):
         """
         Queue ``request`` for the writer with this turn's other writes (module
-        docstring): the turn's first write schedules their hand-off.
+        docstring): the turn's first write schedules their hand-off.  With a bulk lane,
+        a bulk write is acknowledged in a turn of the lane, and another holds the lane
+        until it is acknowledged.
         """
         acknowledged: Deferred[Optional[KeyValue]] = Deferred()
         if not self._pending:
             self._hand_off_call = self.reactor.callLater(  # type: ignore[attr-defined]
                 0, self._hand_off)
         self._pending.append((request, acknowledged))
+        lane = self.lane
+        if lane is not None and isinstance(request, list):
+            if is_bulk(request, lane.prefixes):
+                acknowledged.addBoth(lane.passing)
+            else:
+                lane.hold()
+                acknowledged.addBoth(lane.release)
         return acknowledged
 
     def _hand_off(self) -> None:
@@ -305,6 +316,10 @@ class SQLiteStorage:
         if self._pending:
             pending, self._pending = self._pending, []
             self._requests.put(pending)
+
+    @property
+    def _bulk(self) -> tuple:
+        return self.lane.prefixes if self.lane is not None else ()
 
     def _check_serving(self):
         if not self._serving:

@@ -15,6 +15,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from platformd import errors
+from platformd.bulklane import is_bulk
 from platformd.files import privatefiles
 from platformd.storage import sqlitequeries as queries
 from platformd.storage.etcd3 import txn
@@ -23,6 +24,10 @@ from platformd.storage.transformers import Transformed
 
 #: Once a batch has this many writes, it takes no more hand-offs.
 BATCH = 1000
+
+#: At most this many bulk writes (``split``) go in one commit; between two, the writes
+#: handed meanwhile are committed first.
+BULK_COMMIT = 16
 
 
 @attrs.frozen
@@ -64,16 +69,26 @@ class Writer:
         self._reactor.callFromThread(stopped.callback, None)
 
     def _serve(self):
-        """Commit batch after batch until told to stop; then close."""
-        while True:
-            batch = self._take()
-            stopping = batch[-1] is STOP
-            if stopping:
+        """
+        Commit until told to stop; then close.  Each round takes what was handed (waiting
+        for it only when nothing is held), commits its writes other than bulk ones, then
+        at most ``BULK_COMMIT`` of the bulk writes held (``split``).
+        """
+        held: list = []
+        stopping = False
+        while not stopping or held:
+            batch = (self._take(wait=not held) if not stopping and len(held) < BATCH
+                     else [])
+            if batch and batch[-1] is STOP:
+                stopping = True
                 batch.pop()
-            for commit in commits(batch, self._bulk):
-                self._commit(commit)
-            if stopping:
-                break
+            others, bulk = split(batch, self._bulk)
+            held.extend(bulk)
+            if others:
+                self._commit(others)
+            if held:
+                self._commit(held[:BULK_COMMIT])
+                del held[:BULK_COMMIT]
         self._db.close()
 
     def _open(self) -> int:
@@ -96,14 +111,17 @@ class Writer:
         self._revision = max(newest, compacted)
         return compacted
 
-    def _take(self) -> list:
+    def _take(self, wait: bool = True) -> list:
         """
-        Wait for a hand-off (a turn's list of requests, or ``STOP``), then take every
-        one pending while the batch is under ``BATCH`` requests (a turn's are never
-        split); ``STOP``, if taken, last.
+        Wait for a hand-off (a turn's list of requests, or ``STOP``; not ``wait``: none
+        is an empty batch), then take every one pending while the batch is under
+        ``BATCH`` requests (a turn's are never split); ``STOP``, if taken, last.
         """
         batch: list = []
-        handed = self._requests.get()
+        try:
+            handed = self._requests.get(block=wait)
+        except queue.Empty:
+            return batch
         while True:
             if handed is STOP:
                 batch.append(handed)
@@ -191,25 +209,23 @@ class Writer:
         return stored
 
 
-def commits(batch: list, bulk: tuple) -> list:
+def split(batch: list, bulk: tuple) -> tuple[list, list]:
     """
-    The transactions ``batch`` is committed in, in order: its writes of keys under none
-    of the ``bulk`` prefixes, then (in a transaction of their own) those whose every key
-    is under one.  Bulk writes (Events: written often, waited on by few) then never make
-    another write's commit longer, and the reactor hears of the others first
-    (``docs/performance.md``, "Events beside other writes").  Reordering a batch is safe:
-    none of its writes has been acknowledged, so no client can have seen one come before
-    another; a key is bulk or not, so one key's writes keep their order.
+    ``batch`` as (its writes of keys under none of the ``bulk`` prefixes, those whose
+    every key is under one).  The writer commits bulk writes (Events: written often,
+    waited on by few) after the others and a few at a time, so that another write never
+    waits for a long commit of theirs, and the reactor hears of it first
+    (``docs/performance.md``, "Events beside other writes").  Reordering is safe: none
+    of the writes waiting has been acknowledged, so no client can have seen one come
+    before another; a key is bulk or not, so one key's writes keep their order.
     """
     if not bulk:
-        return [batch] if batch else []
+        return batch, []
     others: list = []
     bulked: list = []
     for pair in batch:
-        request = pair[0]
-        is_bulk = isinstance(request, list) and all(op.key.startswith(bulk) for op in request)
-        (bulked if is_bulk else others).append(pair)
-    return [commit for commit in (others, bulked) if commit]
+        (bulked if is_bulk(pair[0], bulk) else others).append(pair)
+    return others, bulked
 
 
 def acknowledge(outcomes: list):
