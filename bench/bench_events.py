@@ -151,7 +151,7 @@ def event_writer(port: int, seconds: float, tmp: str, rate: float, connections: 
     Each connection sends, waits, sends again: rate ~ connections / (wait + the
     request's time).  The wait is drawn from an exponential distribution, so the
     connections send independently of each other (Poisson arrivals, as from many
-    separate nodes), and the request's time is taken as 3 ms.  ``bursty``: a fixed wait
+    separate nodes), and the request's time is taken as 5 ms.  ``bursty``: a fixed wait
     instead, the request's time taken as 20 ms.  The connections then stay in step:
     group commit answers a burst's Events together, so each connection's next request
     comes at the same moment, and the Events arrive in bursts of up to
@@ -159,7 +159,7 @@ def event_writer(port: int, seconds: float, tmp: str, rate: float, connections: 
     short (the achieved rate is printed).
     """
     lua = os.path.join(tmp, f"events-{run}.lua")
-    delay_ms = max(1, round(connections * 1000 / rate) - (20 if bursty else 3))
+    delay_ms = max(1, round(connections * 1000 / rate) - (20 if bursty else 5))
     with open(lua, "w") as f:
         f.write(EVENT_LUA % {"delay_ms": delay_ms, "token": TOKEN, "run": run,
                              "bursty": "true" if bursty else "false"})

@@ -1,4 +1,4 @@
-"""The bulk lane (``bulklane.py``): one piece of work a turn, waiting for other writes."""
+"""The bulk lane (``bulklane.py``): turns of bounded work, waiting for other writes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from platformd.bulklane import MAX_HOLD, BulkLane, BulkRequests, is_bulk
+from platformd.bulklane import BUDGET, MAX_HOLD, BulkLane, BulkRequests, is_bulk
 from platformd.storage.mvcc import Create, Delete
 
 
@@ -21,15 +21,27 @@ class LaneTests(SynchronousTestCase):
     def work(self, name):
         return lambda: self.ran.append(name) or name
 
-    def test_one_piece_of_work_a_turn_in_order(self):
-        """Work runs in the order given, each in a call of its own (a turn)."""
-        done = [self.lane.later(self.work(n)) for n in range(3)]
+    def test_turns_within_the_budget_in_order(self):
+        """
+        Work runs in the order given, in turns of the lane's own (calls the reactor
+        makes after polling its sockets), each ending once it has worked ``budget``.
+        """
+        spent = [0.0]
+        lane = BulkLane(self.clock, ("/events/",), timer=lambda: spent[0])
+
+        def work(n):
+            def run():
+                spent[0] += BUDGET * 0.6
+                self.ran.append(n)
+                return n
+            return run
+        done = [lane.later(work(n)) for n in range(5)]
         self.assertEqual((self.ran, len(self.clock.calls)), ([], 1))
-        for n in range(3):
-            call = self.clock.calls.pop(0)  # one turn's call, as the reactor runs it
+        for turn in ([0, 1], [0, 1, 2, 3], [0, 1, 2, 3, 4]):
+            call = self.clock.calls.pop(0)  # one turn, as the reactor runs it
             call.func(*call.args, **call.kw)
-            self.assertEqual(self.ran, list(range(n + 1)))
-        self.assertEqual([self.successResultOf(d) for d in done], [0, 1, 2])
+            self.assertEqual(self.ran, turn)
+        self.assertEqual([self.successResultOf(d) for d in done], [0, 1, 2, 3, 4])
         self.assertEqual(self.clock.calls, [])
 
     def test_a_deferred_result_is_waited_for(self):
