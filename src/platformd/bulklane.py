@@ -10,10 +10,10 @@ and in bursts the waits add up.  Three rules keep them out of the way:
 - A write to a bulk kind, once authenticated, admitted by the in-flight limit and
   authorized, waits here (``BulkRequests``, the last filter); its acknowledgement by the
   storage, which carries on into its response, waits here too (``SQLiteStorage``).
-- The lane works in turns of its own, scheduled with ``callLater(0)``, each for at most
-  ``budget`` (0.5 ms, about two Events' handling) and at least one piece of work: the
-  turn's reads from sockets and the calls already due run first, so another request's
-  next step never waits for more than about that.
+- The lane works in turns of its own, scheduled with ``callLater(0)``: the turn's reads
+  from sockets and the calls already due run first, and a turn ends once it has worked
+  ``budget`` (0.1 ms: one Event's handling, or a few responses), so another request's
+  next step never waits for more than about one Event's.
 - While a write others wait on is with the storage's writer thread (``hold`` to
   ``release``), the lane does nothing, for up to ``max_hold`` seconds from the first
   such write.  The reactor then sleeps in ``epoll`` rather than running Python, and the
@@ -44,10 +44,12 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 #: ``events.platform.io`` alike (one storage).
 EVENTS = ("/registry/events/",)
 
-#: Seconds of work the lane does in one turn at most (then the reactor polls its sockets
-#: again): about two Events' handling.  One piece of work a turn cost a closed-loop Event
-#: writer 6 % of its rate in reactor turns.
-BUDGET = 0.0005
+#: Seconds of work after which the lane ends its turn (the reactor polls its sockets
+#: again): an Event's handling takes longer, so it is one a turn, but a few
+#: acknowledgements share one.  Against one piece of work a turn, Event creates/s
+#: ×1.08 and CPU per Event ×0.94 (``bench/ab.py``), the RoleBindings beside 1,000
+#: Events/s as fast; 0.5 ms let their p90 rise by about a fifth.
+BUDGET = 0.0001
 
 #: Seconds the lane waits for other writes at most, from the first: a RoleBinding's
 #: commit beside 1,000 Events a second took p99 2 ms with the lane waiting.
