@@ -21,9 +21,9 @@ and in bursts the waits add up.  Three rules keep them out of the way:
   thread after each short release (the "convoy effect"), lets the writer wait up to the
   switch interval (5 ms) at each of its SQLite calls.  Measured under bursts of Events
   (``bench_events.py --bursty``), this rule took a RoleBinding's commit from p90 3.2 ms
-  to 0.8 ms.  The limit keeps Events
-  moving under a steady stream of other writes: the pause ends after ``max_hold``, and
-  the next one starts only once no other write is with the writer.
+  to 0.8 ms.  The limit keeps Events moving under a steady stream of other writes: the
+  pause ends after ``max_hold``, and the next one starts only once no other write is
+  with the writer.
 
 Bounded: the lane holds only requests the in-flight limit already admitted and
 acknowledgements of writes already made.  A request cancelled while it waits (its

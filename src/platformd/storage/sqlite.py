@@ -18,12 +18,12 @@ the first committing alone while the writer competes with the reactor for the GI
 applies them in order in one transaction, each with its own compare-and-swap check and
 the next revision, commits once (bulk writes, Events, in commits of their own after the
 others: ``sqlitewriter.split``, ``bulklane.py``), and hands each commit's outcome to
-the reactor in one ``callFromThread``: the reactor sets ``revision``,
-publishes the events to the watches, then fires the writes' Deferreds.  For its checks
-the writer reads each key's current row inside its transaction (one index lookup), which
-also sees the batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a copy
-of every key kept in memory by the writer, the throughput was the same within noise, and
-the lookup needs neither the memory nor a full scan at start.  Reads run on a small pool
+the reactor in one ``callFromThread``: the reactor sets ``revision``, publishes the
+events to the watches, then fires the writes' Deferreds.  For its checks the writer
+reads each key's current row inside its transaction (one index lookup), which also sees
+the batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a
+copy of every key kept in memory by the writer, the throughput was the same within
+noise, and the lookup needs neither the memory nor a full scan at start.  Reads run on a small pool
 of reader threads with connections of their own.  Nothing touches the disk on the
 reactor thread.
 
