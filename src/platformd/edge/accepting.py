@@ -99,11 +99,9 @@ def accept_one_per_turn(port: Any) -> None:
     read = port.doRead
 
     def do_read():
-        port.numberAccepts = 1
         try:
             return read()
         finally:
-            port.numberAccepts = 1
+            port.numberAccepts = 1  # tcp.Port.doRead grows it after a full loop
     port.numberAccepts = 1
     setattr(port, "doRead", do_read)  # the instance's own, over the class's
-

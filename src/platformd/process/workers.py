@@ -184,9 +184,6 @@ class Workers(service.Service):
         for index in range(1, self.count):
             self._spawn(index)
 
-    def pids(self) -> list:
-        return [w.transport.pid for w in self.workers.values() if w.transport.pid]
-
     def _spawn(self, index: int) -> None:
         self._restarts.pop(index, None)
         worker = _Worker(index, self.relay, self._ended)

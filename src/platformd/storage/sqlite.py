@@ -14,18 +14,18 @@ it the writes of a reactor turn together, once the turn's other work is done (a
 ``callLater(0)`` scheduled by the turn's first write): one wake-up of the writer per
 turn, not per write, and the writes a turn's requests make share one commit instead of
 the first committing alone while the writer competes with the reactor for the GIL
-(``docs/performance.md``).  The writer takes every pending write (up to ``_BATCH``),
-applies them in order in one transaction, each with its own compare-and-swap check and
-the next revision, commits once (bulk writes, Events, in commits of their own after the
-others: ``sqlitewriter.split``, ``bulklane.py``), and hands each commit's outcome to
-the reactor in one ``callFromThread``: the reactor sets ``revision``, publishes the
-events to the watches, then fires the writes' Deferreds.  For its checks the writer
-reads each key's current row inside its transaction (one index lookup), which also sees
-the batch's earlier writes; a rollback then leaves nothing to undo.  Measured against a
-copy of every key kept in memory by the writer, the throughput was the same within
-noise, and the lookup needs neither the memory nor a full scan at start.  Reads run on a small pool
-of reader threads with connections of their own.  Nothing touches the disk on the
-reactor thread.
+(``docs/performance.md``).  The writer takes every pending write (up to
+``sqlitewriter.BATCH``), applies them in order in one transaction, each with its own
+compare-and-swap check and the next revision, commits once (bulk writes, Events, in
+commits of their own after the others: ``sqlitewriter.split``, ``bulklane.py``), and
+hands each commit's outcome to the reactor in one ``callFromThread``: the reactor sets
+``revision``, publishes the events to the watches, then fires the writes' Deferreds.
+For its checks the writer reads each key's current row inside its transaction (one index
+lookup), which also sees the batch's earlier writes; a rollback then leaves nothing to
+undo.  Measured against a copy of every key kept in memory by the writer, the throughput
+was the same within noise, and the lookup needs neither the memory nor a full scan at
+start.  Reads run on a small pool of reader threads with connections of their own.
+Nothing touches the disk on the reactor thread.
 
 Values: each is stored as the store's transformer makes it (``transformers.py``; the
 writer thread transforms it as it inserts the row, once the transformer has been
